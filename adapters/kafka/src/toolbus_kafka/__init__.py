@@ -1,0 +1,1 @@
+"""toolbus kafka adapter."""

@@ -1,0 +1,1 @@
+"""toolbus nats adapter."""

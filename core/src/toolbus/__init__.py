@@ -1,0 +1,1 @@
+"""toolbus: agent tools behind message brokers."""

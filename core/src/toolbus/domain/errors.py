@@ -1,0 +1,159 @@
+"""Every error toolbus raises on purpose derives from :class:`ToolbusError`.
+
+Tool-call failures carry a wire ``type`` (the TrustGraph ``Error.type`` field) so
+that a service raising, say, :class:`NotFound` makes the caller's client raise
+:class:`NotFound` too. ``tool-service-error`` is TrustGraph's generic type; the
+others extend it for production use and are ignored, harmlessly, by TrustGraph.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+class ToolbusError(Exception):
+    """Base class of every error toolbus raises deliberately."""
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing wrong with a configuration snapshot."""
+
+    where: str  # e.g. "tool 'tell-joke'" or "tool-service 'joke-service'"
+    field: str  # the descriptor field at fault, "" when the whole entry is
+    message: str  # what is wrong and, where obvious, how to fix it
+
+    def __str__(self) -> str:
+        field = f" field '{self.field}'" if self.field else ""
+        return f"{self.where}{field}: {self.message}"
+
+
+class ConfigError(ToolbusError):
+    """A configuration snapshot is invalid. Lists *every* problem found, not the first."""
+
+    def __init__(self, problems: Iterable[Problem]) -> None:
+        self.problems: tuple[Problem, ...] = tuple(problems)
+        count = len(self.problems)
+        lines = [f"invalid configuration ({count} problem{'s' if count != 1 else ''}):"]
+        lines += [f"  - {p}" for p in self.problems]
+        super().__init__("\n".join(lines))
+
+
+class AccessDenied(ToolbusError):
+    """A request asked for tool groups its user is not allowed to use."""
+
+    def __init__(self, user: str, denied: Iterable[str], message: str | None = None) -> None:
+        self.user = user
+        self.denied: tuple[str, ...] = tuple(denied)
+        super().__init__(
+            message
+            or f"user {user!r} may not use group(s) {', '.join(map(repr, self.denied))}; "
+            "ask an administrator to grant them, or request only allowed groups"
+        )
+
+
+class WireError(ToolbusError, ValueError):
+    """A message body could not be decoded as a tool-service request or response."""
+
+
+class QueueNameError(ToolbusError, ValueError):
+    """A queue name cannot be mapped onto a broker."""
+
+
+class UnknownTool(ToolbusError, LookupError):
+    """No tool of that name is configured."""
+
+
+class PluginError(ToolbusError):
+    """A broker adapter or tool plugin is missing or broken."""
+
+
+class ToolCallError(ToolbusError):
+    """A tool call failed. ``error_type`` is the wire ``error.type``."""
+
+    error_type = "tool-service-error"
+
+    def __init__(self, message: str, *, error_type: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if error_type is not None:
+            self.error_type = error_type
+
+
+class ToolServiceError(ToolCallError):
+    """The tool itself failed (TrustGraph's ``tool-service-error``)."""
+
+    error_type = "tool-service-error"
+
+
+class BadRequest(ToolCallError):
+    """The request was malformed: bad JSON, wrong shape, invalid arguments."""
+
+    error_type = "bad-request"
+
+
+class NotFound(ToolCallError):
+    """The thing the tool was asked about does not exist."""
+
+    error_type = "not-found"
+
+
+class ToolAccessDenied(ToolCallError):
+    """The service refused the caller."""
+
+    error_type = "access-denied"
+
+
+class DeadlineExceeded(ToolCallError):
+    """The caller's deadline passed before the service could start the work."""
+
+    error_type = "deadline-exceeded"
+
+
+class Unavailable(ToolCallError):
+    """The service cannot serve now; trying again later may work."""
+
+    error_type = "unavailable"
+
+
+class InternalError(ToolCallError):
+    """An unexpected failure inside the service."""
+
+    error_type = "internal"
+
+
+class ToolTimeout(ToolCallError, TimeoutError):
+    """No (complete) answer arrived within the caller's time limit."""
+
+    error_type = "deadline-exceeded"
+
+    def __init__(self, service: str, seconds: float) -> None:
+        self.service = service
+        self.seconds = seconds
+        super().__init__(
+            f"tool service {service!r} did not answer within {seconds:g} s; "
+            "check that the service is running on this broker, or raise the timeout"
+        )
+
+
+ERROR_TYPES: dict[str, type[ToolCallError]] = {
+    cls.error_type: cls
+    for cls in (
+        ToolServiceError,
+        BadRequest,
+        NotFound,
+        ToolAccessDenied,
+        DeadlineExceeded,
+        Unavailable,
+        InternalError,
+    )
+}
+
+
+def error_for(error_type: str, message: str) -> ToolCallError:
+    """The exception matching a wire error type; unknown types keep their name."""
+    cls = ERROR_TYPES.get(error_type)
+    if cls is None:
+        return ToolServiceError(message, error_type=error_type)
+    return cls(message)

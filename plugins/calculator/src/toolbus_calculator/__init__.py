@@ -1,0 +1,1 @@
+"""toolbus example tool plugin."""
