@@ -157,3 +157,19 @@ def error_for(error_type: str, message: str) -> ToolCallError:
     if cls is None:
         return ToolServiceError(message, error_type=error_type)
     return cls(message)
+
+
+class MessageTooLarge(ToolbusError, ValueError):
+    """A message body is larger than the broker (or the service) accepts."""
+
+    def __init__(self, size: int, limit: int, how_to_raise: str) -> None:
+        self.size = size
+        self.limit = limit
+        super().__init__(
+            f"message of {size:,} bytes is larger than the limit of {limit:,} bytes; "
+            f"{how_to_raise}"
+        )
+
+
+class BusClosed(ToolbusError, ConnectionError):
+    """The bus connection was closed (or lost) while it was being used."""

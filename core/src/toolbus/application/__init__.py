@@ -1,0 +1,1 @@
+"""The application layer: async, and talks to the outside through ports only."""

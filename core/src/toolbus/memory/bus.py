@@ -1,0 +1,315 @@
+"""An in-process message broker with the delivery rules of a real one.
+
+Competing consumers share one buffer per group; fan-out subscribers get a buffer
+each. Buffers are bounded: a publisher waits while any target buffer is full
+(backpressure). On ``persistent://`` queues every delivery stays *unacked* until
+``ack``; ``nack`` or closing the subscription puts it back at the front of its
+buffer, marked redelivered. Non-persistent queues forget a message once handed
+out. Messages published when nobody subscribes are dropped, as on the brokers.
+
+The hot path is plain ``asyncio`` futures and deques: no memory streams, no
+tasks per message. Everything runs on one event loop; brokers are per loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections import deque
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from toolbus.domain.errors import BusClosed, MessageTooLarge
+from toolbus.domain.queues import parse_queue
+from toolbus.ports import Delivery
+
+DEFAULT_BUFFER = 10_000
+DEFAULT_MAX_MESSAGE = 64 * 1024 * 1024
+_EMPTY: Mapping[str, str] = {}
+
+
+class _Closed(Exception):
+    """Wakes a consumer whose subscription was closed."""
+
+
+class _Buffer:
+    """A bounded FIFO read by one fan-out subscriber or by every member of a group."""
+
+    __slots__ = ("getters", "items", "limit", "putters")
+
+    def __init__(self, limit: int) -> None:
+        self.items: deque[MemoryDelivery] = deque()
+        self.getters: deque[asyncio.Future[MemoryDelivery]] = deque()
+        self.putters: deque[asyncio.Future[None]] = deque()
+        self.limit = limit
+
+    def offer(self, item: MemoryDelivery) -> None:
+        """Hand ``item`` to a waiting consumer, or keep it."""
+        getters = self.getters
+        while getters:
+            getter = getters.popleft()
+            if not getter.done():
+                getter.set_result(item)
+                return
+        self.items.append(item)
+
+    def push_front(self, item: MemoryDelivery) -> None:
+        """Put a redelivery ahead of everything else; it never waits for space."""
+        getters = self.getters
+        while getters:
+            getter = getters.popleft()
+            if not getter.done():
+                getter.set_result(item)
+                return
+        self.items.appendleft(item)
+
+    async def put(self, item: MemoryDelivery) -> None:
+        while len(self.items) >= self.limit:
+            waiter = asyncio.get_running_loop().create_future()
+            self.putters.append(waiter)
+            try:
+                await waiter
+            finally:
+                if not waiter.done():
+                    waiter.cancel()
+        self.offer(item)
+
+    def _wake_putter(self) -> None:
+        putters = self.putters
+        while putters:
+            putter = putters.popleft()
+            if not putter.done():
+                putter.set_result(None)
+                return
+
+    async def get(self, reader: MemorySubscription) -> MemoryDelivery:
+        if self.items:
+            item = self.items.popleft()
+            if self.putters:
+                self._wake_putter()
+            return item
+        getter: asyncio.Future[MemoryDelivery] = asyncio.get_running_loop().create_future()
+        self.getters.append(getter)
+        reader.waiting = getter
+        try:
+            return await getter
+        except asyncio.CancelledError:
+            # A message handed over in the same instant we were cancelled is not lost.
+            if getter.done() and not getter.cancelled() and getter.exception() is None:
+                self.push_front(getter.result())
+            raise
+        finally:
+            reader.waiting = None
+
+
+class MemoryDelivery:
+    """A message as one consumer sees it."""
+
+    __slots__ = ("_body", "_consumer", "_properties", "_redelivered", "_settled")
+
+    def __init__(self, body: bytes, properties: Mapping[str, str], redelivered: bool) -> None:
+        self._body = body
+        self._properties = properties
+        self._redelivered = redelivered
+        self._consumer: MemorySubscription | None = None
+        self._settled = False
+
+    @property
+    def body(self) -> bytes:
+        return self._body
+
+    @property
+    def properties(self) -> Mapping[str, str]:
+        return self._properties
+
+    @property
+    def redelivered(self) -> bool:
+        return self._redelivered
+
+    async def ack(self) -> None:
+        consumer = self._consumer
+        if consumer is not None and not self._settled:
+            self._settled = True
+            consumer.unacked.discard(self)
+
+    async def nack(self) -> None:
+        consumer = self._consumer
+        if consumer is not None and not self._settled:
+            self._settled = True
+            consumer.unacked.discard(self)
+            consumer.buffer.push_front(self.again())
+
+    def again(self) -> MemoryDelivery:
+        return MemoryDelivery(self._body, self._properties, True)
+
+
+class MemorySubscription:
+    """One subscription: a fan-out buffer of its own, or a seat in a group."""
+
+    def __init__(self, bus: MemoryBus, topic: _Topic, buffer: _Buffer, persistent: bool) -> None:
+        self.bus = bus
+        self.topic = topic
+        self.buffer = buffer
+        self.persistent = persistent
+        self.unacked: set[MemoryDelivery] = set()
+        self.waiting: asyncio.Future[MemoryDelivery] | None = None
+        self.closed = False
+
+    def __aiter__(self) -> AsyncIterator[Delivery]:
+        return self
+
+    async def __anext__(self) -> Delivery:
+        if self.closed:
+            raise StopAsyncIteration
+        try:
+            delivery = await self.buffer.get(self)
+        except _Closed:
+            raise StopAsyncIteration from None
+        if self.closed:
+            # close() ran while we waited: the message belongs to the queue still.
+            self.buffer.push_front(delivery)  # type: ignore[unreachable]
+            raise StopAsyncIteration
+        if self.persistent:
+            delivery._consumer = self
+            self.unacked.add(delivery)
+        return delivery
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.bus.subscriptions.discard(self)
+        self.topic.leave(self)
+        # A consumer that goes away without acking gives its messages back.
+        for delivery in self.unacked:
+            delivery._settled = True
+            self.buffer.push_front(delivery.again())
+        self.unacked.clear()
+        # Wake our own pending read, if any; a message already handed to it is put
+        # back by ``__anext__`` when it sees the subscription closed.
+        waiting = self.waiting
+        if waiting is not None and not waiting.done():
+            waiting.set_exception(_Closed())
+
+
+class _Topic:
+    __slots__ = ("fanout", "group_members", "groups")
+
+    def __init__(self) -> None:
+        self.groups: dict[str, _Buffer] = {}
+        self.group_members: dict[str, int] = {}
+        self.fanout: list[_Buffer] = []
+
+    def targets(self) -> list[_Buffer]:
+        return [*self.groups.values(), *self.fanout]
+
+    def leave(self, sub: MemorySubscription) -> None:
+        for name, buffer in self.groups.items():
+            if buffer is sub.buffer:
+                self.group_members[name] -= 1
+                return
+        if sub.buffer in self.fanout:
+            self.fanout.remove(sub.buffer)
+
+
+class MemoryBroker:
+    """The shared state behind every :class:`MemoryBus` of one name on one event loop."""
+
+    def __init__(self, buffer_size: int = DEFAULT_BUFFER) -> None:
+        self.buffer_size = buffer_size
+        self.topics: dict[str, _Topic] = {}
+
+    def topic(self, queue: str) -> _Topic:
+        topic = self.topics.get(queue)
+        if topic is None:
+            parse_queue(queue)  # reject names no real broker could carry
+            topic = self.topics[queue] = _Topic()
+        return topic
+
+
+_BROKERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, MemoryBroker]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def broker_for(name: str, buffer_size: int = DEFAULT_BUFFER) -> MemoryBroker:
+    """The broker called ``name`` on the running loop, made on first use."""
+    brokers = _BROKERS.setdefault(asyncio.get_running_loop(), {})
+    broker = brokers.get(name)
+    if broker is None:
+        broker = brokers[name] = MemoryBroker(buffer_size)
+    return broker
+
+
+class MemoryBus:
+    """A connection to a :class:`MemoryBroker`; closing it closes its subscriptions."""
+
+    def __init__(self, broker: MemoryBroker, max_message_size: int = DEFAULT_MAX_MESSAGE) -> None:
+        self.broker = broker
+        self._max_message_size = max_message_size
+        self.subscriptions: set[MemorySubscription] = set()
+        self.closed = False
+
+    @property
+    def max_message_size(self) -> int | None:
+        return self._max_message_size
+
+    async def publish(
+        self, queue: str, body: bytes, properties: Mapping[str, str] | None = None
+    ) -> None:
+        if self.closed:
+            raise BusClosed("the in-memory bus connection is closed")
+        if len(body) > self._max_message_size:
+            raise MessageTooLarge(
+                len(body),
+                self._max_message_size,
+                "raise it with memory://?max_message_size=BYTES",
+            )
+        topic = self.broker.topics.get(queue) or self.broker.topic(queue)
+        props = dict(properties) if properties else _EMPTY
+        groups, fanout = topic.groups, topic.fanout
+        if len(groups) + len(fanout) == 1:
+            # The common request/reply case: one target, no list to build.
+            buffer = next(iter(groups.values())) if groups else fanout[0]
+            await buffer.put(MemoryDelivery(body, props, False))
+            return
+        for buffer in topic.targets():
+            await buffer.put(MemoryDelivery(body, props, False))
+
+    async def subscribe(self, queue: str, group: str | None = None) -> MemorySubscription:
+        if self.closed:
+            raise BusClosed("the in-memory bus connection is closed")
+        topic = self.broker.topic(queue)
+        if group is None:
+            buffer = _Buffer(self.broker.buffer_size)
+            topic.fanout.append(buffer)
+        else:
+            buffer = topic.groups.get(group) or topic.groups.setdefault(
+                group, _Buffer(self.broker.buffer_size)
+            )
+            topic.group_members[group] = topic.group_members.get(group, 0) + 1
+        sub = MemorySubscription(self, topic, buffer, parse_queue(queue).persistent)
+        self.subscriptions.add(sub)
+        return sub
+
+    async def close(self) -> None:
+        self.closed = True
+        for sub in list(self.subscriptions):
+            await sub.close()
+
+
+async def connect(url: str = "memory://", options: Mapping[str, Any] | None = None) -> MemoryBus:
+    """Connect to the in-memory broker named by ``url`` (``memory://`` or ``memory://name``).
+
+    Query options: ``buffer_size`` (messages per subscriber buffer) and
+    ``max_message_size`` (bytes). ``options`` may give the same keys.
+    """
+    parts = urlsplit(url)
+    if parts.scheme != "memory":
+        raise ValueError(f"not an in-memory bus URL: {url!r}; use 'memory://' or 'memory://name'")
+    merged: dict[str, Any] = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+    merged.update(options or {})
+    name = (parts.netloc + parts.path).strip("/") or "default"
+    broker = broker_for(name, int(merged.get("buffer_size", DEFAULT_BUFFER)))
+    return MemoryBus(broker, int(merged.get("max_message_size", DEFAULT_MAX_MESSAGE)))

@@ -1,0 +1,206 @@
+"""Plugins: broker adapters and tool plugins, found through entry points, run by pluggy.
+
+Two entry-point groups:
+
+* ``toolbus.adapters``: one entry point per broker, **named after its URL
+  scheme** (``memory``, ``nats``, ``pulsar``, ``kafka``). Only the adapter a
+  URL names is imported, so ``pip install toolbus`` never loads a broker client
+  it does not use. The module implements :meth:`Spec.toolbus_register_adapters`.
+* ``toolbus.plugins``: tool plugins. Each implements
+  :meth:`Spec.toolbus_register_tools` to contribute tool services with their
+  default descriptors, and may add tool types.
+
+pluggy is used at start-up only; per-call paths never go through it.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as metadata
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import pluggy
+
+from toolbus.application.service import ToolService
+from toolbus.domain.errors import PluginError
+from toolbus.ports import Bus, BusFactory
+
+log = logging.getLogger("toolbus.plugins")
+
+PROJECT = "toolbus"
+ADAPTER_GROUP = "toolbus.adapters"
+PLUGIN_GROUP = "toolbus.plugins"
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+#: The extra that installs each first-party adapter, for the "please install" message.
+_EXTRAS = {"nats": "nats", "pulsar": "pulsar", "kafka": "kafka"}
+
+
+@dataclass(frozen=True, slots=True)
+class AdapterInfo:
+    """A broker adapter: the URL schemes it serves and how to connect."""
+
+    schemes: tuple[str, ...]
+    connect: BusFactory
+    distribution: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolPlugin:
+    """What one tool plugin contributed."""
+
+    name: str
+    distribution: str
+    services: tuple[ToolService, ...] = ()
+    #: Default configuration: {"tool-service": {...}, "tool": {...}}
+    snapshot: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    tool_types: tuple[str, ...] = ()
+
+
+AdapterRegistrar = Callable[[AdapterInfo], None]
+
+
+class ToolRegistrar:
+    """Handed to ``toolbus_register_tools``; collects a plugin's contributions."""
+
+    def __init__(self) -> None:
+        self.services: list[ToolService] = []
+        self.service_descriptors: dict[str, dict[str, Any]] = {}
+        self.tools: dict[str, dict[str, Any]] = {}
+        self.tool_types: list[str] = []
+
+    def service(
+        self, service: ToolService, *, tools: Mapping[str, Mapping[str, Any]] | None = None
+    ) -> None:
+        """Contribute a tool service and the default tool descriptors that use it."""
+        self.services.append(service)
+        self.service_descriptors[service.id] = service.descriptor()
+        for key, descriptor in (tools or {}).items():
+            self.tools[key] = {"type": "tool-service", "service": service.id, **descriptor}
+
+    def tool_type(self, name: str) -> None:
+        """Declare a tool ``type`` this plugin understands (beyond ``tool-service``)."""
+        self.tool_types.append(name)
+
+
+class Spec:
+    """The hook specifications toolbus owns."""
+
+    @hookspec
+    def toolbus_register_adapters(self, register: AdapterRegistrar) -> None:
+        """Register broker adapters by calling ``register(AdapterInfo(...))``."""
+
+    @hookspec
+    def toolbus_register_tools(self, register: ToolRegistrar) -> None:
+        """Register tool services (``register.service(...)``) and tool types."""
+
+
+def _manager() -> pluggy.PluginManager:
+    pm = pluggy.PluginManager(PROJECT)
+    pm.add_hookspecs(Spec)
+    return pm
+
+
+def _entry_points(group: str) -> Sequence[metadata.EntryPoint]:
+    return tuple(metadata.entry_points(group=group))
+
+
+def _distribution(ep: metadata.EntryPoint) -> tuple[str, str]:
+    dist = ep.dist
+    if dist is None:
+        return ("?", "?")
+    return (dist.metadata["Name"], dist.version)
+
+
+def adapter_for(url: str) -> AdapterInfo:
+    """The adapter serving ``url``'s scheme, importing that adapter only."""
+    scheme = urlsplit(url).scheme
+    if not scheme:
+        raise PluginError(
+            f"broker URL {url!r} has no scheme; use memory://, nats://host:port, "
+            "pulsar://host:port or kafka://host:port"
+        )
+    base = scheme.split("+", 1)[0]
+    found = [ep for ep in _entry_points(ADAPTER_GROUP) if ep.name == base]
+    if not found:
+        installed = sorted(ep.name for ep in _entry_points(ADAPTER_GROUP))
+        hint = (
+            f"install it with: pip install 'toolbus[{_EXTRAS[base]}]'"
+            if base in _EXTRAS
+            else "install a plugin that provides it"
+        )
+        raise PluginError(
+            f"no broker adapter for {scheme}:// is installed; {hint} "
+            f"(installed adapters: {', '.join(installed) or 'none'})"
+        )
+    pm = _manager()
+    try:
+        pm.register(found[0].load(), name=found[0].name)
+    except Exception as exc:
+        raise PluginError(f"broker adapter {base!r} failed to load: {exc}") from exc
+    adapters: list[AdapterInfo] = []
+    pm.hook.toolbus_register_adapters(register=adapters.append)
+    for info in adapters:
+        if scheme in info.schemes or base in info.schemes:
+            return info
+    raise PluginError(f"the {base!r} adapter does not serve {scheme}:// URLs")
+
+
+async def connect(url: str, options: Mapping[str, Any] | None = None) -> Bus:
+    """Connect to the broker at ``url`` with the adapter its scheme names."""
+    return await adapter_for(url).connect(url, dict(options or {}))
+
+
+def load_tool_plugins() -> list[ToolPlugin]:
+    """Import every installed tool plugin and collect what it contributes.
+
+    A plugin that fails to load is logged and skipped: one broken plugin must not
+    take the others down.
+    """
+    plugins: list[ToolPlugin] = []
+    for ep in _entry_points(PLUGIN_GROUP):
+        distribution, _ = _distribution(ep)
+        pm = _manager()
+        try:
+            pm.register(ep.load(), name=ep.name)
+            registrar = ToolRegistrar()
+            pm.hook.toolbus_register_tools(register=registrar)
+        except Exception:
+            log.exception("tool plugin %r (%s) failed to load; skipped", ep.name, distribution)
+            continue
+        plugins.append(
+            ToolPlugin(
+                name=ep.name,
+                distribution=distribution,
+                services=tuple(registrar.services),
+                snapshot={
+                    "tool-service": registrar.service_descriptors,
+                    "tool": registrar.tools,
+                },
+                tool_types=tuple(registrar.tool_types),
+            )
+        )
+    return plugins
+
+
+@dataclass(frozen=True, slots=True)
+class InstalledPlugin:
+    kind: str  # "adapter" or "tools"
+    name: str
+    distribution: str
+    version: str
+
+
+def installed_plugins() -> list[InstalledPlugin]:
+    """Every installed adapter and tool plugin with its distribution and version (no imports)."""
+    found = []
+    for kind, group in (("adapter", ADAPTER_GROUP), ("tools", PLUGIN_GROUP)):
+        for ep in _entry_points(group):
+            distribution, version = _distribution(ep)
+            found.append(InstalledPlugin(kind, ep.name, distribution, version))
+    return sorted(found, key=lambda p: (p.kind, p.name))

@@ -1,0 +1,91 @@
+"""Ports: what the application layer needs from the outside world.
+
+Adapters (the in-memory bus, NATS, Pulsar, Kafka) implement :class:`Bus`. The
+application layer depends on these protocols only, never on an adapter.
+
+Delivery rules every Bus must keep (the conformance suite in
+``toolbus.testing.conformance`` checks them against each adapter):
+
+* ``subscribe(queue, group=name)`` makes *competing consumers*: each message is
+  delivered to one member of the group (replicas of one service share the work).
+* ``subscribe(queue, group=None)`` *fans out*: every such subscription gets
+  every message published after it was made.
+* A subscription is live before ``subscribe`` returns: nothing published after
+  that can be missed by it.
+* On a ``persistent://`` queue delivery is at-least-once: a message not acked
+  (nacked, or its consumer died) is delivered again. On ``non-persistent://``
+  it is at-most-once and ``ack``/``nack`` are no-ops.
+* Bodies of several MB work; ``max_message_size`` says where the limit is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any, Protocol, runtime_checkable
+
+
+@runtime_checkable
+class Delivery(Protocol):
+    """One message handed to a subscriber."""
+
+    @property
+    def body(self) -> bytes: ...
+
+    @property
+    def properties(self) -> Mapping[str, str]: ...
+
+    @property
+    def redelivered(self) -> bool:
+        """True when this message was delivered before (to this or another consumer)."""
+        ...
+
+    async def ack(self) -> None:
+        """Done with it: never deliver it again."""
+        ...
+
+    async def nack(self) -> None:
+        """Could not handle it: deliver it again (persistent queues only)."""
+        ...
+
+
+class Subscription(Protocol):
+    """An open subscription. Iterate it for deliveries; close it to leave."""
+
+    def __aiter__(self) -> AsyncIterator[Delivery]: ...
+
+    async def close(self) -> None:
+        """Stop receiving. Unacked deliveries of a persistent queue go back to the queue."""
+        ...
+
+
+class Bus(Protocol):
+    """A connection to a message broker."""
+
+    @property
+    def max_message_size(self) -> int | None:
+        """The largest body the broker accepts, when known."""
+        ...
+
+    async def publish(
+        self, queue: str, body: bytes, properties: Mapping[str, str] | None = None
+    ) -> None:
+        """Send one message. Returns once the broker has taken it (or backpressure eased)."""
+        ...
+
+    async def subscribe(self, queue: str, group: str | None = None) -> Subscription:
+        """Subscribe; live before it returns. ``group`` names competing consumers."""
+        ...
+
+    async def close(self) -> None:
+        """Close every subscription and the connection."""
+        ...
+
+
+class Clock(Protocol):
+    """Wall-clock time in Unix seconds. Injected so that TTLs and deadlines are testable."""
+
+    def __call__(self) -> float: ...
+
+
+BusFactory = Callable[[str, Mapping[str, Any]], Awaitable[Bus]]
+"""``await factory(url, options)`` connects to the broker at ``url``."""

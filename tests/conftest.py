@@ -1,0 +1,10 @@
+"""Shared test configuration: every async test runs on asyncio (the brokers' clients need it)."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    return "asyncio"
