@@ -1,1 +1,64 @@
-"""toolbus: agent tools behind message brokers."""
+"""toolbus: agent tools behind message brokers.
+
+Write a tool service as a decorated function or a :class:`ToolService`
+subclass, serve it with :class:`ServiceHost` (or ``toolbus serve``), and call it
+with :class:`ToolServiceClient`, or by tool name through :class:`Tools`.
+Brokers are plugins picked by URL: ``memory://``, ``nats://``, ``pulsar://``,
+``kafka://``.
+"""
+
+from toolbus.application.client import ToolServiceClient
+from toolbus.application.host import ServiceHost, running
+from toolbus.application.service import ToolService, tool_service
+from toolbus.application.tools import Tools
+from toolbus.domain.config import (
+    ServiceDescriptor,
+    ToolDescriptor,
+    load_registry,
+    load_registry_from_path,
+    read_snapshot,
+)
+from toolbus.domain.errors import (
+    AccessDenied,
+    BadRequest,
+    ConfigError,
+    DeadlineExceeded,
+    InternalError,
+    NotFound,
+    ToolAccessDenied,
+    ToolbusError,
+    ToolCallError,
+    ToolServiceError,
+    ToolTimeout,
+    Unavailable,
+)
+from toolbus.domain.registry import Registry
+from toolbus.plugins import connect
+
+__all__ = [
+    "AccessDenied",
+    "BadRequest",
+    "ConfigError",
+    "DeadlineExceeded",
+    "InternalError",
+    "NotFound",
+    "Registry",
+    "ServiceDescriptor",
+    "ServiceHost",
+    "ToolAccessDenied",
+    "ToolCallError",
+    "ToolDescriptor",
+    "ToolService",
+    "ToolServiceClient",
+    "ToolServiceError",
+    "ToolTimeout",
+    "ToolbusError",
+    "Tools",
+    "Unavailable",
+    "connect",
+    "load_registry",
+    "load_registry_from_path",
+    "read_snapshot",
+    "running",
+    "tool_service",
+]

@@ -121,16 +121,17 @@ class ToolServiceClient:
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> bool | None:
+    ) -> None:
         assert self._task_group is not None
         with anyio.CancelScope(shield=True):
             for listener in self._listeners.values():
                 await listener.subscription.close()
         self._task_group.cancel_scope.cancel()
-        result = await self._task_group.__aexit__(exc_type, exc, tb)
+        # The caller's own exception is not handed to the task group: it would come
+        # back wrapped in an ExceptionGroup. It propagates unchanged instead.
+        await self._task_group.__aexit__(None, None, None)
         self._task_group = None
         self._listeners.clear()
-        return result
 
     @property
     def pending(self) -> int:

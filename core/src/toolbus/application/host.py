@@ -216,11 +216,18 @@ async def running(
     starts; leaving the block stops them and drains calls in flight.
     """
     hosts = [ServiceHost(bus, service, **host_options) for service in services]
+    failure: Exception | None = None
     async with anyio.create_task_group() as tasks:
         for host in hosts:
             await tasks.start(host.serve)
         try:
             yield hosts
+        except Exception as exc:
+            # Re-raised below, outside the task group, so that the caller sees its own
+            # exception rather than an ExceptionGroup wrapping it.
+            failure = exc
         finally:
             for host in hosts:
                 host.stop()
+    if failure is not None:
+        raise failure

@@ -1,1 +1,6 @@
-"""toolbus example tool plugin."""
+"""The calculator tool service: safe arithmetic, no ``eval``."""
+
+from toolbus_calculator.arithmetic import evaluate
+from toolbus_calculator.service import calculator_service
+
+__all__ = ["calculator_service", "evaluate"]

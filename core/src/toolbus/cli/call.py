@@ -1,0 +1,95 @@
+"""``toolbus call``: call one tool by name and print its observation."""
+
+from __future__ import annotations
+
+import json
+from contextlib import AsyncExitStack
+from typing import Annotated, Any
+
+import typer
+
+from toolbus.application.client import ToolServiceClient
+from toolbus.application.host import running
+from toolbus.application.tools import Tools
+from toolbus.cli.app import app
+from toolbus.cli.common import EXIT_FAILED, fail, run, setup_logging
+from toolbus.domain.errors import ToolCallError
+from toolbus.plugins import connect, load_tool_plugins
+from toolbus.runtime import build_registry
+from toolbus.settings import load_settings
+
+
+def parse_arguments(pairs: list[str], json_arguments: str | None) -> dict[str, Any]:
+    """``k=v`` pairs (values read as JSON when they parse, else as text) over ``--json``."""
+    arguments: dict[str, Any] = {}
+    if json_arguments:
+        try:
+            loaded = json.loads(json_arguments)
+        except ValueError as exc:
+            fail(f"--json is not valid JSON: {exc}")
+        if not isinstance(loaded, dict):
+            fail('--json must be a JSON object, e.g. \'{"topic": "cats"}\'')
+        arguments.update(loaded)
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            fail(f"--arg {pair!r} must look like name=value")
+        try:
+            arguments[key] = json.loads(value)
+        except ValueError:
+            arguments[key] = value
+    return arguments
+
+
+@app.command("call")
+def call(
+    tool: Annotated[str, typer.Argument(help="The tool's name.", show_default=False)],
+    arg: Annotated[
+        list[str] | None, typer.Option("--arg", "-a", help="An argument as name=value.")
+    ] = None,
+    json_arguments: Annotated[
+        str | None, typer.Option("--json", help="All arguments as one JSON object.")
+    ] = None,
+    user: Annotated[str, typer.Option(help="The user the call is made for.")] = "cli",
+    stream: Annotated[bool, typer.Option(help="Print chunks as they arrive.")] = False,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for the answer.")] = 30.0,
+    broker: Annotated[
+        str | None, typer.Option(help="Broker URL; default from TOOLBUS_BROKER or toolbus.toml.")
+    ] = None,
+    config: Annotated[
+        str | None,
+        typer.Option(help="Configuration file or directory; default: installed plugins' tools."),
+    ] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO level.")] = False,
+) -> None:
+    """Call a tool and print its observation.
+
+    With the default memory:// broker the installed tool plugins are served in
+    this process, so any installed tool can be tried without a broker.
+    """
+    setup_logging(verbose)
+    arguments = parse_arguments(arg or [], json_arguments)
+    settings = load_settings(broker, config)
+    plugins = load_tool_plugins()
+    registry = build_registry(settings, plugins)
+
+    async def main() -> None:
+        async with AsyncExitStack() as stack:
+            bus = await connect(settings.broker, settings.broker_options)
+            stack.push_async_callback(bus.close)
+            if settings.broker.startswith("memory:"):
+                services = [s for p in plugins for s in p.services]
+                await stack.enter_async_context(running(bus, *services))
+            client = await stack.enter_async_context(ToolServiceClient(bus))
+            tools = Tools(client, registry)
+            try:
+                if stream:
+                    async for chunk in tools.stream(tool, arguments, user=user, timeout=timeout):
+                        typer.echo(chunk, nl=False)
+                    typer.echo()
+                else:
+                    typer.echo(await tools.call(tool, arguments, user=user, timeout=timeout))
+            except ToolCallError as exc:
+                fail(f"{exc.error_type}: {exc.message}", EXIT_FAILED)
+
+    run(main)

@@ -1,0 +1,46 @@
+"""What every command shares: running async code, reporting errors, exit codes.
+
+Exit codes: 0 success, 1 the tool or broker failed, 2 bad input or configuration.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any, NoReturn, TypeVar
+
+import anyio
+import typer
+
+from toolbus.domain.errors import ConfigError, PluginError, ToolbusError, UnknownTool
+
+T = TypeVar("T")
+
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
+
+
+def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def run(main: Callable[..., Awaitable[T]], *args: Any) -> T:
+    """Run ``main`` on asyncio, turning toolbus errors into readable exits."""
+    try:
+        return anyio.run(main, *args, backend="asyncio")
+    except (ConfigError, PluginError, UnknownTool) as exc:
+        fail(str(exc), EXIT_BAD_INPUT)
+    except ToolbusError as exc:
+        fail(str(exc), EXIT_FAILED)
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+
+
+def setup_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )

@@ -1,0 +1,31 @@
+"""``toolbus plugins``: what is installed, with versions."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Annotated
+
+import typer
+
+from toolbus.cli.app import app
+from toolbus.plugins import installed_plugins
+
+
+@app.command("plugins")
+def plugins(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List installed broker adapters and tool plugins."""
+    found = installed_plugins()
+    if as_json:
+        typer.echo(json.dumps([dataclasses.asdict(p) for p in found], indent=2))
+        return
+    width = max((len(p.name) for p in found), default=4)
+    for kind, title in (("adapter", "Broker adapters"), ("tools", "Tool plugins")):
+        typer.echo(f"{title}:")
+        rows = [p for p in found if p.kind == kind]
+        for p in rows:
+            typer.echo(f"  {p.name:<{width}}  {p.distribution} {p.version}")
+        if not rows:
+            typer.echo("  (none)")

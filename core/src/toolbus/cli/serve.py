@@ -1,0 +1,73 @@
+"""``toolbus serve``: run tool services until SIGTERM/SIGINT, then drain and exit."""
+
+from __future__ import annotations
+
+import signal
+from typing import Annotated
+
+import anyio
+import typer
+
+from toolbus.application.host import DEFAULT_CONCURRENCY, ServiceHost
+from toolbus.cli.app import app
+from toolbus.cli.common import run, setup_logging
+from toolbus.plugins import connect
+from toolbus.runtime import resolve_service
+from toolbus.settings import load_settings
+
+
+@app.command("serve")
+def serve(
+    services: Annotated[
+        list[str],
+        typer.Argument(
+            help="Services to run: an installed plugin's service id (joke-service) "
+            "or an import path (my_package.tools:my_service).",
+            show_default=False,
+        ),
+    ],
+    broker: Annotated[
+        str | None, typer.Option(help="Broker URL; default from TOOLBUS_BROKER or toolbus.toml.")
+    ] = None,
+    concurrency: Annotated[
+        int, typer.Option(min=1, help="Calls each service handles at once.")
+    ] = DEFAULT_CONCURRENCY,
+    drain_timeout: Annotated[
+        float, typer.Option(help="Seconds calls in flight may take to finish on shutdown.")
+    ] = 30.0,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO level.")] = False,
+) -> None:
+    """Serve tool services from their request queues."""
+    setup_logging(verbose)
+    settings = load_settings(broker)
+    resolved = [resolve_service(name) for name in services]
+
+    async def main() -> None:
+        bus = await connect(settings.broker, settings.broker_options)
+        hosts = [
+            ServiceHost(bus, s, concurrency=concurrency, drain_timeout=drain_timeout)
+            for s in resolved
+        ]
+        try:
+            async with anyio.create_task_group() as tasks:
+                for host in hosts:
+                    await tasks.start(host.serve)
+                for host in hosts:
+                    typer.echo(
+                        f"serving {host.service.id} on {host.service.request_queue} "
+                        f"via {settings.broker}",
+                        err=True,
+                    )
+                with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                    async for signum in signals:
+                        typer.echo(
+                            f"{signal.Signals(signum).name}: draining calls in flight", err=True
+                        )
+                        for host in hosts:
+                            host.stop()
+                        break
+        finally:
+            with anyio.CancelScope(shield=True):
+                await bus.close()
+
+    run(main)

@@ -1,0 +1,67 @@
+"""Putting the parts together for a process: plugins, configuration, services."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from toolbus.application.service import ToolService
+from toolbus.domain.config import BUILTIN_TOOL_TYPES, load_registry, read_snapshot
+from toolbus.domain.errors import PluginError
+from toolbus.domain.registry import Registry
+from toolbus.plugins import ToolPlugin, load_tool_plugins
+from toolbus.settings import Settings
+
+
+def merged_snapshot(snapshots: Iterable[Mapping[str, Mapping[str, Any]]]) -> dict[str, Any]:
+    """Merge snapshots section by section; later ones win on the same key."""
+    merged: dict[str, dict[str, Any]] = {"tool-service": {}, "tool": {}}
+    for snapshot in snapshots:
+        for section, entries in snapshot.items():
+            merged.setdefault(section, {}).update(entries)
+    return merged
+
+
+def tool_types(plugins: Sequence[ToolPlugin]) -> frozenset[str]:
+    return BUILTIN_TOOL_TYPES | {t for plugin in plugins for t in plugin.tool_types}
+
+
+def build_registry(settings: Settings, plugins: Sequence[ToolPlugin] | None = None) -> Registry:
+    """The configured registry, or the installed plugins' defaults when none is configured."""
+    plugins = load_tool_plugins() if plugins is None else plugins
+    if settings.config is not None:
+        snapshot = read_snapshot(settings.config)
+    else:
+        snapshot = merged_snapshot(plugin.snapshot for plugin in plugins)
+    return load_registry(snapshot, tool_types=tool_types(plugins))
+
+
+def resolve_service(name: str, plugins: Sequence[ToolPlugin] | None = None) -> ToolService:
+    """A service by plugin service id (``joke-service``) or import path (``pkg.mod:obj``).
+
+    An import path may name a :class:`ToolService` instance or subclass.
+    """
+    if ":" in name:
+        module_name, _, attribute = name.partition(":")
+        try:
+            target: Any = getattr(importlib.import_module(module_name), attribute)
+        except (ImportError, AttributeError) as exc:
+            raise PluginError(f"cannot import tool service {name!r}: {exc}") from exc
+        if isinstance(target, type) and issubclass(target, ToolService):
+            target = target()
+        if not isinstance(target, ToolService):
+            raise PluginError(
+                f"{name!r} is a {type(target).__name__}, not a tool service; point at a "
+                "@tool_service function or a ToolService subclass or instance"
+            )
+        return target
+    plugins = load_tool_plugins() if plugins is None else plugins
+    services = {service.id: service for plugin in plugins for service in plugin.services}
+    if name in services:
+        return services[name]
+    known = ", ".join(sorted(services)) or "none installed"
+    raise PluginError(
+        f"no installed tool plugin provides a service {name!r} (installed: {known}); "
+        "pip install the plugin, or give an import path like 'my_package.tools:my_service'"
+    )

@@ -1,0 +1,79 @@
+"""Where the broker URL and the configuration come from.
+
+Precedence, highest first: command-line flags, environment variables
+(``TOOLBUS_BROKER``, ``TOOLBUS_CONFIG``), then ``toolbus.toml`` in the current
+directory (keys ``broker``, ``config`` and a ``[broker-options]`` table). The
+default broker is ``memory://``. A ``config`` path in ``toolbus.toml`` is relative
+to that file.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toolbus.domain.errors import ConfigError, Problem
+
+SETTINGS_FILE = "toolbus.toml"
+DEFAULT_BROKER = "memory://"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    broker: str = DEFAULT_BROKER
+    config: Path | None = None
+    broker_options: Mapping[str, Any] = field(default_factory=dict)
+    #: The whole ``toolbus.toml``, for features that read their own tables.
+    file: Mapping[str, Any] = field(default_factory=dict)
+
+
+def read_settings_file(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except OSError as exc:
+        raise ConfigError([Problem(f"settings file {path}", "", f"cannot be read: {exc}")]) from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(
+            [Problem(f"settings file {path}", "", f"is not valid TOML: {exc}")]
+        ) from exc
+
+
+def load_settings(
+    broker: str | None = None,
+    config: str | os.PathLike[str] | None = None,
+    *,
+    cwd: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Settings:
+    """Resolve settings from flags, then the environment, then ``toolbus.toml``."""
+    env = os.environ if environ is None else environ
+    here = cwd or Path.cwd()
+    file_path = here / SETTINGS_FILE
+    file = read_settings_file(file_path) if file_path.is_file() else {}
+
+    config_path: Path | None
+    if config is not None:
+        config_path = Path(config)
+    elif env.get("TOOLBUS_CONFIG"):
+        config_path = Path(env["TOOLBUS_CONFIG"])
+    elif isinstance(file.get("config"), str):
+        config_path = file_path.parent / file["config"]
+    else:
+        config_path = None
+
+    options = file.get("broker-options", {})
+    if not isinstance(options, dict):
+        raise ConfigError(
+            [Problem(f"settings file {file_path}", "broker-options", "must be a table")]
+        )
+    return Settings(
+        broker=broker or env.get("TOOLBUS_BROKER") or str(file.get("broker") or DEFAULT_BROKER),
+        config=config_path,
+        broker_options=options,
+        file=file,
+    )

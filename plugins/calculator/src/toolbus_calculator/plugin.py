@@ -1,0 +1,26 @@
+"""Registers the calculator service and its default ``calculate`` tool."""
+
+from __future__ import annotations
+
+from toolbus.plugins import ToolRegistrar, hookimpl
+from toolbus_calculator.service import calculator_service
+
+
+@hookimpl
+def toolbus_register_tools(register: ToolRegistrar) -> None:
+    register.service(
+        calculator_service,
+        tools={
+            "calculate": {
+                "name": "calculate",
+                "description": "Evaluate an arithmetic expression such as '2 * (3 + 4)'",
+                "arguments": [
+                    {
+                        "name": "expression",
+                        "type": "string",
+                        "description": "The arithmetic expression to evaluate",
+                    }
+                ],
+            }
+        },
+    )
