@@ -11,7 +11,9 @@ cancellation never leak them: :attr:`ToolServiceClient.pending` returns to 0.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
+import math
 import time
 import uuid
 from collections import deque
@@ -34,13 +36,29 @@ DEFAULT_TIMEOUT = 60.0
 class _Waiter:
     """Collects the answer(s) to one call."""
 
-    __slots__ = ("chunks", "error", "finished", "wakeup")
+    __slots__ = (
+        "chunks",
+        "deadline",
+        "error",
+        "finished",
+        "interrupted",
+        "sending",
+        "timed_out",
+        "wakeup",
+    )
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, deadline: float = math.inf) -> None:
+        #: Event-loop time at which the call times out (inf: someone else watches).
+        self.deadline = deadline
         self.chunks: deque[str] = deque()
         self.error: ToolCallError | None = None
         self.finished = False
-        self.wakeup: asyncio.Future[None] = loop.create_future()
+        self.timed_out = False
+        #: The caller's task while its request is being published, so that the
+        #: deadline can interrupt a publish held up by backpressure or a dead broker.
+        self.sending: asyncio.Task[Any] | None = None
+        self.interrupted = False
+        self.wakeup: asyncio.Future[None] | None = None
 
     def deliver(self, response: wire.ToolResponse) -> None:
         if self.finished:
@@ -60,13 +78,27 @@ class _Waiter:
             self.finished = True
             self._wake()
 
+    def expire(self) -> None:
+        if not self.finished:
+            self.timed_out = True
+            self.finished = True
+            self._wake()
+            if self.sending is not None:
+                self.interrupted = True
+                self.sending.cancel()
+
     def _wake(self) -> None:
-        if not self.wakeup.done():
-            self.wakeup.set_result(None)
+        wakeup = self.wakeup
+        if wakeup is not None and not wakeup.done():
+            wakeup.set_result(None)
 
     async def wait(self) -> None:
-        await self.wakeup
+        """Wait for the next delivery (made only when nothing is pending: one future a call)."""
         self.wakeup = asyncio.get_running_loop().create_future()
+        try:
+            await self.wakeup
+        finally:
+            self.wakeup = None
 
 
 class _ResponseListener:
@@ -111,6 +143,15 @@ class ToolServiceClient:
         self._listeners: dict[str, _ResponseListener] = {}
         self._opening: dict[str, anyio.Lock] = {}
         self._task_group: TaskGroup | None = None
+        # Call ids are UUID-shaped: a random (version 4) UUID per client whose last
+        # 12 hex digits count calls. Unique across processes like uuid4(), at a
+        # fraction of its cost on the per-call path.
+        self._id_prefix = str(uuid.uuid4())[:24]
+        self._call_count = itertools.count(int(uuid.uuid4().hex[:12], 16))
+        # One alarm for all calls, armed at the earliest deadline among pending calls:
+        # far cheaper than a timer per call, and exact.
+        self._alarm: asyncio.TimerHandle | None = None
+        self._alarm_at = math.inf
 
     async def __aenter__(self) -> ToolServiceClient:
         self._task_group = await anyio.create_task_group().__aenter__()
@@ -126,6 +167,9 @@ class ToolServiceClient:
         with anyio.CancelScope(shield=True):
             for listener in self._listeners.values():
                 await listener.subscription.close()
+        if self._alarm is not None:
+            self._alarm.cancel()
+            self._alarm, self._alarm_at = None, math.inf
         self._task_group.cancel_scope.cancel()
         # The caller's own exception is not handed to the task group: it would come
         # back wrapped in an ExceptionGroup. It propagates unchanged instead.
@@ -156,26 +200,46 @@ class ToolServiceClient:
                 self._task_group.start_soon(listener.run)
         return listener
 
-    async def _send(
+    def _register(
         self,
         listener: _ResponseListener,
-        request_queue: str,
-        body: bytes,
         timeout: float,
         properties: Mapping[str, str] | None,
-    ) -> tuple[str, _Waiter]:
-        call_id = str(uuid.uuid4())
-        waiter = _Waiter(asyncio.get_running_loop())
+        *,
+        watch: bool,
+    ) -> tuple[str, _Waiter, dict[str, str]]:
+        call_id = f"{self._id_prefix}{next(self._call_count) & 0xFFFFFFFFFFFF:012x}"
         props = {wire.PROP_ID: call_id, wire.PROP_DEADLINE: f"{self.clock() + timeout:.3f}"}
         if properties:
             props.update(properties)
+        if watch:
+            loop = asyncio.get_running_loop()
+            waiter = _Waiter(loop.time() + timeout)
+            if waiter.deadline < self._alarm_at:
+                self._set_alarm(loop, waiter.deadline)
+        else:
+            waiter = _Waiter()
         listener.waiters[call_id] = waiter
-        try:
-            await self.bus.publish(request_queue, body, props)
-        except BaseException:
-            del listener.waiters[call_id]
-            raise
-        return call_id, waiter
+        return call_id, waiter, props
+
+    def _set_alarm(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
+        if self._alarm is not None:
+            self._alarm.cancel()
+        self._alarm_at = when
+        self._alarm = loop.call_at(when, self._sound_alarm, loop) if when < math.inf else None
+
+    def _sound_alarm(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Expire every call whose deadline has passed; re-arm for the next one."""
+        now = loop.time()
+        earliest = math.inf
+        for listener in self._listeners.values():
+            for waiter in list(listener.waiters.values()):
+                if waiter.deadline <= now:
+                    waiter.expire()
+                elif waiter.deadline < earliest:
+                    earliest = waiter.deadline
+        self._alarm = None
+        self._set_alarm(loop, earliest)
 
     async def call(
         self,
@@ -191,17 +255,26 @@ class ToolServiceClient:
     ) -> str:
         """Call a tool service and return its observation (stream chunks joined)."""
         limit = self.default_timeout if timeout is None else timeout
-        listener = await self._listener(response_queue)
+        listener = self._listeners.get(response_queue) or await self._listener(response_queue)
         body = wire.encode_request(user, config, arguments)
-        call_id, waiter = await self._send(listener, request_queue, body, limit, properties)
+        call_id, waiter, props = self._register(listener, limit, properties, watch=True)
+        task = asyncio.current_task()
         try:
-            async with asyncio.timeout(limit):
-                while not waiter.finished:
-                    await waiter.wait()
-        except TimeoutError:
-            raise ToolTimeout(service or request_queue, limit) from None
+            waiter.sending = task
+            try:
+                await self.bus.publish(request_queue, body, props)
+            finally:
+                waiter.sending = None
+            while not waiter.finished:
+                await waiter.wait()
+        except asyncio.CancelledError:
+            if waiter.interrupted and task is not None and task.uncancel() == 0:
+                raise ToolTimeout(service or request_queue, limit) from None
+            raise
         finally:
             listener.waiters.pop(call_id, None)
+        if waiter.timed_out:
+            raise ToolTimeout(service or request_queue, limit)
         if waiter.error is not None:
             raise waiter.error
         return "".join(waiter.chunks)
@@ -226,8 +299,17 @@ class ToolServiceClient:
         limit = self.default_timeout if timeout is None else timeout
         listener = await self._listener(response_queue)
         body = wire.encode_request(user, config, arguments)
-        call_id, waiter = await self._send(listener, request_queue, body, limit, properties)
+        call_id, waiter, props = self._register(listener, limit, properties, watch=False)
         deadline = asyncio.get_running_loop().time() + limit
+        try:
+            async with asyncio.timeout_at(deadline):
+                await self.bus.publish(request_queue, body, props)
+        except TimeoutError:
+            listener.waiters.pop(call_id, None)
+            raise ToolTimeout(service or request_queue, limit) from None
+        except BaseException:
+            listener.waiters.pop(call_id, None)
+            raise
         try:
             while True:
                 while waiter.chunks:

@@ -126,7 +126,7 @@ class FunctionToolService(ToolService):
             parsed = self._model.model_validate(arguments)
         except pydantic.ValidationError as exc:
             raise BadRequest(_describe_validation(self.id, exc)) from None
-        kwargs = {name: getattr(parsed, name) for name in type(parsed).model_fields}
+        kwargs = dict(parsed.__dict__)
         if "user" in self._injected:
             kwargs["user"] = user
         if "config" in self._injected:

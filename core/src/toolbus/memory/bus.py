@@ -91,7 +91,7 @@ class _Buffer:
             return item
         getter: asyncio.Future[MemoryDelivery] = asyncio.get_running_loop().create_future()
         self.getters.append(getter)
-        reader.waiting = getter
+        reader.waiting.add(getter)
         try:
             return await getter
         except asyncio.CancelledError:
@@ -100,7 +100,7 @@ class _Buffer:
                 self.push_front(getter.result())
             raise
         finally:
-            reader.waiting = None
+            reader.waiting.discard(getter)
 
 
 class MemoryDelivery:
@@ -153,7 +153,8 @@ class MemorySubscription:
         self.buffer = buffer
         self.persistent = persistent
         self.unacked: set[MemoryDelivery] = set()
-        self.waiting: asyncio.Future[MemoryDelivery] | None = None
+        # Pending reads: several tasks may read one subscription at once (a worker pool).
+        self.waiting: set[asyncio.Future[MemoryDelivery]] = set()
         self.closed = False
 
     def __aiter__(self) -> AsyncIterator[Delivery]:
@@ -162,10 +163,14 @@ class MemorySubscription:
     async def __anext__(self) -> Delivery:
         if self.closed:
             raise StopAsyncIteration
-        try:
-            delivery = await self.buffer.get(self)
-        except _Closed:
-            raise StopAsyncIteration from None
+        buffer = self.buffer
+        if buffer.items and not buffer.putters:
+            delivery = buffer.items.popleft()  # fast path: no waiting, nobody to wake
+        else:
+            try:
+                delivery = await buffer.get(self)
+            except _Closed:
+                raise StopAsyncIteration from None
         if self.closed:
             # close() ran while we waited: the message belongs to the queue still.
             self.buffer.push_front(delivery)  # type: ignore[unreachable]
@@ -186,23 +191,25 @@ class MemorySubscription:
             delivery._settled = True
             self.buffer.push_front(delivery.again())
         self.unacked.clear()
-        # Wake our own pending read, if any; a message already handed to it is put
-        # back by ``__anext__`` when it sees the subscription closed.
-        waiting = self.waiting
-        if waiting is not None and not waiting.done():
-            waiting.set_exception(_Closed())
+        # Wake our own pending reads; a message already handed to one is put back
+        # by ``__anext__`` when it sees the subscription closed.
+        for waiting in list(self.waiting):
+            if not waiting.done():
+                waiting.set_exception(_Closed())
 
 
 class _Topic:
-    __slots__ = ("fanout", "group_members", "groups")
+    __slots__ = ("fanout", "group_members", "groups", "targets")
 
     def __init__(self) -> None:
         self.groups: dict[str, _Buffer] = {}
         self.group_members: dict[str, int] = {}
         self.fanout: list[_Buffer] = []
+        #: Every buffer a message goes to: one per group, one per fan-out subscriber.
+        self.targets: tuple[_Buffer, ...] = ()
 
-    def targets(self) -> list[_Buffer]:
-        return [*self.groups.values(), *self.fanout]
+    def refresh(self) -> None:
+        self.targets = (*self.groups.values(), *self.fanout)
 
     def leave(self, sub: MemorySubscription) -> None:
         for name, buffer in self.groups.items():
@@ -211,6 +218,7 @@ class _Topic:
                 return
         if sub.buffer in self.fanout:
             self.fanout.remove(sub.buffer)
+            self.refresh()
 
 
 class MemoryBroker:
@@ -268,14 +276,11 @@ class MemoryBus:
             )
         topic = self.broker.topics.get(queue) or self.broker.topic(queue)
         props = dict(properties) if properties else _EMPTY
-        groups, fanout = topic.groups, topic.fanout
-        if len(groups) + len(fanout) == 1:
-            # The common request/reply case: one target, no list to build.
-            buffer = next(iter(groups.values())) if groups else fanout[0]
-            await buffer.put(MemoryDelivery(body, props, False))
-            return
-        for buffer in topic.targets():
-            await buffer.put(MemoryDelivery(body, props, False))
+        for buffer in topic.targets:
+            if len(buffer.items) < buffer.limit:
+                buffer.offer(MemoryDelivery(body, props, False))  # no await: room to spare
+            else:
+                await buffer.put(MemoryDelivery(body, props, False))
 
     async def subscribe(self, queue: str, group: str | None = None) -> MemorySubscription:
         if self.closed:
@@ -289,6 +294,7 @@ class MemoryBus:
                 group, _Buffer(self.broker.buffer_size)
             )
             topic.group_members[group] = topic.group_members.get(group, 0) + 1
+        topic.refresh()
         sub = MemorySubscription(self, topic, buffer, parse_queue(queue).persistent)
         self.subscriptions.add(sub)
         return sub

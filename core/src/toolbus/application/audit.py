@@ -1,0 +1,158 @@
+"""Audit records of agent sessions, and the sinks that keep them.
+
+Every agent session produces exactly one :class:`AuditRecord` (DESIGN.md §4),
+written when the session closes, or at once when access is denied. A record
+names tools, groups, states and error *types*; it never holds argument values,
+observations, error messages, or config values, any of which may carry
+secrets or personal data.
+
+Sinks are anything with ``emit(record)``. The default,
+:class:`LoggingAuditSink`, writes one JSON line per session to the
+``toolbus.audit`` logger at INFO; route that logger wherever audit logs belong.
+:class:`ListAuditSink` keeps records in memory, for tests.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+
+AUDIT_LOGGER = "toolbus.audit"
+
+SessionOutcome = Literal["completed", "failed", "cancelled", "denied"]
+CallStatus = Literal["ok", "error", "refused", "failed", "cancelled"]
+Refusal = Literal["state", "group", "unknown"]
+
+
+def timestamp(seconds: float) -> datetime:
+    """A Unix time from an injected clock as an aware UTC datetime (JSON: ``...Z``)."""
+    return datetime.fromtimestamp(seconds, tz=UTC)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, populate_by_name=True, extra="forbid")
+
+
+class StateTransition(_Model):
+    """A state change after a successful call: ``{"tool", "from", "to", "timestamp"}``."""
+
+    tool: str
+    # Serialized as the specification spells them; read back under either name.
+    from_state: str = Field(
+        serialization_alias="from", validation_alias=AliasChoices("from", "from_state")
+    )
+    to_state: str = Field(serialization_alias="to", validation_alias=AliasChoices("to", "to_state"))
+    timestamp: datetime
+
+
+class CallRecord(_Model):
+    """One call a session was asked to make: what, when, how it ended. No arguments.
+
+    ``status``: ``ok``; ``error`` (the tool answered with an error, or the
+    arguments were unusable); ``refused`` (not offered now, no call made;
+    ``refusal`` says why); ``failed`` (the bus failed, the exception reached the
+    caller); ``cancelled``.
+    """
+
+    tool: str
+    tool_call_id: str | None = None
+    status: CallStatus
+    refusal: Refusal | None = None
+    error_type: str | None = None
+    state: str
+    timestamp: datetime
+    duration_seconds: float = 0.0
+
+
+class AccessDenial(_Model):
+    """Why a session request was refused before anything ran."""
+
+    denied_groups: list[str]
+    wildcard: bool
+
+
+class AuditRecord(_Model):
+    """The audit record of one agent session (one agent request).
+
+    ``requested_groups`` is the request as sent: ``null`` when it named no
+    groups (which means ``["default"]``), ``[]`` when it asked for none.
+    ``granted_groups`` are the groups the session filtered with; ``allowed_groups``
+    what the permissions allow the user (``["*"]`` with access control off).
+    Tool lists name the tools as configured and describe the initial state.
+    """
+
+    event: Literal["agent-session"] = "agent-session"
+    request_id: str
+    user: str
+    requested_groups: list[str] | None
+    granted_groups: list[str]
+    allowed_groups: list[str]
+    initial_state: str
+    final_state: str
+    available_tools: list[str]
+    filtered_by_group: list[str]
+    filtered_by_state: list[str]
+    state_transitions: list[StateTransition]
+    calls: list[CallRecord]
+    access_denied: AccessDenial | None = None
+    outcome: SessionOutcome
+    error: str | None = None
+    started_at: datetime
+    duration_seconds: float
+
+    def to_json(self) -> str:
+        """The record as one line of JSON (``from``/``to`` in transitions)."""
+        return self.model_dump_json(by_alias=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as JSON-ready Python data (``from``/``to`` in transitions)."""
+        return self.model_dump(mode="json", by_alias=True)
+
+
+@runtime_checkable
+class AuditSink(Protocol):
+    """Where audit records go. ``emit`` must not block for long: it runs in the agent's task."""
+
+    def emit(self, record: AuditRecord) -> None: ...
+
+
+class LoggingAuditSink:
+    """Writes each record as one JSON line to a logger (default ``toolbus.audit``, INFO).
+
+    The record is also attached as ``extra={"audit": {...}}`` for structured
+    log handlers.
+    """
+
+    def __init__(
+        self, logger: logging.Logger | str = AUDIT_LOGGER, level: int = logging.INFO
+    ) -> None:
+        self.logger = logging.getLogger(logger) if isinstance(logger, str) else logger
+        self.level = level
+
+    def emit(self, record: AuditRecord) -> None:
+        if self.logger.isEnabledFor(self.level):
+            self.logger.log(self.level, record.to_json(), extra={"audit": record.to_dict()})
+
+
+class ListAuditSink:
+    """Keeps records in :attr:`records`, in the order sessions ended. For tests."""
+
+    def __init__(self) -> None:
+        self.records: list[AuditRecord] = []
+
+    def emit(self, record: AuditRecord) -> None:
+        self.records.append(record)
+
+    def for_user(self, user: str) -> list[AuditRecord]:
+        """The records of ``user``'s sessions."""
+        return [record for record in self.records if record.user == user]
+
+    def by_request_id(self, request_id: str) -> AuditRecord:
+        """The record of one session; ``KeyError`` naming the id if there is none."""
+        for record in self.records:
+            if record.request_id == request_id:
+                return record
+        raise KeyError(f"no audit record for request id {request_id!r}")
