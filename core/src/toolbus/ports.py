@@ -16,6 +16,9 @@ Delivery rules every Bus must keep (the conformance suite in
   (nacked, or its consumer died) is delivered again. On ``non-persistent://``
   it is at-most-once and ``ack``/``nack`` are no-ops.
 * Bodies of several MB work; ``max_message_size`` says where the limit is.
+* Iterating a subscription is safe from several tasks at once (the service host
+  runs a pool of workers on one subscription), and cancel-safe: cancelling a
+  pending read never loses a message.
 """
 
 from __future__ import annotations

@@ -169,6 +169,34 @@ class BusConformance:
             tasks.cancel_scope.cancel()
         assert sorted(seen, key=int) == [str(i) for i in range(total)]
 
+    async def test_several_tasks_can_read_one_subscription(self, connect: BusFactory) -> None:
+        bus = await connect()
+        queue = fresh_queue(persistent=True)
+        subscription = await bus.subscribe(queue, group="pool")
+        reader = aiter(subscription)
+        total = 40
+        seen: list[str] = []
+        done = anyio.Event()
+
+        async def read() -> None:
+            while True:
+                delivery = await anext(reader)
+                seen.append(delivery.body.decode())
+                await delivery.ack()
+                if len(seen) == total:
+                    done.set()
+
+        async with anyio.create_task_group() as tasks:
+            for _ in range(8):
+                tasks.start_soon(read)
+            await anyio.wait_all_tasks_blocked()
+            for i in range(total):
+                await bus.publish(queue, str(i).encode(), {"id": str(i)})
+            with anyio.fail_after(self.settle_timeout * 2):
+                await done.wait()
+            tasks.cancel_scope.cancel()
+        assert sorted(seen, key=int) == [str(i) for i in range(total)]
+
     async def test_unicode_bodies_and_properties_survive(self, connect: BusFactory) -> None:
         bus = await connect()
         queue = fresh_queue()
