@@ -1,0 +1,179 @@
+"""Properties that must hold for every input, not just the examples we thought of."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from toolbus.domain.config import load_registry
+from toolbus.domain.errors import WireError
+from toolbus.domain.naming import sanitize_toolname
+from toolbus.domain.registry import Registry
+from toolbus.domain.wire import (
+    GENERIC_ERROR,
+    decode_request,
+    decode_response,
+    encode_error,
+    encode_request,
+    encode_response,
+)
+
+VALID_LLM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
+
+# JSON values as the wire carries them; NaN is excluded because it never equals itself.
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+json_objects = st.dictionaries(st.text(), json_values, max_size=5)
+
+
+# --------------------------------------------------------------------------- wire
+
+
+@given(user=st.text(), config=json_objects, arguments=json_objects)
+def test_a_request_survives_the_round_trip(
+    user: str, config: dict[str, Any], arguments: dict[str, Any]
+) -> None:
+    request = decode_request(encode_request(user, config, arguments))
+
+    assert (request.user, request.config, request.arguments) == (user, config, arguments)
+
+
+@given(text=st.text(), end=st.booleans())
+def test_a_response_survives_the_round_trip(text: str, end: bool) -> None:
+    response = decode_response(encode_response(text, end_of_stream=end))
+
+    assert (response.response, response.end_of_stream, response.is_error) == (text, end, False)
+
+
+@given(error_type=st.text(), message=st.text())
+def test_an_error_survives_the_round_trip(error_type: str, message: str) -> None:
+    response = decode_response(encode_error(error_type, message))
+
+    assert response.is_error
+    assert response.error_type == (error_type or GENERIC_ERROR)
+    assert response.error_message == message
+    assert response.end_of_stream
+
+
+@given(body=st.binary() | st.text() | json_values.map(json.dumps))
+def test_decoders_raise_only_wire_errors(body: bytes | str) -> None:
+    for decode in (decode_request, decode_response):
+        with contextlib.suppress(WireError):
+            decode(body)
+
+
+@given(
+    body=st.dictionaries(
+        st.sampled_from(["user", "config", "arguments", "error", "response", "end_of_stream"]),
+        json_values | json_objects.map(json.dumps),
+    )
+)
+def test_decoders_raise_only_wire_errors_on_plausible_shapes(body: dict[str, Any]) -> None:
+    encoded = json.dumps(body).encode()
+    for decode in (decode_request, decode_response):
+        with contextlib.suppress(WireError):
+            decode(encoded)
+
+
+# --------------------------------------------------------------------------- naming
+
+
+@given(st.text())
+def test_sanitize_toolname_is_valid_and_idempotent(name: str) -> None:
+    once = sanitize_toolname(name)
+
+    assert VALID_LLM_NAME.match(once)
+    assert sanitize_toolname(once) == once
+
+
+@given(st.from_regex(VALID_LLM_NAME, fullmatch=True))
+def test_sanitize_toolname_keeps_valid_names(name: str) -> None:
+    assert sanitize_toolname(name) == name
+
+
+# --------------------------------------------------------------------------- filtering
+
+GROUPS = ["a", "b", "c", "d", "default"]
+STATES = ["undefined", "x", "y"]
+
+tool_fields = st.fixed_dictionaries(
+    {},
+    optional={
+        "group": st.lists(st.sampled_from(GROUPS), max_size=3),
+        "applicable-states": st.lists(st.sampled_from([*STATES, "*"]), max_size=3),
+    },
+)
+requested_groups = st.none() | st.lists(st.sampled_from([*GROUPS, "*", "unknown"]), max_size=4)
+states = st.none() | st.sampled_from(["", *STATES, "*"])
+
+
+@st.composite
+def registries(draw: st.DrawFn) -> Registry:
+    fields = draw(st.lists(tool_fields, min_size=0, max_size=8))
+    tools = {
+        f"t{i}": {"type": "tool-service", "name": f"t{i}", "description": "d", "service": "s"} | f
+        for i, f in enumerate(fields)
+    }
+    service = {"request-queue": "req", "response-queue": "resp"}
+    return load_registry({"tool-service": {"s": service}, "tool": tools})
+
+
+def expected_available(registry: Registry, groups: list[str] | None, state: str | None) -> set[str]:
+    """DESIGN.md §4, written out as plainly as possible."""
+    requested = ["default"] if groups is None else groups
+    current = state or "undefined"
+    result = set()
+    for tool in registry.tools.values():
+        group_ok = "*" in requested or bool(set(requested) & set(tool.groups))
+        states = tool.applicable_states
+        state_ok = states is None or "*" in states or current in states
+        if group_ok and state_ok:
+            result.add(tool.name)
+    return result
+
+
+@settings(max_examples=200)
+@given(registry=registries(), groups=requested_groups, state=states)
+def test_filtering_follows_the_design(
+    registry: Registry, groups: list[str] | None, state: str | None
+) -> None:
+    result = registry.availability(groups, state)
+    available = [t.name for t in result.available]
+
+    assert set(available) == expected_available(registry, groups, state)
+    assert set(available) <= set(registry.tools)
+    # The three lists partition the tools, each in configuration order.
+    order = list(registry.tools)
+    for part in (available, list(result.filtered_by_group), list(result.filtered_by_state)):
+        assert part == [n for n in order if n in part]
+    assert sorted([*available, *result.filtered_by_group, *result.filtered_by_state]) == sorted(
+        order
+    )
+    for name in order:
+        assert registry.is_available(name, groups, state) == (name in available)
+
+
+@settings(max_examples=200)
+@given(
+    registry=registries(),
+    smaller=st.lists(st.sampled_from([*GROUPS, "*"]), max_size=3),
+    extra=st.lists(st.sampled_from([*GROUPS, "*"]), max_size=3),
+    state=states,
+)
+def test_more_groups_never_offer_fewer_tools(
+    registry: Registry, smaller: list[str], extra: list[str], state: str | None
+) -> None:
+    fewer = set(registry.available(smaller, state))
+    more = set(registry.available(smaller + extra, state))
+
+    assert fewer <= more <= set(registry.tools.values())

@@ -1,0 +1,109 @@
+"""Tool lists for LLM APIs: OpenAI, MCP and Anthropic shapes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from toolbus.domain.config import ToolArgument, ToolDescriptor
+from toolbus.domain.schemas import export_tools, json_schema
+
+JOKE = ToolDescriptor(
+    key="joke",
+    type="tool-service",
+    name="tell joke",
+    description="Tell a joke on a given topic",
+    service="joke-service",
+    arguments=(
+        ToolArgument("topic", "string", "The topic", schema_extras={"enum": ["cats", "dogs"]}),
+        ToolArgument(
+            "count",
+            "integer",
+            "How many",
+            required=False,
+            schema_extras={"minimum": 1, "default": 1},
+        ),
+        ToolArgument("tags", "array", "", schema_extras={"items": {"type": "string"}}),
+    ),
+)
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "topic": {"type": "string", "description": "The topic", "enum": ["cats", "dogs"]},
+        "count": {"type": "integer", "description": "How many", "minimum": 1, "default": 1},
+        "tags": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["topic", "tags"],
+}
+
+
+def test_json_schema_describes_the_arguments() -> None:
+    assert json_schema(JOKE) == SCHEMA
+
+
+def test_json_schema_stays_open_to_extra_arguments() -> None:
+    assert "additionalProperties" not in json_schema(JOKE)
+
+
+def test_a_tool_without_arguments_takes_an_empty_object() -> None:
+    bare = ToolDescriptor(key="t", type="tool-service", name="t", description="d")
+
+    assert json_schema(bare) == {"type": "object", "properties": {}, "required": []}
+
+
+def test_json_schema_returns_a_fresh_copy() -> None:
+    schema = json_schema(JOKE)
+    schema["properties"]["tags"]["items"]["type"] = "number"
+    schema["required"].append("count")
+
+    assert json_schema(JOKE) == SCHEMA
+
+
+@pytest.mark.parametrize(
+    ("format", "expected"),
+    [
+        (
+            "openai",
+            {
+                "type": "function",
+                "function": {
+                    "name": "tell_joke",
+                    "description": "Tell a joke on a given topic",
+                    "parameters": SCHEMA,
+                },
+            },
+        ),
+        (
+            "mcp",
+            {
+                "name": "tell_joke",
+                "description": "Tell a joke on a given topic",
+                "inputSchema": SCHEMA,
+            },
+        ),
+        (
+            "anthropic",
+            {
+                "name": "tell_joke",
+                "description": "Tell a joke on a given topic",
+                "input_schema": SCHEMA,
+            },
+        ),
+    ],
+)
+def test_export_formats(format: Any, expected: dict[str, Any]) -> None:
+    assert export_tools([JOKE], format) == [expected]
+
+
+def test_export_keeps_the_order_given() -> None:
+    other = ToolDescriptor(key="o", type="tool-service", name="other", description="d")
+
+    exported = export_tools((t for t in [other, JOKE]), "mcp")
+
+    assert [t["name"] for t in exported] == ["other", "tell_joke"]
+
+
+def test_an_unknown_format_is_refused_with_the_choices() -> None:
+    with pytest.raises(ValueError, match="use one of openai, mcp, anthropic"):
+        export_tools([JOKE], "gemini")  # type: ignore[arg-type]

@@ -1,0 +1,166 @@
+"""The domain stays pure: standard library (minus I/O and concurrency), pydantic, itself.
+
+DESIGN.md §1: the domain never touches a socket, a clock it was not handed or an
+event loop, and depends on nothing outside it but pydantic. This test reads the
+source with ``ast`` rather than importing it, so a forbidden import is caught
+even in a branch that never runs (``if TYPE_CHECKING:`` included: a type-only
+import still couples the layers).
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).parent.parent / "core" / "src"
+DOMAIN = SRC / "toolbus" / "domain"
+
+# Standard-library modules that do I/O, keep time or run things concurrently.
+FORBIDDEN_STDLIB = frozenset(
+    {
+        "asyncio",
+        "socket",
+        "threading",
+        "time",
+        "_thread",
+        "selectors",
+        "subprocess",
+        "multiprocessing",
+        "concurrent",
+        "ssl",
+        "socketserver",
+    }
+)
+# Other toolbus layers the domain must not know about.
+FORBIDDEN_TOOLBUS = ("toolbus.application", "toolbus.memory", "toolbus.cli")
+ALLOWED_THIRD_PARTY = frozenset({"pydantic", "pydantic_core"})
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def is_allowed(module: str) -> bool:
+    """Whether the domain may import ``module`` (a dotted name)."""
+    top = module.split(".")[0]
+    if top == "toolbus":
+        if any(_within(module, layer) for layer in FORBIDDEN_TOOLBUS):
+            return False
+        return _within(module, "toolbus.domain")
+    if top in FORBIDDEN_STDLIB or top == "anyio" or top.startswith("toolbus_"):
+        return False
+    return top in sys.stdlib_module_names or top in ALLOWED_THIRD_PARTY
+
+
+def _imported(
+    tree: ast.AST, module: str, is_package: bool
+) -> Iterator[tuple[int, str, tuple[str, ...]]]:
+    """(line, what the source says, the dotted names it may mean) for every import."""
+    package = module if is_package else module.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, f"import {alias.name}", (alias.name,)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1])
+                source = base + (f".{node.module}" if node.module else "")
+            else:
+                source = node.module or ""
+            dots = "." * node.level
+            for alias in node.names:
+                said = f"from {dots}{node.module or ''} import {alias.name}"
+                # "from toolbus import domain" imports toolbus.domain; "from os import
+                # path" imports from os. Either reading being allowed is enough.
+                yield node.lineno, said, (source, f"{source}.{alias.name}")
+
+
+def forbidden_imports(source: str, module: str, *, is_package: bool = False) -> list[str]:
+    """Every import in ``source`` (module ``module``) the domain may not make, as text."""
+    tree = ast.parse(source)
+    found = []
+    for line, said, candidates in _imported(tree, module, is_package):
+        if not any(is_allowed(c) for c in candidates):
+            found.append(f"{module}:{line}: {said}")
+    return found
+
+
+def domain_modules() -> Iterator[tuple[str, Path]]:
+    for path in sorted(DOMAIN.rglob("*.py")):
+        relative = path.relative_to(SRC).with_suffix("")
+        parts = relative.parts[:-1] if relative.name == "__init__" else relative.parts
+        yield ".".join(parts), path
+
+
+def test_the_domain_imports_only_what_it_may() -> None:
+    modules = list(domain_modules())
+    assert len(modules) > 5, "the domain package was not found"
+
+    found = [
+        problem
+        for module, path in modules
+        for problem in forbidden_imports(
+            path.read_text(encoding="utf-8"), module, is_package=path.name == "__init__.py"
+        )
+    ]
+
+    assert found == []
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "import asyncio",
+        "import anyio",
+        "import socket",
+        "import threading",
+        "import time",
+        "from time import monotonic",
+        "import concurrent.futures",
+        "from toolbus.application import client",
+        "import toolbus.application.client",
+        "from toolbus import cli",
+        "from toolbus.memory.bus import MemoryBus",
+        "from .. import cli",
+        "from ..application.client import ToolServiceClient",
+        "import toolbus_nats",
+        "from toolbus_kafka.adapter import KafkaBroker",
+        "import requests",
+        "import toolbus",
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import anyio",
+        "def f():\n    import asyncio",
+    ],
+)
+def test_the_check_catches_a_planted_bad_import(line: str) -> None:
+    assert forbidden_imports(line, "toolbus.domain.planted") != []
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "import json",
+        "from collections.abc import Mapping",
+        "import os.path",
+        "from datetime import datetime",
+        "import pydantic",
+        "from pydantic import BaseModel",
+        "from toolbus.domain.errors import ConfigError",
+        "from toolbus.domain import naming",
+        "from toolbus import domain",
+        "from . import naming",
+        "from .errors import ConfigError",
+        "from __future__ import annotations",
+    ],
+)
+def test_the_check_allows_what_the_domain_may_use(line: str) -> None:
+    assert forbidden_imports(line, "toolbus.domain.planted") == []
+
+
+def test_relative_imports_resolve_from_a_package_init() -> None:
+    assert forbidden_imports("from . import naming", "toolbus.domain", is_package=True) == []
+    assert forbidden_imports("from .. import cli", "toolbus.domain", is_package=True) != []
