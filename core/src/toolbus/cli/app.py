@@ -11,3 +11,10 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+@app.callback()
+def toolbus() -> None:
+    """Agent tools behind message brokers."""
+    # A callback keeps typer in multi-command mode even when a single command is
+    # registered, so that ``toolbus tools`` never turns into plain ``toolbus``.

@@ -81,7 +81,8 @@ def parse_queue(raw: str) -> QueueName:
                     f"queue name {raw!r}: {label} {part!r} must be non-empty and use only "
                     "letters, digits, '-' and '_' (dots would make the NATS/Kafka name ambiguous)"
                 )
-        queue = QueueName(raw, scheme == "persistent", *parts, plain=False)
+        tenant, namespace, name = parts
+        queue = QueueName(raw, scheme == "persistent", tenant, namespace, name, plain=False)
     if len(queue.dotted) > MAX_DOTTED_LENGTH:
         raise QueueNameError(
             f"queue name {raw!r} maps to {len(queue.dotted)} characters; "

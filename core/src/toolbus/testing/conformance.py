@@ -315,7 +315,10 @@ class BusConformance:
 
         await stack.enter_async_context(running(await connect(), count))
         client = await self._client(await connect(), stack)
-        route = {"request_queue": count.request_queue, "response_queue": count.response_queue}
+        route: dict[str, Any] = {
+            "request_queue": count.request_queue,
+            "response_queue": count.response_queue,
+        }
         chunks = [c async for c in client.stream(**route, arguments={"n": 3})]
         assert chunks == ["<0>", "<1>", "<2>"]
         assert await client.call(**route, arguments={"n": 4}) == "<0><1><2><3>"
@@ -365,7 +368,7 @@ class BusConformance:
 
         await stack.enter_async_context(running(await connect(), fragile))
         client = await self._client(await connect(), stack)
-        route = {
+        route: dict[str, Any] = {
             "request_queue": fragile.request_queue,
             "response_queue": fragile.response_queue,
         }

@@ -1,0 +1,143 @@
+"""Client behaviour: shared response subscriptions, timeouts, cancellation, no leaks."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import pytest
+
+from toolbus import ToolServiceClient, ToolServiceError, ToolTimeout, running, tool_service
+from toolbus.domain import wire
+from toolbus.memory.bus import MemoryBus, connect
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def bus() -> AsyncIterator[MemoryBus]:
+    bus = await connect(f"memory://client-{uuid.uuid4().hex}")
+    yield bus
+    await bus.close()
+
+
+@tool_service("slow")
+async def slow(user: str, config: dict[str, Any], arguments: dict[str, Any]) -> str:
+    await anyio.sleep_forever()
+    raise AssertionError("unreachable")
+
+
+@tool_service("echo")
+async def echo(text: str) -> str:
+    return text
+
+
+async def test_one_response_subscription_per_queue_however_many_calls(bus: MemoryBus) -> None:
+    async with running(bus, echo), ToolServiceClient(bus) as client:
+        route = {"request_queue": echo.request_queue, "response_queue": echo.response_queue}
+        async with anyio.create_task_group() as tasks:
+            for i in range(20):
+                tasks.start_soon(lambda i=i: client.call(**route, arguments={"text": str(i)}))
+        topic = bus.broker.topics[echo.response_queue]
+        assert len(topic.fanout) == 1
+
+
+async def test_cancelled_calls_leave_no_waiters(bus: MemoryBus) -> None:
+    async with running(bus, slow, drain_timeout=0), ToolServiceClient(bus) as client:
+        route = {"request_queue": slow.request_queue, "response_queue": slow.response_queue}
+        async with anyio.create_task_group() as tasks:
+            for _ in range(10):
+                tasks.start_soon(lambda: client.call(**route))
+            await anyio.wait_all_tasks_blocked()
+            assert client.pending == 10
+            tasks.cancel_scope.cancel()
+        assert client.pending == 0
+
+
+async def test_timeout_names_the_service_and_the_limit(bus: MemoryBus) -> None:
+    async with running(bus, slow, drain_timeout=0), ToolServiceClient(bus) as client:
+        with pytest.raises(ToolTimeout) as caught:
+            await client.call(
+                request_queue=slow.request_queue,
+                response_queue=slow.response_queue,
+                timeout=0.05,
+                service="slow",
+            )
+        assert caught.value.service == "slow" and caught.value.seconds == 0.05
+        assert client.pending == 0
+
+
+async def test_the_deadline_also_bounds_a_publish_held_up_by_backpressure() -> None:
+    bus = await connect(f"memory://client-{uuid.uuid4().hex}?buffer_size=1")
+    await bus.subscribe("non-persistent://t/n/stuck", group="nobody-reads")
+    await bus.publish("non-persistent://t/n/stuck", b"fills the buffer")
+    async with ToolServiceClient(bus) as client:
+        with pytest.raises(ToolTimeout):
+            await client.call(
+                request_queue="non-persistent://t/n/stuck",
+                response_queue="non-persistent://t/n/replies",
+                timeout=0.05,
+            )
+        assert client.pending == 0
+    await bus.close()
+
+
+async def test_an_outer_cancellation_is_not_mistaken_for_a_timeout(bus: MemoryBus) -> None:
+    async with running(bus, slow, drain_timeout=0), ToolServiceClient(bus) as client:
+        with anyio.move_on_after(0.05) as scope:
+            await client.call(
+                request_queue=slow.request_queue, response_queue=slow.response_queue, timeout=30
+            )
+        assert scope.cancelled_caught
+        assert client.pending == 0
+
+
+async def test_stream_yields_chunks_then_raises_a_later_error(bus: MemoryBus) -> None:
+    @tool_service("half-stream")
+    async def half(user: str, config: dict[str, Any], arguments: dict[str, Any]) -> Any:
+        yield "one"
+        yield "two"
+        raise RuntimeError("broke mid-stream")
+
+    async with running(bus, half), ToolServiceClient(bus) as client:
+        chunks: list[str] = []
+        with pytest.raises(ToolServiceError, match="broke mid-stream"):
+            async for chunk in client.stream(
+                request_queue=half.request_queue, response_queue=half.response_queue
+            ):
+                chunks.append(chunk)
+        assert chunks == ["one", "two"]
+        assert client.pending == 0
+
+
+async def test_answers_for_other_callers_are_ignored(bus: MemoryBus) -> None:
+    async with running(bus, echo), ToolServiceClient(bus) as client:
+        await bus.publish(echo.response_queue, wire.encode_response("stray"), {"id": "not-mine"})
+        answer = await client.call(
+            request_queue=echo.request_queue,
+            response_queue=echo.response_queue,
+            arguments={"text": "mine"},
+        )
+        assert answer == "mine"
+
+
+async def test_calls_carry_a_uuid_shaped_id_and_a_deadline(bus: MemoryBus) -> None:
+    requests = await bus.subscribe("non-persistent://t/n/peek")
+    async with ToolServiceClient(bus, clock=lambda: 1000.0) as client:
+        with pytest.raises(ToolTimeout):
+            await client.call(
+                request_queue="non-persistent://t/n/peek",
+                response_queue="non-persistent://t/n/peek-replies",
+                timeout=0.01,
+            )
+    delivery = await anext(aiter(requests))
+    assert uuid.UUID(delivery.properties[wire.PROP_ID])
+    assert float(delivery.properties[wire.PROP_DEADLINE]) == pytest.approx(1000.01)
+
+
+async def test_using_the_client_outside_async_with_says_how(bus: MemoryBus) -> None:
+    client = ToolServiceClient(bus)
+    with pytest.raises(RuntimeError, match="async with"):
+        await client.call(request_queue="q", response_queue="r")
