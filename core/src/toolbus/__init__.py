@@ -34,6 +34,7 @@ from toolbus.domain.errors import (
 )
 from toolbus.domain.registry import Registry
 from toolbus.plugins import connect
+from toolbus.runtime import open_tools
 
 __all__ = [
     "AccessDenied",
@@ -58,6 +59,7 @@ __all__ = [
     "connect",
     "load_registry",
     "load_registry_from_path",
+    "open_tools",
     "read_snapshot",
     "running",
     "tool_service",

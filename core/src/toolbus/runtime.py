@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable, Mapping, Sequence
+import os
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
+from toolbus.application.client import ToolServiceClient
+from toolbus.application.host import running
 from toolbus.application.service import ToolService
+from toolbus.application.tools import Tools
 from toolbus.domain.config import BUILTIN_TOOL_TYPES, load_registry, read_snapshot
 from toolbus.domain.errors import PluginError
 from toolbus.domain.registry import Registry
-from toolbus.plugins import ToolPlugin, load_tool_plugins
+from toolbus.plugins import ToolPlugin, connect, load_tool_plugins
 from toolbus.settings import Settings
 
 
@@ -29,12 +34,7 @@ def tool_types(plugins: Sequence[ToolPlugin]) -> frozenset[str]:
 
 def build_registry(settings: Settings, plugins: Sequence[ToolPlugin] | None = None) -> Registry:
     """The configured registry, or the installed plugins' defaults when none is configured."""
-    plugins = load_tool_plugins() if plugins is None else plugins
-    if settings.config is not None:
-        snapshot = read_snapshot(settings.config)
-    else:
-        snapshot = merged_snapshot(plugin.snapshot for plugin in plugins)
-    return load_registry(snapshot, tool_types=tool_types(plugins))
+    return registry_from(settings.config, plugins)
 
 
 def resolve_service(name: str, plugins: Sequence[ToolPlugin] | None = None) -> ToolService:
@@ -65,3 +65,48 @@ def resolve_service(name: str, plugins: Sequence[ToolPlugin] | None = None) -> T
         f"no installed tool plugin provides a service {name!r} (installed: {known}); "
         "pip install the plugin, or give an import path like 'my_package.tools:my_service'"
     )
+
+
+RegistrySource = Registry | Mapping[str, Any] | str | os.PathLike[str] | None
+
+
+def registry_from(source: RegistrySource, plugins: Sequence[ToolPlugin] | None = None) -> Registry:
+    """A registry from a Registry, a snapshot dict, a config path, or (None) the plugins."""
+    if isinstance(source, Registry):
+        return source
+    plugins = load_tool_plugins() if plugins is None else plugins
+    if source is None:
+        snapshot: Mapping[str, Any] = merged_snapshot(plugin.snapshot for plugin in plugins)
+    elif isinstance(source, Mapping):
+        snapshot = source
+    else:
+        snapshot = read_snapshot(source)
+    return load_registry(snapshot, tool_types=tool_types(plugins))
+
+
+@asynccontextmanager
+async def open_tools(
+    broker: str = "memory://",
+    config: RegistrySource = None,
+    *,
+    serve: Iterable[ToolService] = (),
+    options: Mapping[str, Any] | None = None,
+) -> AsyncIterator[Tools]:
+    """Connect to ``broker`` and call configured tools by name; the quickest start.
+
+    ``config`` is a config file or directory, a snapshot dict, a Registry, or None
+    for the installed plugins' default tools. ``serve`` hosts services in this
+    process for the duration of the block (handy with ``memory://``)::
+
+        async with open_tools("memory://", "config.json", serve=[weather]) as tools:
+            print(await tools.call("weather-us", {"city": "Boston"}, user="alice"))
+    """
+    registry = registry_from(config)
+    async with AsyncExitStack() as stack:
+        bus = await connect(broker, options)
+        stack.push_async_callback(bus.close)
+        services = tuple(serve)
+        if services:
+            await stack.enter_async_context(running(bus, *services))
+        client = await stack.enter_async_context(ToolServiceClient(bus))
+        yield Tools(client, registry)
