@@ -164,3 +164,70 @@ def test_the_check_allows_what_the_domain_may_use(line: str) -> None:
 def test_relative_imports_resolve_from_a_package_init() -> None:
     assert forbidden_imports("from . import naming", "toolbus.domain", is_package=True) == []
     assert forbidden_imports("from .. import cli", "toolbus.domain", is_package=True) != []
+
+
+# -- the other arrows: domain <- ports <- application <- adapters / composition ---------
+
+ROOTS = {
+    "toolbus": SRC / "toolbus",
+    "toolbus_nats": SRC.parent.parent / "adapters" / "nats" / "src" / "toolbus_nats",
+    "toolbus_pulsar": SRC.parent.parent / "adapters" / "pulsar" / "src" / "toolbus_pulsar",
+    "toolbus_kafka": SRC.parent.parent / "adapters" / "kafka" / "src" / "toolbus_kafka",
+}
+COMPOSITION = ("toolbus.plugins", "toolbus.runtime", "toolbus.cli", "toolbus.testing")
+ADAPTERS = ("toolbus.memory", "toolbus_nats", "toolbus_pulsar", "toolbus_kafka")
+
+# layer -> packages its modules must not import
+LAYER_RULES: dict[str, tuple[str, ...]] = {
+    "toolbus.ports": ("toolbus.application", *ADAPTERS, *COMPOSITION),
+    "toolbus.application": (*ADAPTERS, *COMPOSITION),
+    # Adapters implement ports; they register through toolbus.plugins but never
+    # reach into the application or the command line.
+    **{adapter: ("toolbus.application", "toolbus.cli", "toolbus.runtime") for adapter in ADAPTERS},
+}
+
+
+def modules_of(package: str) -> Iterator[tuple[str, Path]]:
+    top, _, rest = package.partition(".")
+    root = ROOTS[top].joinpath(*rest.split(".")) if rest else ROOTS[top]
+    paths = sorted(root.rglob("*.py")) if root.is_dir() else [root.with_suffix(".py")]
+    for path in paths:
+        relative = path.relative_to(ROOTS[top].parent).with_suffix("")
+        parts = relative.parts[:-1] if relative.name == "__init__" else relative.parts
+        yield ".".join(parts), path
+
+
+def layer_violations(
+    source: str, module: str, banned: tuple[str, ...], is_package: bool
+) -> list[str]:
+    found = []
+    for line, said, candidates in _imported(ast.parse(source), module, is_package):
+        if any(_within(c, b) for c in candidates[:1] for b in banned):
+            found.append(f"{module}:{line}: {said}")
+    return found
+
+
+@pytest.mark.parametrize("layer", sorted(LAYER_RULES))
+def test_each_layer_imports_only_inward(layer: str) -> None:
+    found = [
+        problem
+        for module, path in modules_of(layer)
+        for problem in layer_violations(
+            path.read_text(encoding="utf-8"),
+            module,
+            LAYER_RULES[layer],
+            is_package=path.name == "__init__.py",
+        )
+    ]
+    assert found == []
+
+
+def test_the_layer_check_catches_a_planted_bad_import() -> None:
+    banned = LAYER_RULES["toolbus.application"]
+    assert layer_violations(
+        "from toolbus.memory import connect", "toolbus.application.x", banned, False
+    )
+    assert layer_violations("import toolbus_nats", "toolbus.application.x", banned, False)
+    assert not layer_violations(
+        "from toolbus.ports import Bus", "toolbus.application.x", banned, False
+    )
