@@ -328,15 +328,46 @@ class ToolbusMetrics:
     def service_call(self, service: str, seconds: float, error_type: str | None = None) -> None:
         """A service host answered one request; ``error_type`` is the wire error type, if any.
 
-        Call it once per request the host answers, from ``ServiceHost.handle``.
+        A host answering many requests should use :meth:`for_service` instead,
+        which looks the labelled series up once rather than on every call.
         """
-        outcome = OK if error_type is None else ERROR
-        self.service_calls.labels(service=service, outcome=outcome).inc()
-        self.service_call_duration.labels(service=service).observe(seconds)
-        if error_type is not None:
-            self.service_call_errors.labels(
-                service=service, error_type=self._error_type(error_type)
-            ).inc()
+        self.for_service(service).record(seconds, error_type)
+
+    def for_service(self, service: str) -> ServiceCallRecorder:
+        """A recorder of one service's calls, for its host's per-request path."""
+        return ServiceCallRecorder(self, service)
+
+    def service_error_type(self, error_type: str) -> str:
+        """``error_type`` as a label value, capped like every request-derived label."""
+        return self._error_type(error_type)
+
+
+class ServiceCallRecorder:
+    """Records the calls one service host answers: ``record(seconds, error_type=None)``.
+
+    The ``ok`` series are resolved once here, so a successful call costs two
+    increments and no label look-ups.
+    """
+
+    __slots__ = ("_duration", "_errors", "_failed", "_metrics", "_ok", "service")
+
+    def __init__(self, metrics: ToolbusMetrics, service: str) -> None:
+        self.service = service
+        self._metrics = metrics
+        self._ok = metrics.service_calls.labels(service=service, outcome=OK)
+        self._failed = metrics.service_calls.labels(service=service, outcome=ERROR)
+        self._duration = metrics.service_call_duration.labels(service=service)
+        self._errors = metrics.service_call_errors
+
+    def record(self, seconds: float, error_type: str | None = None) -> None:
+        """One request answered after ``seconds``; ``error_type`` is the wire error type, if any."""
+        self._duration.observe(seconds)
+        if error_type is None:
+            self._ok.inc()
+            return
+        self._failed.inc()
+        label = self._metrics.service_error_type(error_type)
+        self._errors.labels(service=self.service, error_type=label).inc()
 
 
 def _tools_per_state(registry: Registry) -> dict[str, int]:

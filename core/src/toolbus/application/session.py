@@ -38,11 +38,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 import anyio
 
 from toolbus.application.audit import (
+    AUDIT_LOGGER,
     AccessDenial,
     AuditRecord,
     AuditSink,
@@ -61,14 +62,17 @@ from toolbus.domain.config import ToolDescriptor
 from toolbus.domain.errors import AccessDenied, ToolCallError, UnknownTool
 from toolbus.domain.permissions import Permissions, load_permissions
 from toolbus.domain.registry import WILDCARD, Availability, Registry, normalize_state
-from toolbus.domain.schemas import ExportFormat, export_tools
+from toolbus.domain.schemas import EXPORT_FORMATS, ExportFormat, export_tools
 
-log = logging.getLogger("toolbus.session")
+_audit_log = logging.getLogger(AUDIT_LOGGER)
 
 #: How many tool names a refusal observation lists before "and N more".
 MAX_NAMES_IN_OBSERVATION = 20
 # A model may invent any name; the audit record keeps a bounded prefix of it.
 _MAX_AUDITED_NAME = 64
+
+#: How a call came out. Failures of the bus itself are exceptions, not outcomes.
+OutcomeStatus = Literal["ok", "error", "refused"]
 
 
 # ------------------------------------------------------------------ call outcome
@@ -88,7 +92,7 @@ class CallOutcome:
 
     name: str
     observation: str
-    status: CallStatus
+    status: OutcomeStatus
     state: str
     tool: str | None = None
     tool_call_id: str | None = None
@@ -142,35 +146,63 @@ K = TypeVar("K")
 V = TypeVar("V")
 
 
-class _ByIdentity(Generic[K, V]):
-    """A small FIFO cache keyed by object identity.
+class _IdentityCache(Generic[K, V]):
+    """A small LRU cache keyed by object identity, bounded by total weight.
 
     Keys are held strongly while cached, so an ``id`` cannot be reused by
-    another object while its entry exists. Used for what is derived from an
-    immutable registry or availability, and shared by every session using it.
+    another object while its entry exists. It holds what is derived from
+    immutable objects (registries, tools, availabilities) and is shared by
+    every session that uses them.
     """
 
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._entries: OrderedDict[tuple[int, str], tuple[K, V]] = OrderedDict()
+    def __init__(self, capacity: int, weigh: Callable[[V], int] | None = None) -> None:
+        self._capacity = capacity
+        self._weigh = weigh
+        self._weight = 0
+        self._entries: OrderedDict[tuple[int, str], tuple[K, V, int]] = OrderedDict()
 
     def get(self, key: K, variant: str, make: Callable[[K], V]) -> V:
         slot = (id(key), variant)
         entry = self._entries.get(slot)
         if entry is not None:
+            self._entries.move_to_end(slot)
             return entry[1]
         value = make(key)
-        self._entries[slot] = (key, value)
-        while len(self._entries) > self._size:
-            self._entries.popitem(last=False)
+        weight = 1 if self._weigh is None else self._weigh(value)
+        self._entries[slot] = (key, value, weight)
+        self._weight += weight
+        while self._weight > self._capacity and len(self._entries) > 1:
+            _, (_, _, dropped) = self._entries.popitem(last=False)
+            self._weight -= dropped
         return value
 
 
-# Exporting a tool list builds a dict per tool; with thousands of tools that is
-# far too slow for every LLM turn, so lists are built once per (availability, format).
-_TOOL_LISTS: _ByIdentity[Availability, list[dict[str, Any]]] = _ByIdentity(1024)
+# Exporting a tool builds several dicts; with thousands of tools that is far too
+# slow for every LLM turn. Each tool is exported once per format, and each
+# selection's list is built once from those shared dicts, so a cached list
+# costs a pointer per tool however many selections include the tool.
+_TOOL_ENTRIES: _IdentityCache[ToolDescriptor, dict[str, Any]] = _IdentityCache(60_000)
+_TOOL_LISTS: _IdentityCache[Availability, list[dict[str, Any]]] = _IdentityCache(
+    2_000_000, weigh=lambda entries: len(entries) + 1
+)
 # Parsing the snapshot's permissions once per snapshot, not once per session.
-_SNAPSHOT_PERMISSIONS: _ByIdentity[Registry, Permissions] = _ByIdentity(8)
+_SNAPSHOT_PERMISSIONS: _IdentityCache[Registry, Permissions] = _IdentityCache(8)
+
+
+def _tool_list(availability: Availability, format: ExportFormat) -> list[dict[str, Any]]:
+    if format not in EXPORT_FORMATS:  # checked here too: an empty selection exports nothing
+        raise ValueError(
+            f"unknown tool-list format {format!r}; use one of {', '.join(EXPORT_FORMATS)}"
+        )
+
+    def export(tool: ToolDescriptor) -> dict[str, Any]:
+        return export_tools((tool,), format)[0]
+
+    def build(selection: Availability) -> list[dict[str, Any]]:
+        return [_TOOL_ENTRIES.get(tool, format, export) for tool in selection.available]
+
+    return _TOOL_LISTS.get(availability, format, build)
+
 
 _DEFAULT_SINK = LoggingAuditSink()
 
@@ -306,10 +338,7 @@ class AgentSession:
         """
         found = self._lists.get(format)
         if found is None:
-            found = _TOOL_LISTS.get(
-                self._availability, format, lambda a: export_tools(a.available, format)
-            )
-            self._lists[format] = found
+            found = self._lists[format] = _tool_list(self._availability, format)
         return list(found)
 
     # ------------------------------------------------------------- calling
@@ -600,7 +629,7 @@ class AgentSession:
         except Exception:
             # The request has run (or been refused) already; failing it now would
             # hide its result without undoing anything. Make the loss loud instead.
-            logging.getLogger("toolbus.audit").exception(
+            _audit_log.exception(
                 "could not write the audit record of agent session %s", self.request_id
             )
 
