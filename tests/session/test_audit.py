@@ -80,6 +80,10 @@ async def test_the_record_holds_everything_the_spec_asks_for(toolbus: ToolTestKi
                 "state": "undefined",
                 "timestamp": "2024-01-01T10:00:01Z",
                 "duration_seconds": 0.0,
+                "defaulted_arguments": [],
+                "fixed_arguments": [],
+                "env_arguments": [],
+                "after_execution": "suspend",
             }
         ],
         "access_denied": None,

@@ -65,6 +65,12 @@ class CallRecord(_Model):
     state: str
     timestamp: datetime
     duration_seconds: float = 0.0
+    #: Argument keys the tool's options set: names only, never values.
+    defaulted_arguments: list[str] = []
+    fixed_arguments: list[str] = []
+    env_arguments: list[str] = []
+    #: "suspend" or "terminate", for calls that ran.
+    after_execution: str | None = None
 
 
 class AccessDenial(_Model):

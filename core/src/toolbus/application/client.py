@@ -18,12 +18,14 @@ import time
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
 
+from toolbus.application import tracing
 from toolbus.domain import wire
 from toolbus.domain.errors import ToolCallError, ToolServiceError, ToolTimeout, WireError, error_for
 from toolbus.ports import Bus, Subscription
@@ -33,10 +35,19 @@ log = logging.getLogger("toolbus.client")
 DEFAULT_TIMEOUT = 60.0
 
 
+@dataclass(frozen=True, slots=True)
+class CallResult:
+    """A call's observation, and the service's per-response after-execution, if it set one."""
+
+    text: str
+    after_execution: str | None = None
+
+
 class _Waiter:
     """Collects the answer(s) to one call."""
 
     __slots__ = (
+        "after_execution",
         "chunks",
         "deadline",
         "error",
@@ -51,6 +62,7 @@ class _Waiter:
         #: Event-loop time at which the call times out (inf: someone else watches).
         self.deadline = deadline
         self.chunks: deque[str] = deque()
+        self.after_execution: str | None = None
         self.error: ToolCallError | None = None
         self.finished = False
         self.timed_out = False
@@ -121,6 +133,10 @@ class _ResponseListener:
                         waiter.fail(ToolServiceError(f"unreadable answer from the service: {exc}"))
                     else:
                         waiter.deliver(response)
+                        if response.end_of_stream:
+                            waiter.after_execution = delivery.properties.get(
+                                wire.PROP_AFTER_EXECUTION
+                            )
                 await delivery.ack()
         finally:
             for waiter in list(waiters.values()):
@@ -212,6 +228,8 @@ class ToolServiceClient:
         props = {wire.PROP_ID: call_id, wire.PROP_DEADLINE: f"{self.clock() + timeout:.3f}"}
         if properties:
             props.update(properties)
+        if wire.PROP_TRACEPARENT not in props:
+            props.update(tracing.as_properties(tracing.child_of(tracing.current_trace())))
         if watch:
             loop = asyncio.get_running_loop()
             waiter = _Waiter(loop.time() + timeout)
@@ -241,7 +259,7 @@ class ToolServiceClient:
         self._alarm = None
         self._set_alarm(loop, earliest)
 
-    async def call(
+    async def invoke(
         self,
         *,
         request_queue: str,
@@ -252,8 +270,45 @@ class ToolServiceClient:
         timeout: float | None = None,
         service: str | None = None,
         properties: Mapping[str, str] | None = None,
-    ) -> str:
-        """Call a tool service and return its observation (stream chunks joined)."""
+    ) -> CallResult:
+        """Call a tool service; its observation (chunks joined) and after-execution."""
+        route: dict[str, Any] = {
+            "request_queue": request_queue,
+            "response_queue": response_queue,
+            "user": user,
+            "config": config,
+            "arguments": arguments,
+            "timeout": timeout,
+            "service": service,
+        }
+        if not tracing.recording():
+            return await self._invoke(**route, properties=properties)
+        # An OpenTelemetry SDK is recording: this call is a CLIENT span, and the
+        # service's span is its child (the span's own id goes on the wire).
+        with tracing.span(
+            f"toolbus call {service or request_queue}",
+            tracing.current_trace(),
+            server=False,
+            attributes={
+                "toolbus.service": service or "",
+                "messaging.destination.name": request_queue,
+            },
+        ) as context:
+            traced = {**(properties or {}), **tracing.as_properties(context)}
+            return await self._invoke(**route, properties=traced)
+
+    async def _invoke(
+        self,
+        *,
+        request_queue: str,
+        response_queue: str,
+        user: str = "",
+        config: Mapping[str, Any] | None = None,
+        arguments: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+        service: str | None = None,
+        properties: Mapping[str, str] | None = None,
+    ) -> CallResult:
         limit = self.default_timeout if timeout is None else timeout
         listener = self._listeners.get(response_queue) or await self._listener(response_queue)
         body = wire.encode_request(user, config, arguments)
@@ -277,7 +332,32 @@ class ToolServiceClient:
             raise ToolTimeout(service or request_queue, limit)
         if waiter.error is not None:
             raise waiter.error
-        return "".join(waiter.chunks)
+        return CallResult("".join(waiter.chunks), waiter.after_execution)
+
+    async def call(
+        self,
+        *,
+        request_queue: str,
+        response_queue: str,
+        user: str = "",
+        config: Mapping[str, Any] | None = None,
+        arguments: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+        service: str | None = None,
+        properties: Mapping[str, str] | None = None,
+    ) -> str:
+        """Call a tool service and return its observation (stream chunks joined)."""
+        result = await self.invoke(
+            request_queue=request_queue,
+            response_queue=response_queue,
+            user=user,
+            config=config,
+            arguments=arguments,
+            timeout=timeout,
+            service=service,
+            properties=properties,
+        )
+        return result.text
 
     async def stream(
         self,

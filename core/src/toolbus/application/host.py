@@ -16,16 +16,21 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import logging
+import os
 import time
-from collections.abc import AsyncIterator, Callable
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
 from anyio.abc import TaskStatus
 
-from toolbus.application.service import ToolService
+from toolbus.application import tracing
+from toolbus.application.metrics import ToolbusMetrics, default_metrics
+from toolbus.application.service import ToolResult, ToolService
 from toolbus.domain import wire
 from toolbus.domain.errors import (
     BadRequest,
@@ -33,6 +38,7 @@ from toolbus.domain.errors import (
     ToolCallError,
     WireError,
 )
+from toolbus.domain.queues import parse_queue
 from toolbus.ports import Bus, Delivery
 
 log = logging.getLogger("toolbus.service")
@@ -40,6 +46,10 @@ log = logging.getLogger("toolbus.service")
 DEFAULT_CONCURRENCY = 64
 DEFAULT_MAX_REQUEST_BYTES = 16 * 1024 * 1024
 DEFAULT_DRAIN_TIMEOUT = 30.0
+#: How many answered calls (and bytes of answers) a host remembers to make
+#: redelivered requests idempotent.
+DEFAULT_IDEMPOTENCY_CALLS = 10_000
+DEFAULT_IDEMPOTENCY_BYTES = 64 * 1024 * 1024
 
 
 class ServiceHost:
@@ -55,6 +65,10 @@ class ServiceHost:
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
         drain_timeout: float = DEFAULT_DRAIN_TIMEOUT,
         clock: Callable[[], float] = time.time,
+        metrics: ToolbusMetrics | None = None,
+        environ: Mapping[str, str] = os.environ,
+        idempotency_calls: int = DEFAULT_IDEMPOTENCY_CALLS,
+        idempotency_bytes: int = DEFAULT_IDEMPOTENCY_BYTES,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -66,6 +80,20 @@ class ServiceHost:
         self.max_request_bytes = max_request_bytes
         self.drain_timeout = drain_timeout
         self.clock = clock
+        #: Where ``options.envs`` values come from: this process's environment.
+        self.environ = environ
+        self._call_metrics = (default_metrics() if metrics is None else metrics).for_service(
+            service.id
+        )
+        self._span_attributes = {
+            "toolbus.service": service.id,
+            "messaging.destination.name": service.request_queue,
+        }
+        self._answers = (
+            _AnswerMemory(idempotency_calls, idempotency_bytes)
+            if parse_queue(service.request_queue).persistent and idempotency_calls > 0
+            else None
+        )
         # A pool of ``concurrency`` workers, each reading the subscription and
         # handling a request inline: no task spawn, semaphore or cancel scope per
         # call, and the fewest event-loop hops per round trip.
@@ -148,22 +176,34 @@ class ServiceHost:
 
     async def handle(self, delivery: Delivery) -> None:
         """Answer one delivery. Never raises except on cancellation."""
-        call_id = delivery.properties.get(wire.PROP_ID)
+        properties = delivery.properties
+        call_id = properties.get(wire.PROP_ID)
+        if not call_id:
+            log.warning(
+                "%r: dropped a request with no 'id' property: nobody could match the answer",
+                self.service.id,
+            )
+            await delivery.ack()
+            return
+        answers = self._answers
+        if answers is not None and await answers.settle_duplicate(call_id, self, delivery):
+            return
+        reply = _Reply(self, call_id, record=answers is not None)
+        started = time.perf_counter()
+        error_type: str | None = None
         try:
-            if not call_id:
-                log.warning(
-                    "%r: dropped a request with no 'id' property: nobody could match the answer",
-                    self.service.id,
-                )
-                await delivery.ack()
-                return
             try:
-                await self._answer(call_id, delivery)
+                await self._answer(reply, delivery)
             except ToolCallError as exc:
-                await self._reply_error(call_id, exc.error_type, exc.message)
+                error_type = exc.error_type
+                await reply.error(exc.error_type, exc.message)
             except Exception as exc:
-                log.exception("%r: tool raised for call %s", self.service.id, call_id)
-                await self._reply_error(call_id, wire.GENERIC_ERROR, _describe(exc))
+                error_type = wire.GENERIC_ERROR
+                reply.log_failure(exc)
+                await reply.error(wire.GENERIC_ERROR, _describe(exc))
+            self._call_metrics.record(time.perf_counter() - started, error_type)
+            if answers is not None:
+                answers.remember(call_id, reply.sent)
             await delivery.ack()
         except anyio.get_cancelled_exc_class():
             raise
@@ -175,16 +215,20 @@ class ServiceHost:
                 await delivery.nack()
             except Exception:
                 log.debug("nack failed too", exc_info=True)
+        finally:
+            if answers is not None:
+                answers.finished(call_id)
 
-    async def _answer(self, call_id: str, delivery: Delivery) -> None:
+    async def _answer(self, reply: _Reply, delivery: Delivery) -> None:
         body = delivery.body
+        properties = delivery.properties
         if len(body) > self.max_request_bytes:
             raise BadRequest(
                 f"request of {len(body):,} bytes exceeds this service's limit of "
                 f"{self.max_request_bytes:,} bytes; send less, or start the service with a "
                 "larger max_request_bytes"
             )
-        deadline = delivery.properties.get(wire.PROP_DEADLINE)
+        deadline = properties.get(wire.PROP_DEADLINE)
         if deadline is not None and _expired(deadline, self.clock()):
             raise DeadlineExceeded(
                 f"the caller's deadline passed before {self.service.id!r} could start the call"
@@ -193,30 +237,164 @@ class ServiceHost:
             request = wire.decode_request(body)
         except WireError as exc:
             raise BadRequest(str(exc)) from None
-        result = await self.service.handle(request.user, request.config, request.arguments)
-        if isinstance(result, str):  # the common case first: no further checks
-            await self.bus.publish(
-                self.service.response_queue, wire.encode_response(result), {wire.PROP_ID: call_id}
+        arguments = request.arguments
+        env_names = properties.get(wire.PROP_ENV_ARGS)
+        if env_names:
+            arguments = self._inject_environment(reply, arguments, env_names)
+        with (
+            tracing.span(
+                f"toolbus serve {self.service.id}",
+                tracing.received(properties),
+                server=True,
+                attributes=self._span_attributes,
+            ) as context,
+            tracing.activated(context),
+        ):
+            result = await self.service.handle(request.user, request.config, arguments)
+            if isinstance(result, str):  # the common case first: no further checks
+                await reply.send(result)
+            elif isinstance(result, ToolResult):
+                await reply.send(wire.observation_text(result.content), result.after_execution)
+            elif inspect.isasyncgen(result) or isinstance(result, AsyncIterator):
+                async for chunk in result:
+                    if isinstance(chunk, ToolResult):
+                        reply.after_execution = chunk.after_execution
+                        chunk = chunk.content
+                    text = wire.observation_text(chunk)
+                    if text:
+                        await reply.send(text, end_of_stream=False)
+                # The end is a message of its own: a generator cannot tell us its last
+                # chunk in advance, and holding chunks back would defeat streaming.
+                await reply.send("", reply.after_execution)
+            else:
+                await reply.send(wire.observation_text(result))
+
+    def _inject_environment(
+        self, reply: _Reply, arguments: dict[str, Any], env_names: str
+    ) -> dict[str, Any]:
+        """Resolve ``env-args`` from this process's environment; values become secrets."""
+        try:
+            names = json.loads(env_names)
+            if not isinstance(names, dict):
+                raise ValueError
+        except ValueError:
+            raise BadRequest(
+                "message property 'env-args' must be a JSON object of argument -> variable name"
+            ) from None
+        arguments = dict(arguments)
+        for argument, variable in names.items():
+            value = self.environ.get(str(variable))
+            if value is None:
+                log.warning(
+                    "%r: environment variable %s for argument %r is not set; argument skipped",
+                    self.service.id,
+                    variable,
+                    argument,
+                )
+                continue
+            arguments[argument] = value
+            reply.secrets.append(value)
+        return arguments
+
+
+class _Reply:
+    """Publishes one call's answer: redacts secrets, remembers what it sent."""
+
+    __slots__ = ("after_execution", "call_id", "host", "record", "secrets", "sent")
+
+    def __init__(self, host: ServiceHost, call_id: str, *, record: bool) -> None:
+        self.host = host
+        self.call_id = call_id
+        self.record = record
+        self.sent: list[tuple[bytes, dict[str, str]]] = []
+        #: Values injected from the environment: never to appear on the bus or in logs.
+        self.secrets: list[str] = []
+        self.after_execution: str | None = None
+
+    def redact(self, text: str) -> str:
+        for secret in self.secrets:
+            if secret:
+                text = text.replace(secret, "***")
+        return text
+
+    async def send(
+        self, text: str, after_execution: str | None = None, *, end_of_stream: bool = True
+    ) -> None:
+        if self.secrets:
+            text = self.redact(text)
+        properties = {wire.PROP_ID: self.call_id}
+        if after_execution is not None and end_of_stream:
+            properties[wire.PROP_AFTER_EXECUTION] = after_execution
+        await self._publish(wire.encode_response(text, end_of_stream=end_of_stream), properties)
+
+    async def error(self, error_type: str, message: str) -> None:
+        body = wire.encode_error(error_type, self.redact(message))
+        await self._publish(body, {wire.PROP_ID: self.call_id})
+
+    async def _publish(self, body: bytes, properties: dict[str, str]) -> None:
+        await self.host.bus.publish(self.host.service.response_queue, body, properties)
+        if self.record:
+            self.sent.append((body, properties))
+
+    def log_failure(self, exc: BaseException) -> None:
+        service = self.host.service.id
+        if self.secrets:
+            # The traceback could quote a secret; log the redacted message only.
+            log.error(
+                "%r: tool raised for call %s: %s",
+                service,
+                self.call_id,
+                self.redact(_describe(exc)),
             )
-        elif inspect.isasyncgen(result) or isinstance(result, AsyncIterator):
-            await self._stream(call_id, result)
         else:
-            await self._publish(call_id, wire.encode_response(wire.observation_text(result)))
+            log.exception("%r: tool raised for call %s", service, self.call_id)
 
-    async def _stream(self, call_id: str, chunks: AsyncIterator[Any]) -> None:
-        async for chunk in chunks:
-            text = wire.observation_text(chunk)
-            if text:
-                await self._publish(call_id, wire.encode_response(text, end_of_stream=False))
-        # The end is a message of its own: a generator cannot tell us its last chunk
-        # in advance, and holding chunks back would defeat streaming.
-        await self._publish(call_id, wire.encode_response("", end_of_stream=True))
 
-    async def _reply_error(self, call_id: str, error_type: str, message: str) -> None:
-        await self._publish(call_id, wire.encode_error(error_type, message))
+class _AnswerMemory:
+    """Answers already sent, so a redelivered request is answered without running again.
 
-    async def _publish(self, call_id: str, body: bytes) -> None:
-        await self.bus.publish(self.service.response_queue, body, {wire.PROP_ID: call_id})
+    Only on at-least-once (persistent) request queues, where redelivery happens.
+    Bounded by count and by bytes; the oldest answers are forgotten first.
+    """
+
+    def __init__(self, max_calls: int, max_bytes: int) -> None:
+        self.max_calls = max_calls
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self.answers: OrderedDict[str, list[tuple[bytes, dict[str, str]]]] = OrderedDict()
+        self.in_progress: set[str] = set()
+
+    async def settle_duplicate(self, call_id: str, host: ServiceHost, delivery: Delivery) -> bool:
+        """Handle a request seen before; False when it is new (and now in progress)."""
+        sent = self.answers.get(call_id)
+        if sent is not None:
+            log.info(
+                "%r: call %s was answered before; sending the recorded answer",
+                host.service.id,
+                call_id,
+            )
+            for body, properties in sent:
+                await host.bus.publish(host.service.response_queue, body, properties)
+            await delivery.ack()
+            return True
+        if call_id in self.in_progress:
+            # Redelivered while the first delivery is still running (an ack wait ran
+            # out): that one will answer; running the tool twice is what we avoid.
+            log.info("%r: call %s is already running; duplicate dropped", host.service.id, call_id)
+            await delivery.ack()
+            return True
+        self.in_progress.add(call_id)
+        return False
+
+    def remember(self, call_id: str, sent: list[tuple[bytes, dict[str, str]]]) -> None:
+        self.answers[call_id] = sent
+        self.bytes += sum(len(body) for body, _ in sent)
+        while self.answers and (len(self.answers) > self.max_calls or self.bytes > self.max_bytes):
+            _, dropped = self.answers.popitem(last=False)
+            self.bytes -= sum(len(body) for body, _ in dropped)
+
+    def finished(self, call_id: str) -> None:
+        self.in_progress.discard(call_id)
 
 
 def _expired(deadline: str, now: float) -> bool:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, get_type_hints
 
 import anyio.to_thread
@@ -24,6 +25,28 @@ import pydantic
 
 from toolbus.domain.errors import BadRequest
 from toolbus.domain.queues import parse_queue
+
+AFTER_EXECUTION = ("suspend", "terminate")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """An answer with control data: ``after_execution`` overrides the tool's setting.
+
+    ``"terminate"`` makes this observation the agent's final answer; ``"suspend"``
+    lets the agent loop go on. Return it instead of a plain value when the
+    service, not the configuration, knows which applies.
+    """
+
+    content: Any
+    after_execution: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.after_execution not in (None, *AFTER_EXECUTION):
+            raise ValueError(
+                f"after_execution must be one of {AFTER_EXECUTION}, not {self.after_execution!r}"
+            )
+
 
 _RAW_SIGNATURE = ("user", "config", "arguments")
 _INJECTED = frozenset({"user", "config"})

@@ -57,7 +57,7 @@ from toolbus.application.audit import (
 )
 from toolbus.application.client import ToolServiceClient
 from toolbus.application.metrics import ToolbusMetrics, default_metrics
-from toolbus.application.tools import Tools
+from toolbus.application.tools import ToolInvocation, Tools
 from toolbus.domain.config import ToolDescriptor
 from toolbus.domain.errors import AccessDenied, ToolCallError, UnknownTool
 from toolbus.domain.permissions import Permissions, load_permissions
@@ -99,6 +99,9 @@ class CallOutcome:
     error_type: str | None = None
     refusal: Refusal | None = None
     transition: StateTransition | None = None
+    #: For calls that ran: "terminate" means the observation is the agent's final
+    #: answer; "suspend" that the loop goes on.
+    after_execution: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -394,9 +397,19 @@ class AgentSession:
         at = self._clock()
         started = self._timer()
         service = tool.service or tool.type
+        context = {
+            "request_id": self.request_id,
+            "tool_call_id": tool_call_id or "",
+            "state": state,
+        }
         try:
-            observation = await self._tools.call(
-                tool.name, arguments, user=self.user, timeout=self.timeout
+            invocation = await self._tools.invoke(
+                tool,
+                arguments,
+                user=self.user,
+                timeout=self.timeout,
+                context=context,
+                registry=self.registry,
             )
         except ToolCallError as exc:
             seconds = self._timer() - started
@@ -422,13 +435,14 @@ class AgentSession:
             raise
         seconds = self._timer() - started
         self._metrics.tool_call(tool.name, service, seconds, None)
-        self._record(tool.name, tool_call_id, "ok", state, at, seconds, None)
+        self._record(tool.name, tool_call_id, "ok", state, at, seconds, None, invocation=invocation)
         # Another call of this session may have moved the state while this one
         # ran; the transition starts from the state as it is now.
         transition = self._advance(tool)
         return CallOutcome(
             name=tool.llm_name,
-            observation=observation,
+            observation=invocation.observation,
+            after_execution=invocation.after_execution,
             status="ok",
             state=self._state,
             tool=tool.name,
@@ -524,7 +538,10 @@ class AgentSession:
         seconds: float,
         error_type: str | None,
         refusal: Refusal | None = None,
+        *,
+        invocation: ToolInvocation | None = None,
     ) -> None:
+        applied = invocation.applied if invocation else None
         self._calls.append(
             CallRecord(
                 tool=tool,
@@ -535,6 +552,10 @@ class AgentSession:
                 state=state,
                 timestamp=timestamp(at),
                 duration_seconds=seconds,
+                defaulted_arguments=list(applied.defaulted) if applied else [],
+                fixed_arguments=list(applied.fixed) if applied else [],
+                env_arguments=list(applied.env) if applied else [],
+                after_execution=invocation.after_execution if invocation else None,
             )
         )
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from toolbus.domain.arguments import NO_OPTIONS, ArgumentOptions, parse_options
 from toolbus.domain.errors import ConfigError, Problem, QueueNameError
 from toolbus.domain.naming import sanitize_toolname
 from toolbus.domain.queues import QueueName, parse_queue
@@ -38,9 +39,20 @@ BUILTIN_TOOL_TYPES: frozenset[str] = frozenset({TOOL_SERVICE_TYPE})
 APPLICABLE_STATES_KEYS = ("applicable-states", "available_in_states", "available-in-states")
 JSON_SCHEMA_TYPES = frozenset({"string", "number", "integer", "boolean", "array", "object", "null"})
 TOOL_FIELDS = frozenset(
-    {"type", "name", "description", "service", "arguments", "group", "state"}
+    {
+        "type",
+        "name",
+        "description",
+        "service",
+        "arguments",
+        "group",
+        "state",
+        "options",
+        "after-execution",
+    }
     | set(APPLICABLE_STATES_KEYS)
 )
+AFTER_EXECUTION_VALUES = ("suspend", "terminate")
 _ARGUMENT_FIELDS = frozenset({"name", "type", "description", "required"})
 _HAS_LETTER_OR_DIGIT = re.compile(r"[A-Za-z0-9]")
 
@@ -106,6 +118,10 @@ class ToolDescriptor:
     applicable_states: tuple[str, ...] | None = None
     config: Mapping[str, Any] = field(default_factory=dict, hash=False)
     raw: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    #: ``options``: argument defaults, fixed values and environment values.
+    options: ArgumentOptions = field(default=NO_OPTIONS, hash=False)
+    #: ``after-execution``: "suspend" (the agent goes on) or "terminate" (final answer).
+    after_execution: str = "suspend"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "llm_name", sanitize_toolname(self.name))
@@ -641,6 +657,18 @@ def _tool(
     if tool_type == TOOL_SERVICE_TYPE:
         _typos(raw, service, where, problems)
 
+    options, option_problems = parse_options(raw.get("options"))
+    for field_name, message in option_problems:
+        problems.add(where, field_name, message)
+    after_execution = raw.get("after-execution", "suspend")
+    if after_execution not in AFTER_EXECUTION_VALUES:
+        problems.add(
+            where,
+            "after-execution",
+            f"{_describe(after_execution)} is not allowed; use 'suspend' (the agent goes on, "
+            "the default) or 'terminate' (the result is the final answer)",
+        )
+
     if len(problems) > before:
         return None
     return ToolDescriptor(
@@ -656,6 +684,8 @@ def _tool(
         applicable_states=applicable,
         config=config,
         raw=raw,
+        options=options,
+        after_execution=str(after_execution),
     )
 
 

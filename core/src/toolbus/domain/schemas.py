@@ -18,19 +18,28 @@ def json_schema(tool: ToolDescriptor) -> dict[str, Any]:
     not empty) and its JSON-Schema extras; arguments are required unless they say
     ``"required": false``. The object stays open (no ``additionalProperties``):
     TrustGraph's arguments are untyped and the service validates them.
+
+    Argument options shape it too: fixed and environment-injected arguments are
+    left out (the LLM must neither see nor set them), and an argument with a
+    default shows it, unrendered, and is not required.
     """
+    hidden = tool.options.hidden
+    defaults = tool.options.defaults
     properties: dict[str, Any] = {}
+    required = []
     for argument in tool.arguments:
+        if argument.name in hidden:
+            continue
         prop: dict[str, Any] = {"type": argument.type}
         if argument.description:
             prop["description"] = argument.description
         prop.update(copy.deepcopy(dict(argument.schema_extras)))
+        if argument.name in defaults:
+            prop["default"] = copy.deepcopy(defaults[argument.name])
+        elif argument.required:
+            required.append(argument.name)
         properties[argument.name] = prop
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": [a.name for a in tool.arguments if a.required],
-    }
+    return {"type": "object", "properties": properties, "required": required}
 
 
 def _openai(tool: ToolDescriptor) -> dict[str, Any]:

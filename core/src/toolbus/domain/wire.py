@@ -26,6 +26,8 @@ PROP_TRACEPARENT = "traceparent"
 PROP_TRACESTATE = "tracestate"
 PROP_DEADLINE = "deadline"  # absolute Unix time in seconds, as a decimal string
 PROP_AFTER_EXECUTION = "after-execution"
+# Argument name -> environment variable name, resolved by the service (options.envs).
+PROP_ENV_ARGS = "env-args"
 
 GENERIC_ERROR = "tool-service-error"
 
