@@ -7,10 +7,11 @@ Brokers are plugins picked by URL: ``memory://``, ``nats://``, ``pulsar://``,
 ``kafka://``.
 """
 
-from toolbus.application.client import ToolServiceClient
+from toolbus.application.client import CallResult, ToolServiceClient
 from toolbus.application.host import ServiceHost, running
-from toolbus.application.service import ToolService, tool_service
-from toolbus.application.tools import Tools
+from toolbus.application.service import ToolResult, ToolService, tool_service
+from toolbus.application.session import AgentSession, CallOutcome
+from toolbus.application.tools import ToolInvocation, Tools
 from toolbus.domain.config import (
     ServiceDescriptor,
     ToolDescriptor,
@@ -32,23 +33,30 @@ from toolbus.domain.errors import (
     ToolTimeout,
     Unavailable,
 )
+from toolbus.domain.permissions import Permissions
 from toolbus.domain.registry import Registry
 from toolbus.plugins import connect
 from toolbus.runtime import open_tools
 
 __all__ = [
     "AccessDenied",
+    "AgentSession",
     "BadRequest",
+    "CallOutcome",
+    "CallResult",
     "ConfigError",
     "DeadlineExceeded",
     "InternalError",
     "NotFound",
+    "Permissions",
     "Registry",
     "ServiceDescriptor",
     "ServiceHost",
     "ToolAccessDenied",
     "ToolCallError",
     "ToolDescriptor",
+    "ToolInvocation",
+    "ToolResult",
     "ToolService",
     "ToolServiceClient",
     "ToolServiceError",

@@ -9,8 +9,9 @@ import anyio
 import typer
 
 from toolbus.application.host import DEFAULT_CONCURRENCY, ServiceHost
+from toolbus.application.metrics import MetricsUnavailable, start_metrics_server
 from toolbus.cli.app import app
-from toolbus.cli.common import run, setup_logging
+from toolbus.cli.common import fail, run, setup_logging
 from toolbus.plugins import connect
 from toolbus.runtime import resolve_service
 from toolbus.settings import load_settings
@@ -35,12 +36,26 @@ def serve(
     drain_timeout: Annotated[
         float, typer.Option(help="Seconds calls in flight may take to finish on shutdown.")
     ] = 30.0,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            help="Expose Prometheus metrics on http://ADDR:PORT/metrics (needs toolbus[metrics])."
+        ),
+    ] = None,
+    metrics_addr: Annotated[str, typer.Option(help="Address for --metrics-port.")] = "127.0.0.1",
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO level.")] = False,
 ) -> None:
     """Serve tool services from their request queues."""
     setup_logging(verbose)
     settings = load_settings(broker)
     resolved = [resolve_service(name) for name in services]
+    metrics_server = None
+    if metrics_port is not None:
+        try:
+            metrics_server = start_metrics_server(metrics_port, metrics_addr)
+        except (MetricsUnavailable, OSError) as exc:
+            fail(f"cannot serve metrics on {metrics_addr}:{metrics_port}: {exc}")
+        typer.echo(f"metrics on http://{metrics_addr}:{metrics_server.port}/metrics", err=True)
 
     async def main() -> None:
         bus = await connect(settings.broker, settings.broker_options)
@@ -49,16 +64,18 @@ def serve(
             for s in resolved
         ]
         try:
-            async with anyio.create_task_group() as tasks:
-                for host in hosts:
-                    await tasks.start(host.serve)
-                for host in hosts:
-                    typer.echo(
-                        f"serving {host.service.id} on {host.service.request_queue} "
-                        f"via {settings.broker}",
-                        err=True,
-                    )
-                with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            # Signals are caught before anything is announced: a supervisor may send
+            # SIGTERM as soon as it reads the "serving" lines.
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async with anyio.create_task_group() as tasks:
+                    for host in hosts:
+                        await tasks.start(host.serve)
+                    for host in hosts:
+                        typer.echo(
+                            f"serving {host.service.id} on {host.service.request_queue} "
+                            f"via {settings.broker}",
+                            err=True,
+                        )
                     async for signum in signals:
                         typer.echo(
                             f"{signal.Signals(signum).name}: draining calls in flight", err=True
@@ -70,4 +87,8 @@ def serve(
             with anyio.CancelScope(shield=True):
                 await bus.close()
 
-    run(main)
+    try:
+        run(main)
+    finally:
+        if metrics_server is not None:
+            metrics_server.close()
