@@ -241,33 +241,46 @@ class ServiceHost:
         env_names = properties.get(wire.PROP_ENV_ARGS)
         if env_names:
             arguments = self._inject_environment(reply, arguments, env_names)
-        with (
-            tracing.span(
-                f"toolbus serve {self.service.id}",
-                tracing.received(properties),
-                server=True,
-                attributes=self._span_attributes,
-            ) as context,
-            tracing.activated(context),
-        ):
-            result = await self.service.handle(request.user, request.config, arguments)
-            if isinstance(result, str):  # the common case first: no further checks
-                await reply.send(result)
-            elif isinstance(result, ToolResult):
-                await reply.send(wire.observation_text(result.content), result.after_execution)
-            elif inspect.isasyncgen(result) or isinstance(result, AsyncIterator):
-                async for chunk in result:
-                    if isinstance(chunk, ToolResult):
-                        reply.after_execution = chunk.after_execution
-                        chunk = chunk.content
-                    text = wire.observation_text(chunk)
-                    if text:
-                        await reply.send(text, end_of_stream=False)
-                # The end is a message of its own: a generator cannot tell us its last
-                # chunk in advance, and holding chunks back would defeat streaming.
-                await reply.send("", reply.after_execution)
-            else:
-                await reply.send(wire.observation_text(result))
+        if tracing.recording():
+            with (
+                tracing.span(
+                    f"toolbus serve {self.service.id}",
+                    tracing.received(properties),
+                    server=True,
+                    attributes=self._span_attributes,
+                ) as context,
+                tracing.activated(context),
+            ):
+                await self._run_tool(reply, request, arguments)
+        else:
+            # The same, minus OpenTelemetry, without context managers on the hot path.
+            token = tracing.enter(tracing.child_of(tracing.received(properties)))
+            try:
+                await self._run_tool(reply, request, arguments)
+            finally:
+                tracing.leave(token)
+
+    async def _run_tool(
+        self, reply: _Reply, request: wire.ToolRequest, arguments: dict[str, Any]
+    ) -> None:
+        result = await self.service.handle(request.user, request.config, arguments)
+        if isinstance(result, str):  # the common case first: no further checks
+            await reply.send(result)
+        elif isinstance(result, ToolResult):
+            await reply.send(wire.observation_text(result.content), result.after_execution)
+        elif inspect.isasyncgen(result) or isinstance(result, AsyncIterator):
+            async for chunk in result:
+                if isinstance(chunk, ToolResult):
+                    reply.after_execution = chunk.after_execution
+                    chunk = chunk.content
+                text = wire.observation_text(chunk)
+                if text:
+                    await reply.send(text, end_of_stream=False)
+            # The end is a message of its own: a generator cannot tell us its last
+            # chunk in advance, and holding chunks back would defeat streaming.
+            await reply.send("", reply.after_execution)
+        else:
+            await reply.send(wire.observation_text(result))
 
     def _inject_environment(
         self, reply: _Reply, arguments: dict[str, Any], env_names: str

@@ -15,9 +15,11 @@ with an SDK configured, their span ids are the ones on the wire.
 from __future__ import annotations
 
 import os
+import random
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from typing import Any
 
 from toolbus.domain import wire
@@ -38,19 +40,42 @@ def current_trace() -> TraceContext | None:
     return _current.get()
 
 
+# Trace and span ids need to be unique, not secret: a fast PRNG seeded from the OS
+# does, at a fraction of os.urandom's cost per call.
+_random = random.Random(os.urandom(16))
+
+
 def _span_id() -> str:
-    return os.urandom(8).hex()
+    return f"{_random.getrandbits(64) or 1:016x}"
 
 
 def _trace_id() -> str:
-    return os.urandom(16).hex()
+    return f"{_random.getrandbits(128) or 1:032x}"
+
+
+_sdk_seen = False
+_next_sdk_check = 0.0
+SDK_CHECK_INTERVAL = 1.0
 
 
 def recording() -> bool:
-    """Whether an OpenTelemetry SDK is configured (the API alone records nothing)."""
-    return HAVE_OPENTELEMETRY and not isinstance(
+    """Whether an OpenTelemetry SDK is configured (the API alone records nothing).
+
+    Looking the provider up reads an environment variable, too slow for every
+    call: a configured SDK is remembered (OpenTelemetry allows setting it once),
+    and its absence is re-checked at most once a second.
+    """
+    global _sdk_seen, _next_sdk_check
+    if _sdk_seen or not HAVE_OPENTELEMETRY:
+        return _sdk_seen
+    now = time.monotonic()
+    if now < _next_sdk_check:
+        return False
+    _next_sdk_check = now + SDK_CHECK_INTERVAL
+    _sdk_seen = not isinstance(
         otel.get_tracer_provider(), otel.ProxyTracerProvider | otel.NoOpTracerProvider
     )
+    return _sdk_seen
 
 
 def received(properties: Mapping[str, str]) -> TraceContext | None:
@@ -75,6 +100,15 @@ def activated(context: TraceContext) -> Iterator[None]:
         yield
     finally:
         _current.reset(token)
+
+
+def enter(context: TraceContext) -> Token[TraceContext | None]:
+    """:func:`activated` without a context manager, for the per-call path."""
+    return _current.set(context)
+
+
+def leave(token: Token[TraceContext | None]) -> None:
+    _current.reset(token)
 
 
 @contextmanager
