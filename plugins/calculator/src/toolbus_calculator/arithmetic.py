@@ -16,7 +16,9 @@ from toolbus.domain.errors import BadRequest
 
 MAX_EXPRESSION = 1_000
 MAX_EXPONENT = 10_000
-MAX_DIGITS = 4_300  # Python's own default limit on int -> str conversion
+# Python refuses to print integers of more than 4,300 digits; stay below that
+# (4,300 digits need 14,284 bits) so every answer can be written out.
+MAX_BITS = 14_000
 
 Number = int | float
 
@@ -43,18 +45,35 @@ def evaluate(expression: str) -> Number:
         raise BadRequest(f"the expression is longer than {MAX_EXPRESSION} characters")
     try:
         tree = ast.parse(expression.strip(), mode="eval")
+        return _value(tree.body)
     except SyntaxError:
         raise BadRequest(
             f"{expression!r} is not an arithmetic expression; use numbers, + - * / // % ** "
             "and parentheses"
         ) from None
-    return _value(tree.body)
+    except (RecursionError, MemoryError):
+        raise BadRequest("the expression is nested too deeply") from None
+
+
+def _too_big(op: ast.operator, left: Number, right: Number) -> bool:
+    """Whether an integer result would exceed MAX_BITS, judged before computing it."""
+    if not (isinstance(left, int) and isinstance(right, int)):
+        return False  # float overflow raises OverflowError instead
+    if isinstance(op, ast.Pow):
+        return right > 0 and abs(left) > 1 and right * math.log2(abs(left)) > MAX_BITS
+    if isinstance(op, ast.Mult):
+        return left.bit_length() + right.bit_length() > MAX_BITS + 1
+    return False
 
 
 def _value(node: ast.expr) -> Number:
     # ``type(...) in`` rather than isinstance: True and False are ints to Python.
     if isinstance(node, ast.Constant) and type(node.value) in (int, float):
         value: Number = node.value  # type: ignore[assignment]
+        if isinstance(value, float) and not math.isfinite(value):
+            raise BadRequest(f"{ast.unparse(node)} is too large a number")
+        if isinstance(value, int) and value.bit_length() > MAX_BITS:
+            raise BadRequest("a number in the expression is too large")
         return value
     if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
         return _UNARY[type(node.op)](_value(node.operand))
@@ -62,6 +81,8 @@ def _value(node: ast.expr) -> Number:
         left, right = _value(node.left), _value(node.right)
         if isinstance(node.op, ast.Pow) and abs(right) > MAX_EXPONENT:
             raise BadRequest(f"exponent {right} is too large (at most {MAX_EXPONENT})")
+        if _too_big(node.op, left, right):
+            raise BadRequest("the result is too large to compute")
         try:
             result = _BINARY[type(node.op)](left, right)
         except ZeroDivisionError:
@@ -70,7 +91,7 @@ def _value(node: ast.expr) -> Number:
             raise BadRequest("the result is too large to compute") from None
         if isinstance(result, complex):
             raise BadRequest("the result is not a real number")
-        if isinstance(result, int) and result.bit_length() > MAX_DIGITS * 3.33:
+        if isinstance(result, int) and result.bit_length() > MAX_BITS:
             raise BadRequest("the result is too large to compute")
         if isinstance(result, float) and not math.isfinite(result):
             raise BadRequest("the result is too large to compute")

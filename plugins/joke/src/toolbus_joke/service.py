@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import zlib
 from typing import Any
 
@@ -19,11 +20,18 @@ _CATEGORY_KEYWORDS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
+_WORD = re.compile(r"[a-z]+")
+
+
 def pick_category(topic: str) -> str:
-    """The joke category for a free-text topic; ``default`` when nothing matches."""
-    lowered = topic.lower()
+    """The joke category for a free-text topic; ``default`` when nothing matches.
+
+    Keywords match whole words, singular or plural: "my dog" and "llamas" match,
+    "dogma" and "weather" do not.
+    """
+    words = set(_WORD.findall(topic.lower()))
     for category, keywords in _CATEGORY_KEYWORDS:
-        if any(keyword in lowered for keyword in keywords):
+        if any(keyword in words or f"{keyword}s" in words for keyword in keywords):
             return category
     return "default"
 
