@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from contextlib import AsyncExitStack
 from typing import Annotated, Any
 
@@ -13,14 +14,17 @@ from toolbus.application.host import running
 from toolbus.application.tools import Tools
 from toolbus.cli.app import app
 from toolbus.cli.common import EXIT_FAILED, fail, run, setup_logging
-from toolbus.domain.errors import ToolCallError
+from toolbus.domain.errors import ConfigError, PluginError, ToolCallError, UnknownTool
 from toolbus.plugins import connect, load_tool_plugins
 from toolbus.runtime import build_registry
 from toolbus.settings import load_settings
 
 
-def parse_arguments(pairs: list[str], json_arguments: str | None) -> dict[str, Any]:
-    """``k=v`` pairs (values read as JSON when they parse, else as text) over ``--json``."""
+def parse_arguments(
+    pairs: list[str], json_arguments: str | None, text_arguments: Collection[str] = ()
+) -> dict[str, Any]:
+    """``k=v`` pairs over ``--json``. A value is read as JSON when it parses, else as
+    text; arguments the tool declares as strings (``text_arguments``) are always text."""
     arguments: dict[str, Any] = {}
     if json_arguments:
         try:
@@ -34,6 +38,9 @@ def parse_arguments(pairs: list[str], json_arguments: str | None) -> dict[str, A
         key, sep, value = pair.partition("=")
         if not sep or not key:
             fail(f"--arg {pair!r} must look like name=value")
+        if key in text_arguments:
+            arguments[key] = value
+            continue
         try:
             arguments[key] = json.loads(value)
         except ValueError:
@@ -68,10 +75,15 @@ def call(
     this process, so any installed tool can be tried without a broker.
     """
     setup_logging(verbose)
-    arguments = parse_arguments(arg or [], json_arguments)
-    settings = load_settings(broker, config)
-    plugins = load_tool_plugins()
-    registry = build_registry(settings, plugins)
+    parse_arguments(arg or [], json_arguments)  # bad syntax fails before anything loads
+    try:
+        settings = load_settings(broker, config)
+        plugins = load_tool_plugins()
+        registry = build_registry(settings, plugins)
+        text = {a.name for a in registry.tool(tool).arguments if a.type == "string"}
+    except (ConfigError, PluginError, UnknownTool) as exc:
+        fail(str(exc))
+    arguments = parse_arguments(arg or [], json_arguments, text)
 
     async def main() -> None:
         async with AsyncExitStack() as stack:
@@ -79,7 +91,9 @@ def call(
             stack.push_async_callback(bus.close)
             if settings.broker.startswith("memory:"):
                 services = [s for p in plugins for s in p.services]
-                await stack.enter_async_context(running(bus, *services))
+                # drain_timeout=0: once this command has its answer (or gave up),
+                # nothing the in-process services still do matters.
+                await stack.enter_async_context(running(bus, *services, drain_timeout=0))
             client = await stack.enter_async_context(ToolServiceClient(bus))
             tools = Tools(client, registry)
             try:

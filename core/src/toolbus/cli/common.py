@@ -8,12 +8,14 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import anyio
 import typer
 
 from toolbus.domain.errors import ConfigError, PluginError, ToolbusError, UnknownTool
+from toolbus.settings import load_settings
 
 T = TypeVar("T")
 
@@ -24,6 +26,20 @@ EXIT_BAD_INPUT = 2
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code)
+
+
+def config_path(option: Path | None) -> Path:
+    """The configuration to read: ``--config``, else TOOLBUS_CONFIG, else toolbus.toml."""
+    try:
+        found = load_settings(config=option).config
+    except ConfigError as exc:
+        fail(str(exc))
+    if found is None:
+        fail(
+            "no configuration given: pass --config PATH, set TOOLBUS_CONFIG, or put "
+            'config = "PATH" in toolbus.toml'
+        )
+    return found
 
 
 def run(main: Callable[..., Awaitable[T]], *args: Any) -> T:

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from toolbus.cli.app import app
-from toolbus.cli.common import fail
+from toolbus.cli.common import config_path, fail
 from toolbus.domain.config import ToolDescriptor, load_registry_from_path
 from toolbus.domain.errors import ConfigError
 from toolbus.domain.registry import Registry
@@ -35,14 +35,14 @@ class GroupsFormat(enum.StrEnum):
 @app.command("groups")
 def groups_command(
     config: Annotated[
-        Path,
+        Path | None,
         typer.Option(
             "--config",
             "-c",
-            envvar="TOOLBUS_CONFIG",
-            help="Snapshot JSON file, or directory holding tool-service/ and tool/.",
+            help="Snapshot JSON file, or directory holding tool-service/ and tool/; "
+            "default: TOOLBUS_CONFIG, then config in toolbus.toml.",
         ),
-    ],
+    ] = None,
     output: Annotated[
         GroupsFormat, typer.Option("--format", "-f", help="table or json.")
     ] = GroupsFormat.table,
@@ -54,6 +54,7 @@ def groups_command(
     separately.
     """
     try:
+        config = config_path(config)
         registry = load_registry_from_path(config)
     except ConfigError as exc:
         fail(f"{config}: {exc}")

@@ -12,6 +12,7 @@ from toolbus.application.host import DEFAULT_CONCURRENCY, ServiceHost
 from toolbus.application.metrics import MetricsUnavailable, start_metrics_server
 from toolbus.cli.app import app
 from toolbus.cli.common import fail, run, setup_logging
+from toolbus.domain.errors import ConfigError, PluginError
 from toolbus.plugins import connect
 from toolbus.runtime import resolve_service
 from toolbus.settings import load_settings
@@ -47,8 +48,11 @@ def serve(
 ) -> None:
     """Serve tool services from their request queues."""
     setup_logging(verbose)
-    settings = load_settings(broker)
-    resolved = [resolve_service(name) for name in services]
+    try:
+        settings = load_settings(broker)
+        resolved = [resolve_service(name) for name in services]
+    except (ConfigError, PluginError) as exc:
+        fail(str(exc))
     metrics_server = None
     if metrics_port is not None:
         try:

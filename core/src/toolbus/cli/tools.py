@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from toolbus.cli.app import app
-from toolbus.cli.common import fail
+from toolbus.cli.common import config_path, fail
 from toolbus.domain.config import ToolDescriptor, load_registry_from_path
 from toolbus.domain.errors import ConfigError
 from toolbus.domain.registry import Availability, normalize_groups, normalize_state
@@ -40,14 +40,14 @@ _EXPORT_FORMATS: dict[OutputFormat, ExportFormat] = {
 @app.command("tools")
 def tools_command(
     config: Annotated[
-        Path,
+        Path | None,
         typer.Option(
             "--config",
             "-c",
-            envvar="TOOLBUS_CONFIG",
-            help="Snapshot JSON file, or directory holding tool-service/ and tool/.",
+            help="Snapshot JSON file, or directory holding tool-service/ and tool/; "
+            "default: TOOLBUS_CONFIG, then config in toolbus.toml.",
         ),
-    ],
+    ] = None,
     group: Annotated[
         list[str] | None,
         typer.Option(
@@ -84,6 +84,7 @@ def tools_command(
     # so keep "no --group given" as None.
     requested: list[str] | None = [] if no_groups else (group or None)
     try:
+        config = config_path(config)
         registry = load_registry_from_path(config)
     except ConfigError as exc:
         fail(f"{config}: {exc}")
