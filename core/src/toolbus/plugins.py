@@ -8,7 +8,10 @@ Two entry-point groups:
   it does not use. The module implements :meth:`Spec.toolbus_register_adapters`.
 * ``toolbus.plugins``: tool plugins. Each implements
   :meth:`Spec.toolbus_register_tools` to contribute tool services with their
-  default descriptors, and may add tool types.
+  default descriptors, and may add tool types. The same modules may implement
+  the code hooks (``toolbus_on_request_start``, ``toolbus_on_pre_tool_use``,
+  ``toolbus_on_post_tool_use``, ``toolbus_on_completion``); see
+  :class:`toolbus.hooks.CodeHooks` and docs/hooks.md.
 
 pluggy is used at start-up only; per-call paths never go through it.
 """
@@ -19,7 +22,7 @@ import importlib.metadata as metadata
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import pluggy
@@ -27,6 +30,12 @@ import pluggy
 from toolbus.application.service import ToolService
 from toolbus.domain.errors import PluginError
 from toolbus.ports import Bus, BusFactory
+
+if TYPE_CHECKING:
+    from toolbus.application.audit import AuditRecord
+    from toolbus.application.code_hooks import Deny, RewriteArguments
+    from toolbus.application.session import AgentSession, CallOutcome
+    from toolbus.domain.config import ToolDescriptor
 
 log = logging.getLogger("toolbus.plugins")
 
@@ -98,6 +107,39 @@ class Spec:
     @hookspec
     def toolbus_register_tools(self, register: ToolRegistrar) -> None:
         """Register tool services (``register.service(...)``) and tool types."""
+
+    # Code hooks. Implementations may be ``async def`` and may take any subset of
+    # the arguments. Sessions call them from lists compiled by toolbus.hooks.CodeHooks,
+    # never through pluggy's hook calling, so hook wrappers are refused there.
+
+    @hookspec
+    def toolbus_on_request_start(
+        self, session: AgentSession, messages: list[dict[str, Any]]
+    ) -> list[dict[str, Any]] | None:
+        """At :meth:`AgentSession.start`: return a new message list, or ``None`` to keep it."""
+
+    @hookspec
+    def toolbus_on_pre_tool_use(
+        self, session: AgentSession, tool: ToolDescriptor, arguments: Mapping[str, Any]
+    ) -> Deny | RewriteArguments | None:
+        """Before a call runs: ``Deny(reason)``, ``RewriteArguments(...)`` or ``None``.
+
+        ``arguments`` is read-only. Any deny wins over every other answer.
+        """
+
+    @hookspec
+    def toolbus_on_post_tool_use(
+        self,
+        session: AgentSession,
+        tool: ToolDescriptor,
+        arguments: Mapping[str, Any],
+        outcome: CallOutcome,
+    ) -> str | None:
+        """After a call ran (successfully or not): a new observation, or ``None`` to keep it."""
+
+    @hookspec
+    def toolbus_on_completion(self, session: AgentSession, record: AuditRecord) -> None:
+        """When the session closes: observe its audit record."""
 
 
 def _manager() -> pluggy.PluginManager:
@@ -186,6 +228,39 @@ def load_tool_plugins() -> list[ToolPlugin]:
             )
         )
     return plugins
+
+
+#: The code-hook names of :class:`Spec`.
+CODE_HOOKS = (
+    "toolbus_on_request_start",
+    "toolbus_on_pre_tool_use",
+    "toolbus_on_post_tool_use",
+    "toolbus_on_completion",
+)
+
+
+def load_hook_plugins() -> list[tuple[str, object]]:
+    """``(entry-point name, module)`` for every installed tool plugin that has code hooks.
+
+    Sorted by entry-point name, so that hooks run in the same order on every
+    machine. A plugin that fails to import is logged and skipped, as by
+    :func:`load_tool_plugins`.
+    """
+    found: list[tuple[str, object]] = []
+    for ep in sorted(_entry_points(PLUGIN_GROUP), key=lambda ep: ep.name):
+        try:
+            module = ep.load()
+        except Exception:
+            distribution, _ = _distribution(ep)
+            log.exception("tool plugin %r (%s) failed to load; skipped", ep.name, distribution)
+            continue
+        if any(_is_hookimpl(getattr(module, name, None)) for name in CODE_HOOKS):
+            found.append((ep.name, module))
+    return found
+
+
+def _is_hookimpl(function: object) -> bool:
+    return getattr(function, f"{PROJECT}_impl", None) is not None
 
 
 @dataclass(frozen=True, slots=True)

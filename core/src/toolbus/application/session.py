@@ -26,6 +26,11 @@ What reaches the caller, and how:
 
 The registry (configuration snapshot) is captured when the session starts, so
 a configuration reload never changes a running session's tools or rules.
+
+Hooks (docs/hooks.md): :meth:`AgentSession.start` runs the configured
+``on_request_start`` hooks and returns the history with their results
+injected; code hooks (:class:`~toolbus.application.code_hooks.CompiledHooks`)
+act around every executed call and see the audit record when the session ends.
 """
 
 from __future__ import annotations
@@ -56,10 +61,13 @@ from toolbus.application.audit import (
     timestamp,
 )
 from toolbus.application.client import ToolServiceClient
+from toolbus.application.code_hooks import NO_HOOKS, CompiledHooks, Deny
+from toolbus.application.hook_runtime import run_request_start_hooks
 from toolbus.application.metrics import ToolbusMetrics, default_metrics
 from toolbus.application.tools import ToolInvocation, Tools
 from toolbus.domain.config import ToolDescriptor
 from toolbus.domain.errors import AccessDenied, ToolCallError, UnknownTool
+from toolbus.domain.hook_config import HookConfig, ToolCallHook, load_hooks
 from toolbus.domain.permissions import Permissions, load_permissions
 from toolbus.domain.registry import WILDCARD, Availability, Registry, normalize_state
 from toolbus.domain.schemas import EXPORT_FORMATS, ExportFormat, export_tools
@@ -84,7 +92,8 @@ class CallOutcome:
 
     ``status`` is ``"ok"``, ``"error"`` (the tool answered with an error, or
     the arguments were not a JSON object) or ``"refused"`` (not offered now;
-    ``refusal`` says why: ``"state"``, ``"group"`` or ``"unknown"``). ``tool``
+    ``refusal`` says why: ``"state"``, ``"group"`` or ``"unknown"``; or denied
+    by a code hook: ``refusal`` is ``None``, the observation is its reason). ``tool``
     is the configured name of the tool called, ``None`` when ``name`` names no
     tool the session may see. ``state`` is the session state after the call,
     ``transition`` the change this call made, if any.
@@ -190,6 +199,8 @@ _TOOL_LISTS: _IdentityCache[Availability, list[dict[str, Any]]] = _IdentityCache
 )
 # Parsing the snapshot's permissions once per snapshot, not once per session.
 _SNAPSHOT_PERMISSIONS: _IdentityCache[Registry, Permissions] = _IdentityCache(8)
+# The same for the snapshot's hooks.
+_SNAPSHOT_HOOKS: _IdentityCache[Registry, tuple[HookConfig, ...]] = _IdentityCache(8)
 
 
 def _tool_list(availability: Availability, format: ExportFormat) -> list[dict[str, Any]]:
@@ -230,10 +241,18 @@ class AgentSession:
         audit: where the audit record goes; default the ``toolbus.audit`` logger.
         metrics: default :func:`~toolbus.application.metrics.default_metrics`.
         timeout: per-call time limit in seconds; default the client's.
-        clock: Unix time, for timestamps. timer: monotonic seconds, for durations.
+        clock: Unix time, for timestamps and hook TTLs. timer: monotonic
+            seconds, for durations.
+        hooks: configured hooks (:func:`~toolbus.domain.hook_config.parse_hooks`,
+            :func:`~toolbus.domain.hook_config.load_hooks`) for :meth:`start`.
+            Default: the snapshot's ``hooks`` section, or none.
+        code_hooks: code hooks, compiled once at start-up
+            (:class:`toolbus.hooks.CodeHooks`); default none.
 
     Raises :class:`AccessDenied` (after counting and auditing the denial) when
-    the groups exceed the user's permissions.
+    the groups exceed the user's permissions, and
+    :class:`~toolbus.domain.errors.ConfigError` when the snapshot's ``hooks``
+    section is invalid.
     """
 
     def __init__(
@@ -251,6 +270,8 @@ class AgentSession:
         timeout: float | None = None,
         clock: Callable[[], float] = time.time,
         timer: Callable[[], float] = time.perf_counter,
+        hooks: Sequence[HookConfig] | None = None,
+        code_hooks: CompiledHooks | None = None,
     ) -> None:
         if isinstance(tools, Tools):
             client = tools.client
@@ -276,6 +297,13 @@ class AgentSession:
             else _SNAPSHOT_PERMISSIONS.get(registry, "", lambda r: load_permissions(r.snapshot))
         )
         self.timeout = timeout
+        #: The configured hooks :meth:`start` runs, in order.
+        self.hooks: tuple[HookConfig, ...] = (
+            _SNAPSHOT_HOOKS.get(registry, "", lambda r: load_hooks(r.snapshot))
+            if hooks is None
+            else _checked_hooks(hooks)
+        )
+        self._code = NO_HOOKS if code_hooks is None else code_hooks
         self._tools = Tools(client, registry)
         self._audit = _DEFAULT_SINK if audit is None else audit
         self._metrics = default_metrics() if metrics is None else metrics
@@ -344,6 +372,45 @@ class AgentSession:
             found = self._lists[format] = _tool_list(self._availability, format)
         return list(found)
 
+    # ------------------------------------------------------------- starting
+
+    async def start(self, messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """Run the ``on_request_start`` hooks; return the history with their results injected.
+
+        Call it once per request, with the history the client sent, before the
+        model's first turn. Configured hooks run first (their tools called
+        concurrently, results injected in configured order), then the
+        ``on_request_start`` code hooks, in order. ``messages`` is not changed.
+
+        Hook calls are made like the model's calls (only tools offered to this
+        request, argument options, code hooks, metrics, audit record) but never
+        move the session's state. A hook that fails is logged and skipped: this
+        raises only ``RuntimeError`` once the session is closed.
+        """
+        if self._closed:
+            raise RuntimeError(
+                f"agent session {self.request_id} is closed; start a new AgentSession"
+            )
+        history = [m if isinstance(m, dict) else dict(m) for m in messages]
+        if self.hooks:
+            history = await run_request_start_hooks(
+                self.hooks,
+                history,
+                resolve=self._resolve,
+                call=self._call_for_hook,
+                clock=self._clock,
+            )
+        if self._code.on_request_start:
+            history = await self._code.request_start(self, history)
+        return history
+
+    async def _call_for_hook(
+        self, tool: ToolDescriptor, arguments: dict[str, Any], timeout: float | None
+    ) -> CallOutcome:
+        # A hook fetches context; if it moved the state, which tools the model is
+        # offered would depend on whether a TTL happened to be fresh.
+        return await self._run(tool, arguments, None, timeout=timeout, advance=False)
+
     # ------------------------------------------------------------- calling
 
     async def call(
@@ -368,8 +435,9 @@ class AgentSession:
                 f"agent session {self.request_id} is closed; start a new AgentSession"
             )
         # The single path every call takes: resolve, check, then execute. Code
-        # hooks (pre/post tool use) belong around _execute, so that refusals
-        # stay out of their reach and every executed call is audited the same way.
+        # hooks (pre/post tool use) run around _execute (in _run), so that
+        # refusals stay out of their reach and every executed call is audited
+        # the same way.
         tool, refusal = self._resolve(name)
         if refusal is not None:
             return self._refuse(name, tool, refusal, tool_call_id)
@@ -377,7 +445,30 @@ class AgentSession:
         parsed = _parse_arguments(arguments)
         if isinstance(parsed, str):
             return self._unusable_arguments(tool, parsed, tool_call_id)
-        return await self._execute(tool, parsed, tool_call_id)
+        return await self._run(tool, parsed, tool_call_id)
+
+    async def _run(
+        self,
+        tool: ToolDescriptor,
+        arguments: dict[str, Any],
+        tool_call_id: str | None,
+        *,
+        timeout: float | None = None,
+        advance: bool = True,
+    ) -> CallOutcome:
+        """Pre-use code hooks, the call, post-use code hooks. Each seam costs nothing when empty."""
+        code = self._code
+        if code.on_pre_tool_use:
+            decision = await code.pre_tool_use(self, tool, arguments)
+            if isinstance(decision, Deny):
+                return self._denied(tool, decision.reason, tool_call_id)
+            arguments = decision
+        outcome = await self._execute(
+            tool, arguments, tool_call_id, timeout=timeout, advance=advance
+        )
+        if code.on_post_tool_use:
+            outcome = await code.post_tool_use(self, tool, arguments, outcome)
+        return outcome
 
     def _resolve(self, name: str) -> tuple[ToolDescriptor | None, Refusal | None]:
         if self.registry.is_available(name, self.groups, self._state):
@@ -391,7 +482,13 @@ class AgentSession:
         return tool, "state"
 
     async def _execute(
-        self, tool: ToolDescriptor, arguments: dict[str, Any], tool_call_id: str | None
+        self,
+        tool: ToolDescriptor,
+        arguments: dict[str, Any],
+        tool_call_id: str | None,
+        *,
+        timeout: float | None = None,
+        advance: bool = True,
     ) -> CallOutcome:
         state = self._state
         at = self._clock()
@@ -407,7 +504,7 @@ class AgentSession:
                 tool,
                 arguments,
                 user=self.user,
-                timeout=self.timeout,
+                timeout=self.timeout if timeout is None else timeout,
                 context=context,
                 registry=self.registry,
             )
@@ -438,7 +535,7 @@ class AgentSession:
         self._record(tool.name, tool_call_id, "ok", state, at, seconds, None, invocation=invocation)
         # Another call of this session may have moved the state while this one
         # ran; the transition starts from the state as it is now.
-        transition = self._advance(tool)
+        transition = self._advance(tool) if advance else None
         return CallOutcome(
             name=tool.llm_name,
             observation=invocation.observation,
@@ -503,6 +600,18 @@ class AgentSession:
             refusal=refusal,
         )
 
+    def _denied(self, tool: ToolDescriptor, reason: str, tool_call_id: str | None) -> CallOutcome:
+        """A code hook denied the call: refused, with its reason as the observation."""
+        self._record(tool.name, tool_call_id, "refused", self._state, self._clock(), 0.0, None)
+        return CallOutcome(
+            name=tool.llm_name,
+            observation=reason,
+            status="refused",
+            state=self._state,
+            tool=tool.name,
+            tool_call_id=tool_call_id,
+        )
+
     def _unusable_arguments(
         self, tool: ToolDescriptor, problem: str, tool_call_id: str | None
     ) -> CallOutcome:
@@ -563,7 +672,7 @@ class AgentSession:
 
     async def close(self) -> None:
         """End the session and write its audit record (once; later calls do nothing)."""
-        self._finish("completed", None)
+        await self._completed(self._finish("completed", None))
 
     async def __aenter__(self) -> AgentSession:
         return self
@@ -575,20 +684,25 @@ class AgentSession:
         tb: TracebackType | None,
     ) -> None:
         if exc is None:
-            self._finish("completed", None)
+            record = self._finish("completed", None)
         elif isinstance(exc, anyio.get_cancelled_exc_class()):
-            self._finish("cancelled", None)
+            record = self._finish("cancelled", None)
         else:
             # The type only: an exception's message may quote arguments or secrets.
-            self._finish("failed", type(exc).__name__)
+            record = self._finish("failed", type(exc).__name__)
+        await self._completed(record)
 
-    def _finish(self, outcome: SessionOutcome, error: str | None) -> None:
+    async def _completed(self, record: AuditRecord | None) -> None:
+        if record is not None and self._code.on_completion:
+            await self._code.completion(self, record)
+
+    def _finish(self, outcome: SessionOutcome, error: str | None) -> AuditRecord | None:
         if self._closed:
-            return
+            return None
         self._closed = True
         self._metrics.session_closed(self._state, self._timer() - self._entered)
         initial = self._initial
-        self._emit(
+        return self._emit(
             outcome=outcome,
             error=error,
             granted=list(self.groups),
@@ -625,7 +739,7 @@ class AgentSession:
         by_group: list[str],
         by_state: list[str],
         denial: AccessDenial | None = None,
-    ) -> None:
+    ) -> AuditRecord:
         record = AuditRecord(
             request_id=self.request_id,
             user=self.user,
@@ -653,6 +767,20 @@ class AgentSession:
             _audit_log.exception(
                 "could not write the audit record of agent session %s", self.request_id
             )
+        return record
+
+
+def _checked_hooks(hooks: Sequence[HookConfig]) -> tuple[HookConfig, ...]:
+    if isinstance(hooks, str | bytes | Mapping):
+        raise TypeError("hooks must be a sequence of hook models; build it with parse_hooks(...)")
+    found = tuple(hooks)
+    for hook in found:
+        if not isinstance(hook, ToolCallHook):
+            raise TypeError(
+                f"hooks must be parsed hook models, not {type(hook).__name__}; "
+                "build them with toolbus.hooks.parse_hooks(...)"
+            )
+    return found
 
 
 def _parse_arguments(arguments: Mapping[str, Any] | str | None) -> dict[str, Any] | str:

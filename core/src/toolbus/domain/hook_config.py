@@ -8,7 +8,8 @@ Unknown keys are rejected (``extra="forbid"``) and named, with a suggestion
 when one is close: a misspelt ``refresh_conditon`` would otherwise be dropped
 without a word and the hook would quietly call its tool on every request.
 :func:`parse_hooks` reports every problem of every hook in one
-:class:`~toolbus.domain.errors.ConfigError`.
+:class:`~toolbus.domain.errors.ConfigError`; :func:`load_hooks` takes the list
+from a configuration snapshot or from ``toolbus.toml``.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ from pydantic_core import ErrorDetails
 from toolbus.domain.errors import ConfigError, Problem
 from toolbus.domain.injection import InjectionFrequency
 from toolbus.domain.naming import sanitize_toolname
+
+#: The snapshot section, and the ``toolbus.toml`` array of tables, that hold hooks.
+SECTION: Final = "hooks"
 
 HookEvent: TypeAlias = Literal["on_request_start"]
 """The seam of an agent request at which a hook fires.
@@ -140,23 +144,26 @@ _KINDS: Final[dict[str | None, dict[str, type[BaseModel]]]] = {
 }
 
 
-def parse_hooks(data: Any) -> tuple[HookConfig, ...]:
+def parse_hooks(data: Any, *, source: str = "") -> tuple[HookConfig, ...]:
     """Validate a manifest's ``hooks``: a list of hook objects, or that list as JSON text.
 
     ``None`` means no hooks. Raises :class:`ConfigError` listing every problem,
     each naming the hook (``hook #0 ('name')``, 0-based like a JSON array) and
-    the field.
+    the field. ``source`` says where the list came from, in front of each
+    problem (``"toolbus.toml [[hooks]]"``).
     """
+    prefix = f"{source} " if source else ""
     if isinstance(data, str | bytes | bytearray):
         try:
             data = json.loads(data)
         except ValueError as exc:
-            raise ConfigError([Problem("hooks", "", f"is not valid JSON: {exc}")]) from None
+            problem = Problem(source or "hooks", "", f"is not valid JSON: {exc}")
+            raise ConfigError([problem]) from None
     if data is None:
         return ()
     if not isinstance(data, list | tuple):
         message = f"must be a list of hook objects, not {type(data).__name__}"
-        raise ConfigError([Problem("hooks", "", message)])
+        raise ConfigError([Problem(source or "hooks", "", message)])
 
     hooks: list[HookConfig] = []
     problems: list[Problem] = []
@@ -164,11 +171,42 @@ def parse_hooks(data: Any) -> tuple[HookConfig, ...]:
         try:
             hooks.append(_HOOK_ADAPTER.validate_python(item))
         except ValidationError as exc:
-            where = _where(index, item)
+            where = prefix + _where(index, item)
             problems += [_problem(where, item, error) for error in exc.errors()]
     if problems:
         raise ConfigError(problems)
     return tuple(hooks)
+
+
+def load_hooks(
+    snapshot: Mapping[str, Any] | None = None,
+    settings: Mapping[str, Any] | None = None,
+    *,
+    settings_name: str = "toolbus.toml",
+) -> tuple[HookConfig, ...]:
+    """Hooks from a snapshot's ``hooks`` section or ``toolbus.toml``'s ``[[hooks]]`` tables.
+
+    ``settings`` is the parsed ``toolbus.toml`` (``Settings.file``). At most one
+    of the two may hold hooks, as with permissions: hooks run in the order they
+    are listed, and two lists would leave that order to a rule the reader must
+    remember. With neither there are no hooks. Raises :class:`ConfigError`
+    listing every problem, each naming its source.
+    """
+    in_snapshot = snapshot is not None and SECTION in snapshot
+    in_settings = settings is not None and SECTION in settings
+    if in_snapshot and in_settings:
+        message = (
+            f"are given both in the configuration snapshot and in {settings_name}; "
+            "keep them in one place"
+        )
+        raise ConfigError([Problem(SECTION, "", message)])
+    if in_snapshot:
+        assert snapshot is not None
+        return parse_hooks(snapshot[SECTION], source=f"snapshot section {SECTION!r}")
+    if in_settings:
+        assert settings is not None
+        return parse_hooks(settings[SECTION], source=f"{settings_name} [[{SECTION}]]")
+    return ()
 
 
 def _where(index: int, item: object) -> str:
