@@ -17,7 +17,7 @@ EXAMPLE = re.compile(
     r"(?:\n?[^\n`]*\n\n```text\n(?P<output>.*?)```)?",
     re.DOTALL,
 )
-PAGES = ["tool-services.md", "testing.md"]
+PAGES = ["tool-services.md", "testing.md", "hooks.md"]
 
 
 def examples() -> list[tuple[str, str, str, str | None]]:

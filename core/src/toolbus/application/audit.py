@@ -24,7 +24,7 @@ AUDIT_LOGGER = "toolbus.audit"
 
 SessionOutcome = Literal["completed", "failed", "cancelled", "denied"]
 CallStatus = Literal["ok", "error", "refused", "failed", "cancelled"]
-Refusal = Literal["state", "group", "unknown"]
+Refusal = Literal["state", "group", "unknown", "hook"]
 
 
 def timestamp(seconds: float) -> datetime:

@@ -602,7 +602,9 @@ class AgentSession:
 
     def _denied(self, tool: ToolDescriptor, reason: str, tool_call_id: str | None) -> CallOutcome:
         """A code hook denied the call: refused, with its reason as the observation."""
-        self._record(tool.name, tool_call_id, "refused", self._state, self._clock(), 0.0, None)
+        self._record(
+            tool.name, tool_call_id, "refused", self._state, self._clock(), 0.0, None, "hook"
+        )
         return CallOutcome(
             name=tool.llm_name,
             observation=reason,
