@@ -1,1 +1,29 @@
-"""toolbus nats adapter."""
+"""toolbus on NATS: core NATS for ``non-persistent://`` queues, JetStream for ``persistent://``.
+
+::
+
+    from toolbus_nats import connect
+
+    bus = await connect("nats://127.0.0.1:4222")
+
+or, through the plugin registry, ``toolbus.plugins.connect("nats://...")``.
+See ``docs/adapters/nats.md`` for the URL, the options and the delivery rules.
+"""
+
+from toolbus_nats.bus import NatsBus, connect
+from toolbus_nats.errors import JetStreamError
+from toolbus_nats.naming import consumer_name, dead_letter_subject, stream_name, subject_for
+from toolbus_nats.options import NatsOptionError, NatsOptions, parse_options
+
+__all__ = [
+    "JetStreamError",
+    "NatsBus",
+    "NatsOptionError",
+    "NatsOptions",
+    "connect",
+    "consumer_name",
+    "dead_letter_subject",
+    "parse_options",
+    "stream_name",
+    "subject_for",
+]

@@ -1,0 +1,256 @@
+"""The NATS :class:`~toolbus.ports.Bus`: core NATS for non-persistent queues, JetStream otherwise.
+
+One nats-py connection per bus. It reconnects on its own (for ever, by
+default); while it is away, outgoing messages wait in a buffer of
+``reconnect_buffer`` bytes and core subscriptions are renewed by nats-py when it
+is back, pull subscriptions by us. Calls in flight whose messages were lost
+with the server end with the caller's timeout; new calls work again as soon as
+the connection is back, with no process restarted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+from collections.abc import Mapping
+from typing import Any
+
+import nats.errors
+from nats.aio.client import Client
+
+from toolbus.domain.errors import BusClosed
+from toolbus.domain.queues import parse_queue
+from toolbus_nats.core import CoreSubscription
+from toolbus_nats.errors import too_large, translate
+from toolbus_nats.jetstream import PullSubscription, Streams
+from toolbus_nats.naming import subject_for
+from toolbus_nats.options import NatsOptions, parse_options
+
+log = logging.getLogger("toolbus.nats")
+
+#: What a core subscription buffers before nats-py's own slow-consumer limits apply.
+CORE_BUFFER_MESSAGES = 10_000
+CORE_BUFFER_BYTES = 64 * 1024 * 1024
+_HEADER_OVERHEAD = len(b"NATS/1.0\r\n\r\n")
+
+
+def _headers_size(headers: Mapping[str, str]) -> int:
+    """Bytes the properties take on the wire as a NATS header block."""
+    size = _HEADER_OVERHEAD
+    for key, value in headers.items():
+        # ": " and CRLF; encoding only the (rare) non-ASCII values.
+        size += len(key) + 4 + (len(value) if value.isascii() else len(value.encode("utf-8")))
+    return size
+
+
+class NatsBus:
+    """A connection to NATS. Make one with :func:`connect`."""
+
+    def __init__(self, nc: Client, options: NatsOptions) -> None:
+        self.nc = nc
+        self.options = options
+        self.streams = Streams(nc.jetstream(timeout=options.publish_timeout), options)
+        self._routes: dict[str, tuple[str, bool]] = {}
+        self._subscriptions: set[CoreSubscription | PullSubscription] = set()
+        self._connected = asyncio.Event()
+        self._disconnected = asyncio.Event()
+        self._closing = False
+        self._where = ",".join(options.servers)
+
+    # -- connection events (nats-py callbacks) ---------------------------------------
+
+    async def _on_disconnected(self) -> None:
+        self._connected.clear()
+        self._disconnected.set()
+        if not self._closing:
+            log.warning("lost the connection to NATS at %s; reconnecting", self._where)
+
+    async def _on_reconnected(self) -> None:
+        self._disconnected.clear()
+        self._connected.set()
+        log.info(
+            "reconnected to NATS at %s", self.nc.connected_url and self.nc.connected_url.netloc
+        )
+        for subscription in list(self._subscriptions):
+            if isinstance(subscription, PullSubscription):
+                subscription.reconnected()
+
+    async def _on_closed(self) -> None:
+        self._connected.clear()
+        self._disconnected.set()
+        if self._closing:
+            return
+        error = BusClosed(
+            f"the NATS connection to {self._where} was closed (reconnect attempts exhausted); "
+            "check the server, then restart this process or connect again"
+        )
+        log.error("%s", error)
+        for subscription in list(self._subscriptions):
+            subscription.fail(error)
+
+    async def _on_error(self, exc: Exception) -> None:
+        if self._connected.is_set():
+            log.warning("NATS at %s: %s", self._where, exc or type(exc).__name__)
+        else:
+            log.debug("NATS at %s: %s", self._where, exc or type(exc).__name__)
+
+    @property
+    def is_connected(self) -> bool:
+        """True while the connection to a server is up."""
+        return self.nc.is_connected
+
+    async def wait_connected(self) -> None:
+        """Return once connected (at once if already); for health checks and tests."""
+        await self._connected.wait()
+
+    async def wait_disconnected(self) -> None:
+        """Return once the connection is known to be lost (at once if it is)."""
+        await self._disconnected.wait()
+
+    # -- Bus ------------------------------------------------------------------------------
+
+    @property
+    def max_message_size(self) -> int | None:
+        """The server's ``max_payload`` (body plus properties must fit in it)."""
+        return self.nc.max_payload
+
+    def _route(self, queue: str) -> tuple[str, bool]:
+        route = self._routes.get(queue)
+        if route is None:
+            parsed = parse_queue(queue)
+            route = self._routes[queue] = (subject_for(parsed), parsed.persistent)
+        return route
+
+    async def publish(
+        self, queue: str, body: bytes, properties: Mapping[str, str] | None = None
+    ) -> None:
+        subject, persistent = self._routes.get(queue) or self._route(queue)
+        headers = None
+        size = len(body)
+        if properties:
+            headers = properties if type(properties) is dict else dict(properties)
+            size += _headers_size(headers)
+        limit = self.nc.max_payload
+        if size > limit:
+            # The server would drop the whole connection over it: refuse here.
+            raise too_large(size, limit)
+        if persistent:
+            await self._store(subject, body, headers)
+            return
+        try:
+            await self.nc.publish(subject, body, headers=headers)
+        except Exception as exc:
+            raise translate(exc, f"publish to {queue}", self._where) from exc
+
+    async def _store(self, subject: str, body: bytes, headers: dict[str, str] | None) -> None:
+        """Publish into JetStream and wait until the stream has stored it."""
+        if self.streams.known(subject) is None:
+            # Before the first message: make sure a stream holds the subject, so
+            # that the message is stored for every group that has subscribed.
+            await self.streams.stream_for(subject)
+        js = self.streams.js
+        try:
+            await js.publish(subject, body, timeout=self.options.publish_timeout, headers=headers)
+        except Exception as exc:
+            raise translate(exc, f"store a message on {subject!r}", self._where) from exc
+
+    async def subscribe(
+        self, queue: str, group: str | None = None
+    ) -> CoreSubscription | PullSubscription:
+        if self._closing or self.nc.is_closed:
+            raise BusClosed(f"the NATS connection to {self._where} is closed")
+        subject, persistent = self._route(queue)
+        subscription: CoreSubscription | PullSubscription
+        if persistent:
+            subscription = PullSubscription(
+                self.nc, self.streams, subject, group, self._subscriptions.discard
+            )
+        else:
+            subscription = CoreSubscription(
+                self.nc,
+                subject,
+                group,
+                self._subscriptions.discard,
+                buffer_messages=CORE_BUFFER_MESSAGES,
+                buffer_bytes=CORE_BUFFER_BYTES,
+            )
+        try:
+            await subscription.start()
+        except Exception as exc:
+            await subscription.close()
+            raise translate(exc, f"subscribe to {queue}", self._where) from exc
+        self._subscriptions.add(subscription)
+        return subscription
+
+    async def close(self) -> None:
+        """Close every subscription (unacked persistent deliveries go back), then the connection."""
+        if self._closing:
+            return
+        self._closing = True
+        for subscription in list(self._subscriptions):
+            await subscription.close()
+        if not self.nc.is_closed:
+            await self.nc.close()
+
+
+def _is_fatal(exc: BaseException) -> bool:
+    """Errors that retrying cannot fix: refused credentials, an untrusted certificate."""
+    if isinstance(exc, ssl.SSLError | nats.errors.AuthorizationError):
+        return True
+    text = str(exc).lower()
+    return "authorization violation" in text or "authentication" in text
+
+
+async def connect(
+    url: str = "nats://127.0.0.1:4222", options: Mapping[str, Any] | None = None
+) -> NatsBus:
+    """Connect to NATS at ``url`` (see :mod:`toolbus_nats.options` for the URL and options).
+
+    Fails with :class:`~toolbus.domain.errors.BusClosed` naming the servers when
+    none answers within ``connect_timeout`` seconds, and at once when the server
+    refuses the credentials or the TLS certificate cannot be trusted.
+    """
+    settings = parse_options(url, options)
+    nc = Client()
+    bus = NatsBus(nc, settings)
+    refused: asyncio.Future[BaseException] = asyncio.get_running_loop().create_future()
+
+    async def on_error(exc: Exception) -> None:
+        if not refused.done() and _is_fatal(exc):
+            refused.set_result(exc)
+        await bus._on_error(exc)
+
+    # nats-py retries for ever when reconnects are unlimited; the first
+    # connection gets a deadline so that a wrong URL fails clearly.
+    attempt = asyncio.ensure_future(
+        nc.connect(
+            **settings.connect_kwargs(),
+            error_cb=on_error,
+            disconnected_cb=bus._on_disconnected,
+            reconnected_cb=bus._on_reconnected,
+            closed_cb=bus._on_closed,
+        )
+    )
+    first: list[asyncio.Future[Any]] = [attempt, refused]
+    try:
+        await asyncio.wait(
+            first,
+            timeout=settings.connect_timeout,
+            return_when=asyncio.FIRST_COMPLETED,
+        )
+    finally:
+        if not attempt.done():
+            attempt.cancel()
+            await asyncio.gather(attempt, return_exceptions=True)
+    failure = attempt.exception() if not attempt.cancelled() else None
+    if attempt.cancelled() or failure is not None:
+        reason = refused.result() if refused.done() else failure or nc.last_error
+        bus._closing = True
+        await nc.close()
+        raise BusClosed(
+            f"cannot connect to NATS at {bus._where}: {reason or 'no answer'}; check that "
+            "nats-server runs there and that the URL, credentials and TLS options are right"
+        ) from failure
+    bus._connected.set()
+    return bus

@@ -1,0 +1,111 @@
+"""Non-persistent queues on core NATS: at-most-once, no acknowledgements.
+
+Competing consumers are a NATS *queue group* named after the toolbus group (the
+service id), so each request reaches one replica; fan-out subscribers subscribe
+plainly and each gets every message. Properties travel as NATS headers.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping
+
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription as NatsSubscription
+
+from toolbus.ports import Delivery
+from toolbus_nats.buffer import BufferClosed, DeliveryBuffer
+
+log = logging.getLogger("toolbus.nats")
+
+_EMPTY: Mapping[str, str] = {}
+
+
+class CoreDelivery:
+    """A core NATS message; ``ack``/``nack`` do nothing (nothing would redeliver it)."""
+
+    __slots__ = ("body", "properties")
+
+    redelivered = False
+
+    def __init__(self, body: bytes, properties: Mapping[str, str]) -> None:
+        self.body = body
+        self.properties = properties
+
+    async def ack(self) -> None:
+        return None
+
+    async def nack(self) -> None:
+        return None
+
+
+def _weigh(delivery: Delivery) -> int:
+    return len(delivery.body)
+
+
+class CoreSubscription:
+    """A subscription on a core NATS subject, optionally in a queue group."""
+
+    def __init__(
+        self,
+        nc: Client,
+        subject: str,
+        group: str | None,
+        on_close: Callable[[CoreSubscription], None],
+        *,
+        buffer_messages: int,
+        buffer_bytes: int,
+    ) -> None:
+        self._nc = nc
+        self.subject = subject
+        self.group = group
+        self._buffer: DeliveryBuffer[Delivery] = DeliveryBuffer(
+            buffer_messages, buffer_bytes, _weigh
+        )
+        self._on_close = on_close
+        self._sub: NatsSubscription | None = None
+
+    async def start(self) -> None:
+        """Subscribe and make sure the server knows before returning."""
+        self._sub = await self._nc.subscribe(
+            self.subject, queue=self.group or "", cb=self._on_message
+        )
+        # A PING/PONG round trip after the SUB proves the server has registered
+        # it, so nothing published from now on is missed. nats-py, though, keeps
+        # SUB in its write buffer while flush() writes PING straight to the
+        # socket: the first PONG can come back before the server has the SUB.
+        # By the time it does, the buffer has been written, so the second PING
+        # goes out after the SUB and its PONG is the proof.
+        await self._nc.flush()
+        await self._nc.flush()
+
+    async def _on_message(self, msg: Msg) -> None:
+        buffer = self._buffer
+        if buffer.offer(CoreDelivery(msg.data, msg.headers or _EMPTY)):
+            await buffer.wait_for_space()
+
+    def __aiter__(self) -> AsyncIterator[Delivery]:
+        return self
+
+    async def __anext__(self) -> Delivery:
+        try:
+            return await self._buffer.get()
+        except BufferClosed:
+            raise StopAsyncIteration from None
+
+    def fail(self, error: BaseException) -> None:
+        """The connection is gone for good: readers get ``error``."""
+        self._buffer.close(error)
+
+    async def close(self) -> None:
+        if self._buffer.closed and self._sub is None:
+            return
+        self._buffer.close()
+        self._on_close(self)
+        sub, self._sub = self._sub, None
+        if sub is not None and not self._nc.is_closed:
+            try:
+                await sub.unsubscribe()
+            except Exception:  # the connection is going away anyway
+                log.debug("unsubscribing from %s failed", self.subject, exc_info=True)

@@ -1,0 +1,492 @@
+"""Persistent queues on JetStream: at-least-once with explicit acks and dead letters.
+
+Layout (names from :mod:`toolbus_nats.naming`):
+
+* One stream per queue subject, *interest* retention: a message is kept until
+  every consumer that existed when it arrived has acked it, like a Pulsar
+  topic and its subscriptions. Made idempotently by whoever needs it first; a
+  stream an operator already made for the subject is used as it is.
+* A group (``subscribe(queue, group=...)``) is a durable **pull** consumer named
+  after the group and shared by its members (the replicas of a service):
+  explicit ack, redelivery after ``ack_wait``, starting at messages published
+  after it was first made. A fan-out subscription (``group=None``) is an
+  ephemeral pull consumer of its own, deleted when the subscription closes
+  (or by the server, ``fanout_inactive_threshold`` after its process died).
+* Each subscription keeps one pull request of up to ``pull_batch`` messages
+  open and tops it up as messages are used, so a waiting message costs no
+  extra round trip. While a subscriber holds a delivery it tells JetStream the
+  work is in progress, so a long tool call is not redelivered to another
+  replica while its own replica is alive; a replica that dies stops doing so,
+  and its messages go to the others after ``ack_wait``.
+* A message delivered ``max_deliveries`` times without an ack is not handed
+  out again: on its next delivery it is republished to ``<subject>.dlq`` (its
+  own stream, limits retention, kept ``dead_letter_max_age``) with its
+  properties and ``Toolbus-Dead-Letter-*`` headers saying why, then
+  terminated. The consumer's ``max_deliver`` is one more than
+  ``max_deliveries``, so even a process that dies while dead-lettering cannot
+  cause an endless loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
+from typing import Any
+
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription as NatsSubscription
+from nats.js import JetStreamContext
+from nats.js.api import (
+    DEFAULT_PREFIX,
+    AckPolicy,
+    ConsumerConfig,
+    DeliverPolicy,
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+)
+from nats.js.errors import BadRequestError, NotFoundError
+
+from toolbus.ports import Delivery
+from toolbus_nats.buffer import BufferClosed, DeliveryBuffer
+from toolbus_nats.errors import translate
+from toolbus_nats.naming import consumer_name, dead_letter_subject, stream_name
+from toolbus_nats.options import NatsOptions
+
+log = logging.getLogger("toolbus.nats")
+
+_EMPTY: Mapping[str, str] = {}
+_NS = 1_000_000_000
+# A pull request lives this long before the server ends it and we renew it.
+PULL_EXPIRES = 30.0
+# While a pull request waits, the server proves it is alive this often.
+PULL_HEARTBEAT = 5.0
+_STREAM_IN_USE = 10058  # JSStreamNameExistErr: same name, other configuration
+_STATUS = "Status"
+_PENDING_MESSAGES = "Nats-Pending-Messages"
+
+# Dead-letter headers: the original properties ride along unchanged.
+DEAD_LETTER_REASON = "Toolbus-Dead-Letter-Reason"
+DEAD_LETTER_DELIVERIES = "Toolbus-Dead-Letter-Deliveries"
+DEAD_LETTER_SUBJECT = "Toolbus-Dead-Letter-Subject"
+DEAD_LETTER_STREAM = "Toolbus-Dead-Letter-Stream"
+DEAD_LETTER_SEQUENCE = "Toolbus-Dead-Letter-Sequence"
+DEAD_LETTER_CONSUMER = "Toolbus-Dead-Letter-Consumer"
+
+
+class Streams:
+    """Makes (once per connection) the streams and consumers persistent queues need."""
+
+    def __init__(self, js: JetStreamContext, options: NatsOptions) -> None:
+        self.js = js
+        self.options = options
+        self._streams: dict[str, str] = {}
+        self._where = ",".join(options.servers)
+
+    def forget(self, subject: str) -> None:
+        """Look the subject's stream up again next time (it was deleted under us)."""
+        self._streams.pop(subject, None)
+
+    def known(self, subject: str) -> str | None:
+        return self._streams.get(subject)
+
+    async def stream_for(self, subject: str) -> str:
+        """The stream that stores ``subject``, made with interest retention if there is none."""
+        name = self._streams.get(subject)
+        if name is not None:
+            return name
+        try:
+            name = await self._find_or_create(
+                subject, RetentionPolicy.INTEREST, self.options.max_age
+            )
+        except Exception as exc:
+            raise translate(
+                exc, f"set up the JetStream stream for {subject!r}", self._where
+            ) from exc
+        self._streams[subject] = name
+        return name
+
+    async def dead_letter_stream(self, subject: str) -> str:
+        """The stream keeping ``subject``'s dead letters (limits retention: kept until aged out)."""
+        dlq = dead_letter_subject(subject)
+        name = self._streams.get(dlq)
+        if name is None:
+            name = await self._find_or_create(
+                dlq, RetentionPolicy.LIMITS, self.options.dead_letter_max_age
+            )
+            self._streams[dlq] = name
+        return name
+
+    async def _find_or_create(
+        self, subject: str, retention: RetentionPolicy, max_age: float
+    ) -> str:
+        with contextlib.suppress(NotFoundError):
+            return await self.js.find_stream_name_by_subject(subject)
+        name = stream_name(subject)
+        config = StreamConfig(
+            name=name,
+            description=f"toolbus queue on subject {subject}",
+            subjects=[subject],
+            retention=retention,
+            storage=StorageType(self.options.storage),
+            num_replicas=self.options.replicas,
+            max_age=max_age or None,
+        )
+        try:
+            await self.js.add_stream(config)
+        except BadRequestError as exc:
+            if exc.err_code != _STREAM_IN_USE:
+                raise
+            # Made by someone else with other limits: use it if it holds our subject.
+            info = await self.js.stream_info(name)
+            if subject not in (info.config.subjects or ()):
+                raise
+            log.info(
+                "using existing stream %s for %s (its settings differ from ours)", name, subject
+            )
+        return name
+
+    async def consumer(self, stream: str, subject: str, group: str | None, name: str) -> None:
+        """Make (or update: the call is idempotent) consumer ``name`` for ``group``.
+
+        ``group=None`` makes an ephemeral fan-out consumer, which the server
+        removes ``fanout_inactive_threshold`` after its subscriber went away.
+        """
+        options = self.options
+        if group is None:
+            durable, inactive = None, options.fanout_inactive_threshold
+        else:
+            durable, inactive = name, None
+        config = ConsumerConfig(
+            name=name,
+            durable_name=durable,
+            description=f"toolbus {'group ' + repr(group) if group else 'fan-out'} on {subject}",
+            deliver_policy=DeliverPolicy.NEW,
+            ack_policy=AckPolicy.EXPLICIT,
+            ack_wait=options.ack_wait,
+            # One delivery more than the application sees: that one dead-letters it.
+            max_deliver=options.max_deliveries + 1,
+            filter_subject=subject,
+            inactive_threshold=inactive,
+        )
+        try:
+            await self.js.add_consumer(stream, config)
+        except Exception as exc:
+            raise translate(
+                exc, f"set up the JetStream consumer {name!r} on {subject!r}", self._where
+            ) from exc
+
+
+class JetStreamDelivery:
+    """A JetStream message as its subscriber sees it, until acked or nacked."""
+
+    __slots__ = ("_msg", "_owner", "body", "properties", "redelivered", "settled", "since")
+
+    def __init__(self, msg: Msg, owner: PullSubscription, delivered: int, now: float) -> None:
+        self._msg = msg
+        self._owner = owner
+        self.body = msg.data
+        self.properties: Mapping[str, str] = msg.headers or _EMPTY
+        self.redelivered = delivered > 1
+        self.settled = False
+        #: When JetStream last heard that we are working on it (time.monotonic).
+        self.since = now
+
+    async def ack(self) -> None:
+        if not self.settled:
+            self.settled = True
+            self._owner.held.discard(self)
+            await self._owner.send(self._msg.ack, "acknowledge a message")
+
+    async def nack(self) -> None:
+        if not self.settled:
+            self.settled = True
+            self._owner.held.discard(self)
+            await self._owner.send(self._msg.nak, "hand a message back")
+
+    async def progress(self, now: float) -> None:
+        self.since = now
+        await self._msg.in_progress()
+
+    async def give_back(self) -> None:
+        """Return it for immediate redelivery (the subscription is closing)."""
+        if not self.settled:
+            self.settled = True
+            await self._msg.nak()
+
+
+class PullSubscription:
+    """One subscription on a persistent queue: a pull consumer feeding a buffer."""
+
+    def __init__(
+        self,
+        nc: Client,
+        streams: Streams,
+        subject: str,
+        group: str | None,
+        on_close: Callable[[PullSubscription], None],
+    ) -> None:
+        self._nc = nc
+        self._streams = streams
+        self._options = streams.options
+        self.subject = subject
+        self.group = group
+        self._on_close = on_close
+        batch = self._options.pull_batch
+        self._batch = batch
+        self._refill_at = max(1, batch // 2)
+        self._buffer: DeliveryBuffer[Delivery] = DeliveryBuffer(batch)
+        #: Deliveries received and not yet acked or nacked (buffered or in use).
+        self.held: set[JetStreamDelivery] = set()
+        self._requested = 0
+        self._last_heard = 0.0
+        self._stream = ""
+        # Named once: after a reconnect the same consumer is found (or re-made).
+        self._consumer = consumer_name(group) if group else f"toolbus-fanout-{uuid.uuid4().hex}"
+        self._next_subject = ""
+        self._inbox = ""
+        self._sub: NatsSubscription | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closing = False
+        self._where = ",".join(self._options.servers)
+        # A pull request counts as activity: renew it well within the time after
+        # which the server deletes an idle fan-out consumer.
+        expires = PULL_EXPIRES
+        if group is None:
+            expires = min(expires, self._options.fanout_inactive_threshold / 2)
+        self._heartbeat = min(PULL_HEARTBEAT, expires / 2)
+        self._pull_options = {
+            "expires": int(expires * _NS),
+            "idle_heartbeat": int(self._heartbeat * _NS),
+        }
+
+    @property
+    def consumer(self) -> str:
+        return self._consumer
+
+    @property
+    def stream(self) -> str:
+        return self._stream
+
+    async def start(self) -> None:
+        """Make the stream and consumer, open the inbox, ask for the first messages."""
+        await self._set_up()
+        self._inbox = self._nc.new_inbox()
+        self._sub = await self._nc.subscribe(self._inbox, cb=self._on_message)
+        self._last_heard = time.monotonic()
+        await self._pull()
+        self._spawn(self._keep_alive())
+
+    async def _set_up(self) -> None:
+        self._stream = await self._streams.stream_for(self.subject)
+        await self._streams.consumer(self._stream, self.subject, self.group, self._consumer)
+        self._next_subject = f"{DEFAULT_PREFIX}.CONSUMER.MSG.NEXT.{self._stream}.{self._consumer}"
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- flow -------------------------------------------------------------------------
+
+    async def _pull(self) -> None:
+        """Keep up to ``pull_batch`` messages requested or buffered."""
+        if self._closing or not self._nc.is_connected:
+            return
+        want = self._batch - self._requested - len(self._buffer)
+        if want < self._refill_at and not (want > 0 and self._requested == 0):
+            return
+        self._requested += want
+        request = {"batch": want, **self._pull_options}
+        try:
+            await self._nc.publish(self._next_subject, json.dumps(request).encode(), self._inbox)
+        except Exception:
+            # Disconnected: the reconnect handler asks again.
+            self._requested -= want
+            log.debug("pull request on %s failed", self._consumer, exc_info=True)
+
+    async def _on_message(self, msg: Msg) -> None:
+        self._last_heard = time.monotonic()
+        headers = msg.headers
+        if not msg.reply and headers is not None and _STATUS in headers:
+            await self._on_status(headers)
+            return
+        self._requested = max(0, self._requested - 1)
+        delivered = msg.metadata.num_delivered
+        if delivered > self._options.max_deliveries:
+            await self._dead_letter(msg, delivered - 1)
+            await self._pull()
+            return
+        delivery = JetStreamDelivery(msg, self, delivered, self._last_heard)
+        self.held.add(delivery)
+        self._buffer.offer(delivery)
+
+    async def _on_status(self, headers: Mapping[str, str]) -> None:
+        status = headers[_STATUS]
+        if status == "100":
+            return  # idle heartbeat: the pull request is alive
+        if status in ("404", "408", "409"):
+            # The request ended (expired, or the server dropped it); the header
+            # says how many of the messages it asked for were never sent.
+            unsent = int(headers.get(_PENDING_MESSAGES, self._requested))
+            self._requested = max(0, self._requested - unsent)
+            if status == "409":
+                log.info(
+                    "JetStream ended a pull on %s/%s: %s",
+                    self._stream,
+                    self._consumer,
+                    headers.get("Description", ""),
+                )
+                if "Consumer Deleted" in headers.get("Description", ""):
+                    self._requested = 0
+                    self._spawn(self._recover())
+                    return
+            await self._pull()
+            return
+        log.warning(
+            "unexpected JetStream status %s on %s: %s", status, self._consumer, dict(headers)
+        )
+
+    async def _dead_letter(self, msg: Msg, deliveries: int) -> None:
+        metadata = msg.metadata
+        headers = dict(msg.headers or {})
+        headers.update(
+            {
+                DEAD_LETTER_REASON: (
+                    f"not acknowledged after {deliveries} deliveries: each was nacked, or its "
+                    f"consumer did not ack within ack_wait ({self._options.ack_wait:g} s)"
+                ),
+                DEAD_LETTER_DELIVERIES: str(deliveries),
+                DEAD_LETTER_SUBJECT: msg.subject,
+                DEAD_LETTER_STREAM: metadata.stream,
+                DEAD_LETTER_SEQUENCE: str(metadata.sequence.stream),
+                DEAD_LETTER_CONSUMER: metadata.consumer,
+            }
+        )
+        target = dead_letter_subject(self.subject)
+        try:
+            stream = await self._streams.dead_letter_stream(self.subject)
+            await self._streams.js.publish(
+                target,
+                msg.data,
+                timeout=self._options.publish_timeout,
+                stream=stream,
+                headers=headers,
+            )
+            await msg.term()
+        except Exception:
+            # Not terminated: JetStream stops after max_deliver anyway, so no loop.
+            log.exception(
+                "could not move message %s of %s to %s",
+                metadata.sequence.stream,
+                self._stream,
+                target,
+            )
+            return
+        log.warning(
+            "message %s of %s went to %s after %d deliveries without an ack",
+            metadata.sequence.stream,
+            self._stream,
+            target,
+            deliveries,
+        )
+
+    async def _keep_alive(self) -> None:
+        """Report progress on held deliveries; renew a pull request that went silent."""
+        interval = self._options.ack_wait / 3
+        tick = min(interval, self._heartbeat)
+        while not self._closing:
+            await asyncio.sleep(tick)
+            if not self._nc.is_connected:
+                continue
+            now = time.monotonic()
+            for delivery in list(self.held):
+                if not delivery.settled and now - delivery.since >= interval:
+                    try:
+                        await delivery.progress(now)
+                    except Exception:
+                        log.debug("progress report failed", exc_info=True)
+            if now - self._last_heard > 3 * self._heartbeat and self._requested:
+                # No message and no heartbeat: the pull request is gone.
+                self._requested = 0
+                self._last_heard = now
+                await self._pull()
+
+    async def _recover(self) -> None:
+        """After a reconnect or a lost consumer: make sure it exists, then pull again."""
+        try:
+            self._streams.forget(self.subject)
+            await self._set_up()
+        except Exception:
+            log.exception("could not restore consumer %s on %s", self._consumer, self.subject)
+        self._requested = 0
+        self._last_heard = time.monotonic()
+        await self._pull()
+
+    def reconnected(self) -> None:
+        """The connection is back: pull requests made before were lost with it."""
+        if not self._closing:
+            self._spawn(self._recover())
+
+    # -- reading ---------------------------------------------------------------------
+
+    def __aiter__(self) -> AsyncIterator[Delivery]:
+        return self
+
+    async def __anext__(self) -> Delivery:
+        try:
+            delivery = await self._buffer.get()
+        except BufferClosed:
+            raise StopAsyncIteration from None
+        if self._requested + len(self._buffer) < self._refill_at:
+            await self._pull()
+        return delivery
+
+    async def send(self, action: Callable[[], Awaitable[None]], doing: str) -> None:
+        """Run an ack-like action, reporting failures as toolbus errors."""
+        try:
+            await action()
+        except Exception as exc:
+            raise translate(exc, doing, self._where) from exc
+
+    def fail(self, error: BaseException) -> None:
+        """The connection is gone for good: readers get ``error``."""
+        self._buffer.close(error)
+
+    async def close(self) -> None:
+        """Stop; every delivery not acked yet goes back to JetStream for redelivery now."""
+        if self._closing:
+            return
+        self._closing = True
+        self._buffer.close()
+        self._on_close(self)
+        for task in list(self._tasks):
+            task.cancel()
+        sub, self._sub = self._sub, None
+        usable = not self._nc.is_closed and self._nc.is_connected
+        if sub is not None and usable:
+            try:
+                # UNSUB, then a round trip: everything already sent to us has arrived
+                # (and landed in ``held``) when this returns.
+                async with asyncio.timeout(self._options.publish_timeout):
+                    await sub.drain()  # type: ignore[no-untyped-call]  # nats-py leaves it untyped
+            except Exception:
+                log.debug("draining %s failed", self._inbox, exc_info=True)
+        elif sub is not None and not self._nc.is_closed:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+        held, self.held = self.held, set()
+        self._buffer.take_all()
+        if usable:
+            for delivery in held:
+                with contextlib.suppress(Exception):
+                    await delivery.give_back()
+            if self.group is None and self._stream:
+                with contextlib.suppress(Exception):
+                    await self._streams.js.delete_consumer(self._stream, self._consumer)

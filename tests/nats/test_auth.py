@@ -1,0 +1,91 @@
+"""Token, user/password and TLS options reach the server (servers of the tests' own)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import anyio
+import pytest
+
+from tests.nats.server import nats_server_binary
+from tests.support.servers import LOOPBACK, free_port, server_process
+from toolbus.domain.errors import BusClosed
+from toolbus.testing.conformance import fresh_queue, next_delivery
+from toolbus_nats import connect
+
+pytestmark = [pytest.mark.anyio, pytest.mark.broker]
+
+
+@contextmanager
+def plain_server(workdir: Path, *flags: str) -> Iterator[int]:
+    """A core-NATS server with ``flags`` (no JetStream needed here); yields its port."""
+    port = free_port()
+    argv = [nats_server_binary(), "-a", LOOPBACK, "-p", str(port), *flags]
+    with server_process(argv, port=port, workdir=workdir):
+        yield port
+
+
+async def round_trip(url: str, **options: object) -> None:
+    bus = await connect(url, {"connect_timeout": 2, **options})
+    try:
+        queue = fresh_queue()
+        subscription = await bus.subscribe(queue)
+        await bus.publish(queue, b"ok", {"id": "1"})
+        assert (await next_delivery(subscription, 5)).body == b"ok"
+    finally:
+        await bus.close()
+
+
+async def test_token_from_the_url_or_from_configuration(tmp_path: Path) -> None:
+    with plain_server(tmp_path, "--auth", "s3cret") as port:
+        await round_trip(f"nats://s3cret@{LOOPBACK}:{port}")
+        await round_trip(f"nats://{LOOPBACK}:{port}", token="s3cret")
+        with anyio.fail_after(10), pytest.raises(BusClosed, match="Authorization Violation"):
+            await round_trip(f"nats://wrong@{LOOPBACK}:{port}")
+
+
+async def test_user_and_password(tmp_path: Path) -> None:
+    with plain_server(tmp_path, "--user", "alice", "--pass", "p@ss") as port:
+        await round_trip(f"nats://alice:p%40ss@{LOOPBACK}:{port}")
+        await round_trip(f"nats://{LOOPBACK}:{port}", user="alice", password="p@ss")
+        with anyio.fail_after(10), pytest.raises(BusClosed, match="Authorization"):
+            await round_trip(f"nats://alice:nope@{LOOPBACK}:{port}")
+
+
+def make_certificates(directory: Path) -> None:
+    """A throw-away CA and a server certificate for 127.0.0.1."""
+
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=directory, check=True, capture_output=True)
+
+    key = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+    openssl("req", "-x509", *key, "-keyout", "ca.key", "-out", "ca.pem", "-days", "1",
+            "-subj", "/CN=toolbus test CA")  # fmt: skip
+    openssl("req", *key, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=nats")
+    (directory / "san.ext").write_text(f"subjectAltName=IP:{LOOPBACK}\n")
+    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+            "-CAcreateserial", "-out", "server.pem", "-days", "1",
+            "-extfile", "san.ext")  # fmt: skip
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+async def test_tls_with_a_private_certificate_authority(tmp_path: Path) -> None:
+    make_certificates(tmp_path)
+    flags = (
+        "--tls",
+        "--tlscert",
+        str(tmp_path / "server.pem"),
+        "--tlskey",
+        str(tmp_path / "server.key"),
+    )
+    with plain_server(tmp_path, *flags) as port:
+        ca = tmp_path / "ca.pem"
+        await round_trip(f"nats+tls://{LOOPBACK}:{port}?tls_ca={ca}")
+        await round_trip(f"nats://{LOOPBACK}:{port}", tls=True, tls_ca=str(ca))
+        # The system trust store does not know our CA: refused.
+        with anyio.fail_after(10), pytest.raises(BusClosed):
+            await round_trip(f"nats+tls://{LOOPBACK}:{port}")
