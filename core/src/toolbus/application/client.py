@@ -229,7 +229,11 @@ class ToolServiceClient:
         if properties:
             props.update(properties)
         if wire.PROP_TRACEPARENT not in props:
-            props.update(tracing.as_properties(tracing.child_of(tracing.current_trace())))
+            # Inside a trace (a tool calling a tool, an agent session): continue it.
+            # Outside one, send none; the service starts the trace, as W3C says.
+            parent = tracing.current_trace()
+            if parent is not None:
+                props.update(tracing.as_properties(tracing.outgoing(parent)))
         if watch:
             loop = asyncio.get_running_loop()
             waiter = _Waiter(loop.time() + timeout)
@@ -272,30 +276,39 @@ class ToolServiceClient:
         properties: Mapping[str, str] | None = None,
     ) -> CallResult:
         """Call a tool service; its observation (chunks joined) and after-execution."""
-        route: dict[str, Any] = {
-            "request_queue": request_queue,
-            "response_queue": response_queue,
-            "user": user,
-            "config": config,
-            "arguments": arguments,
-            "timeout": timeout,
-            "service": service,
-        }
         if not tracing.recording():
-            return await self._invoke(**route, properties=properties)
+            return await self._invoke(
+                request_queue=request_queue,
+                response_queue=response_queue,
+                user=user,
+                config=config,
+                arguments=arguments,
+                timeout=timeout,
+                service=service,
+                properties=properties,
+            )
         # An OpenTelemetry SDK is recording: this call is a CLIENT span, and the
         # service's span is its child (the span's own id goes on the wire).
         with tracing.span(
             f"toolbus call {service or request_queue}",
-            tracing.current_trace(),
+            # A traceparent the caller passed is this call's parent, as without an SDK.
+            tracing.received(properties or {}) or tracing.current_trace(),
             server=False,
             attributes={
                 "toolbus.service": service or "",
                 "messaging.destination.name": request_queue,
             },
         ) as context:
-            traced = {**(properties or {}), **tracing.as_properties(context)}
-            return await self._invoke(**route, properties=traced)
+            return await self._invoke(
+                request_queue=request_queue,
+                response_queue=response_queue,
+                user=user,
+                config=config,
+                arguments=arguments,
+                timeout=timeout,
+                service=service,
+                properties={**(properties or {}), **tracing.as_properties(context)},
+            )
 
     async def _invoke(
         self,
@@ -347,7 +360,8 @@ class ToolServiceClient:
         properties: Mapping[str, str] | None = None,
     ) -> str:
         """Call a tool service and return its observation (stream chunks joined)."""
-        result = await self.invoke(
+        invoke = self._invoke if not tracing.recording() else self.invoke
+        result = await invoke(
             request_queue=request_queue,
             response_queue=response_queue,
             user=user,

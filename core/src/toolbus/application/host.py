@@ -186,7 +186,9 @@ class ServiceHost:
             await delivery.ack()
             return
         answers = self._answers
-        if answers is not None and await answers.settle_duplicate(call_id, self, delivery):
+        # A redelivery repeats the body too; another request that reuses an id does not.
+        key = (call_id, hash(delivery.body))
+        if answers is not None and await answers.settle_duplicate(key, self, delivery):
             return
         reply = _Reply(self, call_id, record=answers is not None)
         started = time.perf_counter()
@@ -203,7 +205,7 @@ class ServiceHost:
                 await reply.error(wire.GENERIC_ERROR, _describe(exc))
             self._call_metrics.record(time.perf_counter() - started, error_type)
             if answers is not None:
-                answers.remember(call_id, reply.sent)
+                answers.remember(key, reply.sent)
             await delivery.ack()
         except anyio.get_cancelled_exc_class():
             raise
@@ -217,7 +219,7 @@ class ServiceHost:
                 log.debug("nack failed too", exc_info=True)
         finally:
             if answers is not None:
-                answers.finished(call_id)
+                answers.finished(key)
 
     async def _answer(self, reply: _Reply, delivery: Delivery) -> None:
         body = delivery.body
@@ -269,13 +271,20 @@ class ServiceHost:
         elif isinstance(result, ToolResult):
             await reply.send(wire.observation_text(result.content), result.after_execution)
         elif inspect.isasyncgen(result) or isinstance(result, AsyncIterator):
+            # With secrets, hold back what could be a secret's beginning until the
+            # next chunk shows whether it is: each message is redacted on its own.
+            held = _Holdback(reply.secrets) if reply.secrets else None
             async for chunk in result:
                 if isinstance(chunk, ToolResult):
                     reply.after_execution = chunk.after_execution
                     chunk = chunk.content
                 text = wire.observation_text(chunk)
+                if held is not None:
+                    text = held.push(text)
                 if text:
                     await reply.send(text, end_of_stream=False)
+            if held is not None and (rest := held.flush()):
+                await reply.send(rest, end_of_stream=False)
             # The end is a message of its own: a generator cannot tell us its last
             # chunk in advance, and holding chunks back would defeat streaming.
             await reply.send("", reply.after_execution)
@@ -295,7 +304,17 @@ class ServiceHost:
                 "message property 'env-args' must be a JSON object of argument -> variable name"
             ) from None
         arguments = dict(arguments)
+        offered = self.service.env_params
         for argument, variable in names.items():
+            if variable not in offered:
+                log.warning(
+                    "%r: a request asked for environment variable %s for argument %r, which "
+                    "the service does not offer (env_params); argument skipped",
+                    self.service.id,
+                    variable,
+                    argument,
+                )
+                continue
             value = self.environ.get(str(variable))
             if value is None:
                 log.warning(
@@ -306,7 +325,8 @@ class ServiceHost:
                 )
                 continue
             arguments[argument] = value
-            reply.secrets.append(value)
+            # Also as json.dumps writes it, inside a structured result.
+            reply.secrets.extend(_secret_forms(value))
         return arguments
 
 
@@ -374,12 +394,17 @@ class _AnswerMemory:
         self.max_calls = max_calls
         self.max_bytes = max_bytes
         self.bytes = 0
-        self.answers: OrderedDict[str, list[tuple[bytes, dict[str, str]]]] = OrderedDict()
-        self.in_progress: set[str] = set()
+        self.answers: OrderedDict[tuple[str, int], list[tuple[bytes, dict[str, str]]]] = (
+            OrderedDict()
+        )
+        self.in_progress: set[tuple[str, int]] = set()
 
-    async def settle_duplicate(self, call_id: str, host: ServiceHost, delivery: Delivery) -> bool:
+    async def settle_duplicate(
+        self, key: tuple[str, int], host: ServiceHost, delivery: Delivery
+    ) -> bool:
         """Handle a request seen before; False when it is new (and now in progress)."""
-        sent = self.answers.get(call_id)
+        call_id = key[0]
+        sent = self.answers.get(key)
         if sent is not None:
             log.info(
                 "%r: call %s was answered before; sending the recorded answer",
@@ -390,24 +415,56 @@ class _AnswerMemory:
                 await host.bus.publish(host.service.response_queue, body, properties)
             await delivery.ack()
             return True
-        if call_id in self.in_progress:
+        if key in self.in_progress:
             # Redelivered while the first delivery is still running (an ack wait ran
             # out): that one will answer; running the tool twice is what we avoid.
             log.info("%r: call %s is already running; duplicate dropped", host.service.id, call_id)
             await delivery.ack()
             return True
-        self.in_progress.add(call_id)
+        self.in_progress.add(key)
         return False
 
-    def remember(self, call_id: str, sent: list[tuple[bytes, dict[str, str]]]) -> None:
-        self.answers[call_id] = sent
+    def remember(self, key: tuple[str, int], sent: list[tuple[bytes, dict[str, str]]]) -> None:
+        self.answers[key] = sent
         self.bytes += sum(len(body) for body, _ in sent)
         while self.answers and (len(self.answers) > self.max_calls or self.bytes > self.max_bytes):
             _, dropped = self.answers.popitem(last=False)
             self.bytes -= sum(len(body) for body, _ in dropped)
 
-    def finished(self, call_id: str) -> None:
-        self.in_progress.discard(call_id)
+    def finished(self, key: tuple[str, int]) -> None:
+        self.in_progress.discard(key)
+
+
+def _secret_forms(value: str) -> set[str]:
+    """A secret as injected, and as it reads inside JSON text (escaped)."""
+    return {value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}
+
+
+class _Holdback:
+    """Holds back a stream's tail that could be the start of a secret split across chunks."""
+
+    def __init__(self, secrets: list[str]) -> None:
+        self.secrets = [secret for secret in secrets if secret]
+        self.keep = max(map(len, self.secrets), default=1) - 1
+        self.pending = ""
+
+    def push(self, text: str) -> str:
+        """The part of the stream so far that no secret can straddle; keeps the rest."""
+        text = self.pending + text
+        cut = max(len(text) - self.keep, 0)
+        moved = True
+        while moved:
+            moved = False
+            for secret in self.secrets:
+                start = text.find(secret, max(cut - len(secret) + 1, 0))
+                if start != -1 and start < cut:  # begins before the cut, ends after it
+                    cut, moved = start, True
+        self.pending = text[cut:]
+        return text[:cut]
+
+    def flush(self) -> str:
+        rest, self.pending = self.pending, ""
+        return rest
 
 
 def _expired(deadline: str, now: float) -> bool:

@@ -16,7 +16,7 @@ thread so that they never block the event loop.
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, get_type_hints
 
@@ -72,6 +72,9 @@ class ToolService:
     request_queue: str = ""
     response_queue: str = ""
     config_params: Sequence[str | Mapping[str, Any]] = ()
+    #: Environment variables of this process that tools may have injected as
+    #: arguments (``options.envs``); a request naming any other gets none.
+    env_params: Collection[str] = ()
     #: JSON Schema of the arguments, when the service knows it (typed functions do).
     arguments_schema: dict[str, Any] | None = None
 
@@ -123,8 +126,10 @@ class FunctionToolService(ToolService):
         request_queue: str = "",
         response_queue: str = "",
         config_params: Sequence[str | Mapping[str, Any]] = (),
+        env_params: Collection[str] = (),
     ) -> None:
         self.id = id
+        self.env_params = frozenset(env_params)
         self.request_queue = request_queue
         self.response_queue = response_queue
         self.config_params = tuple(config_params)
@@ -176,6 +181,7 @@ def tool_service(
     request_queue: str = "",
     response_queue: str = "",
     config_params: Sequence[str | Mapping[str, Any]] = (),
+    env_params: Collection[str] = (),
 ) -> Callable[[Callable[..., Any]], FunctionToolService]:
     """Make a tool service from a function.
 
@@ -191,6 +197,7 @@ def tool_service(
             request_queue=request_queue,
             response_queue=response_queue,
             config_params=config_params,
+            env_params=env_params,
         )
 
     return decorate

@@ -65,6 +65,7 @@ from toolbus.application.code_hooks import NO_HOOKS, CompiledHooks, Deny
 from toolbus.application.hook_runtime import run_request_start_hooks
 from toolbus.application.metrics import ToolbusMetrics, default_metrics
 from toolbus.application.tools import ToolInvocation, Tools
+from toolbus.domain.arguments import AppliedOptions, apply_options
 from toolbus.domain.config import ToolDescriptor
 from toolbus.domain.errors import AccessDenied, ToolCallError, UnknownTool
 from toolbus.domain.hook_config import HookConfig, ToolCallHook, load_hooks
@@ -511,7 +512,16 @@ class AgentSession:
         except ToolCallError as exc:
             seconds = self._timer() - started
             self._metrics.tool_call(tool.name, service, seconds, exc.error_type)
-            self._record(tool.name, tool_call_id, "error", state, at, seconds, exc.error_type)
+            self._record(
+                tool.name,
+                tool_call_id,
+                "error",
+                state,
+                at,
+                seconds,
+                exc.error_type,
+                applied=apply_options(arguments, tool.options, {}),
+            )
             return CallOutcome(
                 name=tool.llm_name,
                 observation=f"Error: tool {tool.llm_name!r} failed ({exc.error_type}): "
@@ -651,8 +661,9 @@ class AgentSession:
         refusal: Refusal | None = None,
         *,
         invocation: ToolInvocation | None = None,
+        applied: AppliedOptions | None = None,
     ) -> None:
-        applied = invocation.applied if invocation else None
+        applied = invocation.applied if invocation else applied
         self._calls.append(
             CallRecord(
                 tool=tool,

@@ -1,15 +1,20 @@
-"""W3C trace context across hops, and OpenTelemetry spans when it is installed.
+"""W3C trace context across hops, and OpenTelemetry spans when an SDK is configured.
 
 Every tool call carries ``traceparent`` (and ``tracestate`` when there is one) as
-message properties. The caller sends a child of its current context (or starts a
-trace); the service continues the trace it receives, or starts a new one when
-the inbound ``traceparent`` is missing or invalid, as the W3C spec says. Inside
-a tool the service's context is current, so calls the tool makes are children of
-it: trace ids stay continuous across any number of hops.
+message properties. The caller sends its current context (or starts a trace);
+the service continues the trace it receives with a span id of its own, or starts
+a new trace when the inbound ``traceparent`` is missing or invalid, as the W3C
+spec says. Inside a tool the service's context is current, so calls the tool
+makes continue it: trace ids stay continuous across any number of hops, and
+each service's span is the parent of the calls it makes.
 
-When ``opentelemetry-api`` is importable, client calls and service handling are
-also OpenTelemetry spans (kind CLIENT / SERVER) with tool and service attributes;
-with an SDK configured, their span ids are the ones on the wire.
+When ``opentelemetry-api`` is importable, the current OpenTelemetry span counts
+as the current trace when toolbus has none (a gateway's request span, say). When
+an SDK tracer provider is configured, tool calls (``execute_tool``, INTERNAL),
+client calls (CLIENT) and service handling (SERVER) are also OpenTelemetry
+spans with tool and service attributes, and their span ids are the ones on the
+wire. A span never records an exception's message, which may quote a secret:
+only its type.
 """
 
 from __future__ import annotations
@@ -20,24 +25,45 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar, Token
-from typing import Any
+from typing import Any, Literal
 
 from toolbus.domain import wire
 from toolbus.domain.trace_context import TraceContext, new_trace, parse_traceparent
 
 try:  # optional: spans only when the API is installed
     from opentelemetry import trace as otel
+    from opentelemetry.context import Context as OtelContext
+    from opentelemetry.context import get_current as _otel_current
 
     HAVE_OPENTELEMETRY = True
+    _KINDS = {
+        "client": otel.SpanKind.CLIENT,
+        "server": otel.SpanKind.SERVER,
+        "internal": otel.SpanKind.INTERNAL,
+    }
 except ImportError:  # pragma: no cover - exercised where opentelemetry is absent
     HAVE_OPENTELEMETRY = False
 
+SpanKind = Literal["client", "server", "internal"]
+
 _current: ContextVar[TraceContext | None] = ContextVar("toolbus_trace", default=None)
+# The SDK makes a new tracer object per get_tracer(); one per provider is enough.
+_tracer: tuple[Any, Any] | None = None
 
 
 def current_trace() -> TraceContext | None:
-    """The trace context of the code running now (inside a tool: the service's)."""
-    return _current.get()
+    """The trace context of the code running now.
+
+    Inside a tool: the service's. Elsewhere: the current OpenTelemetry span's,
+    when there is a valid one; else None.
+    """
+    context = _current.get()
+    if context is not None or not HAVE_OPENTELEMETRY:
+        return context
+    current = _otel_current()
+    if not current:  # the common case, and the cheapest check
+        return None
+    return _from_otel(otel.get_current_span(current).get_span_context())
 
 
 # Trace and span ids need to be unique, not secret: a fast PRNG seeded from the OS
@@ -92,6 +118,17 @@ def as_properties(context: TraceContext) -> dict[str, str]:
     return properties
 
 
+def outgoing(parent: TraceContext | None = None) -> TraceContext:
+    """The context to send on a call when no span is recorded: the caller's own.
+
+    As with OpenTelemetry's API without an SDK, an unrecorded client hop gets no
+    span id of its own (nothing would report it), so the service's span is a
+    child of the caller's. With no current trace, a new one starts here.
+    """
+    parent = parent if parent is not None else current_trace()
+    return parent if parent is not None else child_of(None)
+
+
 @contextmanager
 def activated(context: TraceContext) -> Iterator[None]:
     """Make ``context`` current for the block (a tool's body, say)."""
@@ -113,28 +150,48 @@ def leave(token: Token[TraceContext | None]) -> None:
 
 @contextmanager
 def span(
-    name: str, parent: TraceContext | None, *, server: bool, attributes: Mapping[str, Any]
+    name: str,
+    parent: TraceContext | None,
+    *,
+    server: bool = False,
+    kind: SpanKind | None = None,
+    attributes: Mapping[str, Any],
 ) -> Iterator[TraceContext]:
     """Open this hop's span under ``parent`` (None: start a trace); yields its context.
 
-    With an OpenTelemetry SDK recording, the span id is the SDK's, so the ids on
-    the wire and in the tracing backend agree; otherwise a fresh random one.
+    ``kind`` is ``"client"`` unless ``server`` is true or ``kind`` says otherwise.
+    With an OpenTelemetry SDK configured, the span id is the SDK's, so the ids
+    on the wire and in the tracing backend agree. Without one, a server hop
+    gets a fresh random span id and other kinds pass the parent through.
     """
+    kind = kind or ("server" if server else "client")
     if not recording():
-        yield child_of(parent)
+        yield child_of(parent) if kind == "server" else outgoing(parent)
         return
-    kind = otel.SpanKind.SERVER if server else otel.SpanKind.CLIENT
-    with otel.get_tracer("toolbus").start_as_current_span(
-        name, context=_otel_context(parent), kind=kind, attributes=dict(attributes)
+    with _tracer_now().start_as_current_span(
+        name,
+        context=_otel_context(parent),
+        kind=_KINDS[kind],
+        attributes=dict(attributes),
+        # An exception's message may quote an injected secret: keep it out of spans.
+        record_exception=False,
+        set_status_on_exception=False,
     ) as current:
-        if current.is_recording():
-            recorded = current.get_span_context()
-            trace_id = parent.trace_id if parent else f"{recorded.trace_id:032x}"
-            tracestate = parent.tracestate if parent else None
-            flags = parent.flags if parent else "01"
-            yield TraceContext(trace_id, f"{recorded.span_id:016x}", flags, tracestate)
-        else:
-            yield child_of(parent)
+        recorded = current.get_span_context()
+        context = _from_otel(recorded) if recorded.is_valid else None
+        if context is None:  # a provider that makes no ids (not the SDK's)
+            context = child_of(parent) if kind == "server" else outgoing(parent)
+        elif parent is not None and context.tracestate is None:
+            context = TraceContext(
+                context.trace_id, context.span_id, context.flags, parent.tracestate
+            )
+        try:
+            yield context
+        except Exception as exc:
+            error_type = getattr(exc, "error_type", None) or type(exc).__qualname__
+            current.set_attribute("error.type", error_type)
+            current.set_status(otel.Status(otel.StatusCode.ERROR, type(exc).__name__))
+            raise
 
 
 def child_of(parent: TraceContext | None) -> TraceContext:
@@ -142,9 +199,39 @@ def child_of(parent: TraceContext | None) -> TraceContext:
     return new_trace(_trace_id(), _span_id()) if parent is None else parent.child(_span_id())
 
 
-def _otel_context(parent: TraceContext | None) -> Any:
-    if parent is None:
+def _tracer_now() -> Any:
+    global _tracer
+    provider = otel.get_tracer_provider()
+    if _tracer is None or _tracer[0] is not provider:
+        _tracer = (provider, provider.get_tracer("toolbus"))
+    return _tracer[1]
+
+
+def _from_otel(context: Any) -> TraceContext | None:
+    if not context.is_valid:
         return None
+    tracestate = context.trace_state.to_header() if context.trace_state else ""
+    return TraceContext(
+        f"{context.trace_id:032x}",
+        f"{context.span_id:016x}",
+        f"{int(context.trace_flags):02x}",
+        tracestate or None,
+    )
+
+
+def _otel_context(parent: TraceContext | None) -> Any:
+    """The OpenTelemetry parent context for a span under ``parent``."""
+    if parent is None:
+        # A new trace, whatever happens to be current (a server task may have
+        # inherited some unrelated span's context).
+        return OtelContext()
+    current = otel.get_current_span().get_span_context()
+    if (
+        current.is_valid
+        and f"{current.span_id:016x}" == parent.span_id
+        and f"{current.trace_id:032x}" == parent.trace_id
+    ):
+        return None  # the current (local) span: a plain child of it
     return otel.set_span_in_context(
         otel.NonRecordingSpan(
             otel.SpanContext(
@@ -152,6 +239,9 @@ def _otel_context(parent: TraceContext | None) -> Any:
                 span_id=int(parent.span_id, 16),
                 is_remote=True,
                 trace_flags=otel.TraceFlags(int(parent.flags, 16)),
+                trace_state=otel.TraceState.from_header([parent.tracestate])
+                if parent.tracestate
+                else None,
             )
         )
     )

@@ -83,18 +83,24 @@ def apply_options(
     if not options:
         return AppliedOptions(dict(arguments))
     result = dict(arguments)
+    envs = options.envs
     defaulted = []
     for key, value in options.defaults.items():
-        if key not in result:  # an explicit null counts as given
+        # An explicit null counts as given; a stronger option owns the key anyway.
+        if key not in result and key not in options.fixed and key not in envs:
             result[key] = render(value, context)
             defaulted.append(key)
+    fixed = []
     for key, value in options.fixed.items():
-        result[key] = render(value, context)
+        if key not in envs:
+            result[key] = render(value, context)
+            fixed.append(key)
     # The LLM cannot set an env-injected key either: the service's value wins, and
-    # a value sent from here could be a guess at the secret.
-    for key in options.envs:
+    # a value sent from here could be a guess at the secret. With the variable
+    # unset the key is left out, not filled from a weaker option.
+    for key in envs:
         result.pop(key, None)
-    return AppliedOptions(result, tuple(defaulted), tuple(options.fixed), tuple(options.envs))
+    return AppliedOptions(result, tuple(defaulted), tuple(fixed), tuple(envs))
 
 
 def parse_options(raw: Any) -> tuple[ArgumentOptions, list[tuple[str, str]]]:
