@@ -166,8 +166,7 @@ class MessageTooLarge(ToolbusError, ValueError):
         self.size = size
         self.limit = limit
         super().__init__(
-            f"message of {size:,} bytes is larger than the limit of {limit:,} bytes; "
-            f"{how_to_raise}"
+            f"message of {size:,} bytes is larger than the limit of {limit:,} bytes; {how_to_raise}"
         )
 
 

@@ -1,0 +1,305 @@
+"""toolbus against the raw client and FastStream, per broker, in one run on the same server.
+
+For every broker picked, three contestants make the same echo round trips:
+
+* **raw**: the broker's own Python client moving the same bytes with an ``id``
+  and a dict of futures, nothing on top: the physical floor from Python. Each
+  ``bench_<broker>.py`` next to this file defines it as ``raw_loop(url)``.
+* **toolbus**: a ``ServiceHost`` and a ``ToolServiceClient`` on their own
+  connections: JSON envelope both ways, validation, deadlines, metrics, acks.
+* **FastStream**, where it speaks the broker: ``broker.request()`` against a
+  ``@broker.subscriber`` echo (its in-memory ``TestNatsBroker`` against our
+  in-memory bus).
+
+Each figure is the best of interleaved rounds, so load elsewhere on the machine
+hits all contestants alike. Then, in a fresh process per broker, 100,000 toolbus
+calls: the peak RSS and the number of pending calls left (must be 0).
+
+    uv run python tests/benchmarks/side_by_side.py [--brokers memory,nats,kafka,pulsar]
+        [--seconds 6] [--calls 100000] [--markdown]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from toolbus import ToolServiceClient, running, tool_service
+from toolbus.benchmark import Figure, measure
+from toolbus.plugins import connect
+
+Call = Callable[[], Awaitable[Any]]
+LEVELS = (1, 64)
+ROUNDS = 3
+
+
+# -- where each broker comes from ------------------------------------------------------
+
+
+@contextmanager
+def memory_broker(_: Path) -> Iterator[str]:
+    yield f"memory://side-by-side-{uuid.uuid4().hex[:8]}"
+
+
+@contextmanager
+def nats_broker(workdir: Path) -> Iterator[str]:
+    from tests.nats.server import NatsServer
+
+    server = NatsServer(workdir)
+    with server.running():
+        yield server.url
+
+
+BROKERS: dict[str, Callable[[Path], AbstractAsyncContextManager[str] | Any]] = {
+    "memory": memory_broker,
+    "nats": nats_broker,
+}
+
+
+# -- contestants -------------------------------------------------------------------------
+
+
+async def raw_contestant(broker: str, url: str) -> Call:
+    if broker == "memory":
+        from tests.benchmarks.bench_memory import RawLoop
+
+        raw = RawLoop()
+        loop = asyncio.get_running_loop()
+        raw.tasks = [loop.create_task(raw.serve()), loop.create_task(raw.listen())]  # type: ignore[attr-defined]
+        return raw.call
+    module = __import__(f"tests.benchmarks.bench_{broker}", fromlist=["raw_loop"])
+    return await module.raw_loop(url)  # type: ignore[no-any-return]
+
+
+@asynccontextmanager
+async def toolbus_contestant(url: str) -> AsyncIterator[Call]:
+    suffix = uuid.uuid4().hex[:8]
+
+    @tool_service(
+        f"side-by-side-{suffix}",
+        request_queue=f"non-persistent://bench/side/request-{suffix}",
+        response_queue=f"non-persistent://bench/side/response-{suffix}",
+    )
+    async def echo(text: str) -> str:
+        return text
+
+    server_bus, client_bus = await connect(url), await connect(url)
+    try:
+        async with (
+            running(server_bus, echo, concurrency=64),
+            ToolServiceClient(client_bus) as client,
+        ):
+
+            async def call() -> str:
+                return await client.call(
+                    request_queue=echo.request_queue,
+                    response_queue=echo.response_queue,
+                    user="bench",
+                    arguments={"text": "hi"},
+                )
+
+            yield call
+            assert client.pending == 0, "toolbus leaked pending calls"
+    finally:
+        await client_bus.close()
+        await server_bus.close()
+
+
+@asynccontextmanager
+async def faststream_contestant(broker: str, url: str) -> AsyncIterator[Call | None]:
+    if broker == "memory":
+        from faststream.nats import NatsBroker, TestNatsBroker
+
+        # logger=None: FastStream logs every message by default, which would be
+        # measuring its logging rather than its messaging.
+        fs = NatsBroker(logger=None)
+
+        @fs.subscriber("side-by-side-echo")
+        async def echo(body: dict[str, str]) -> dict[str, str]:
+            return body
+
+        async with TestNatsBroker(fs) as test_broker:
+
+            async def call() -> Any:
+                reply = await test_broker.request({"text": "hi"}, "side-by-side-echo", timeout=30)
+                return await reply.decode()
+
+            yield call
+        return
+    if broker == "nats":
+        from faststream.nats import NatsBroker
+
+        fs = NatsBroker(url, logger=None)
+        subject = f"side-by-side-{uuid.uuid4().hex[:8]}"
+
+        @fs.subscriber(subject, queue="echo")
+        async def echo_nats(body: dict[str, str]) -> dict[str, str]:
+            return body
+
+        await fs.start()
+        try:
+
+            async def call() -> Any:
+                reply = await fs.request({"text": "hi"}, subject, timeout=30)
+                return await reply.decode()
+
+            yield call
+        finally:
+            await fs.stop()
+        return
+    yield None  # FastStream does not speak this broker
+
+
+# -- running and reporting ---------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    broker: str
+    contestant: str
+    figures: dict[int, Figure]
+
+
+async def contest(broker: str, url: str, seconds: float) -> list[Row]:
+    raw = await raw_contestant(broker, url)
+    rows = {name: Row(broker, name, {}) for name in ("raw", "toolbus", "FastStream")}
+    async with toolbus_contestant(url) as ours, faststream_contestant(broker, url) as theirs:
+        calls: dict[str, Call] = {"raw": raw, "toolbus": ours}
+        if theirs is not None:
+            calls["FastStream"] = theirs
+        for call in calls.values():  # warm up connections, groups and caches
+            for _ in range(50):
+                await call()
+        for level in LEVELS:
+            best: dict[str, Figure] = {}
+            for _ in range(ROUNDS):
+                for name, call in calls.items():
+                    figure = await measure(call, level, seconds / ROUNDS)
+                    if name not in best or figure.throughput > best[name].throughput:
+                        best[name] = figure
+            for name, figure in best.items():
+                rows[name].figures[level] = figure
+    return [row for row in rows.values() if row.figures]
+
+
+def rss_after_calls(broker: str, calls: int) -> dict[str, Any]:
+    """100,000 toolbus calls in a fresh process: peak RSS and pending calls left."""
+    result = subprocess.run(
+        [sys.executable, __file__, "--rss-child", broker, "--calls", str(calls)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return dict(json.loads(result.stdout.strip().splitlines()[-1]))
+
+
+async def rss_child(broker: str, calls: int) -> None:
+    with (
+        tempfile.TemporaryDirectory(prefix=f"rss-{broker}-") as workdir,
+        BROKERS[broker](Path(workdir)) as url,
+    ):
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        # toolbus_contestant asserts on the way out that no call is left pending.
+        async with toolbus_contestant(url) as call:
+
+            async def worker(count: int) -> None:
+                for _ in range(count):
+                    await call()
+
+            await asyncio.gather(*(worker(calls // 64) for _ in range(64)))
+        after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    report = {"calls": calls // 64 * 64, "rss_before_kib": before, "peak_rss_kib": after}
+    print(json.dumps({**report, "pending_after": 0}))
+
+
+def report(rows: list[Row], rss: dict[str, dict[str, Any]], markdown: bool) -> None:
+    sep = " | " if markdown else "  "
+    head = [
+        "broker",
+        "contestant",
+        "seq p50 µs",
+        "seq calls/s",
+        "64 in flight calls/s",
+        "vs raw (seq / 64)",
+        "toolbus vs FastStream (64)",
+    ]
+    lines = [sep.join(head)]
+    if markdown:
+        lines = ["| " + lines[0] + " |", "|" + "---|" * len(head)]
+    for broker in dict.fromkeys(r.broker for r in rows):
+        mine = [r for r in rows if r.broker == broker]
+        raw = next(r for r in mine if r.contestant == "raw")
+        fs = next((r for r in mine if r.contestant == "FastStream"), None)
+        for row in mine:
+            seq, par = row.figures[1], row.figures[64]
+            vs_raw = (
+                f"{seq.throughput / raw.figures[1].throughput:.0%} / "
+                f"{par.throughput / raw.figures[64].throughput:.0%}"
+            )
+            vs_fs = (
+                f"{par.throughput / fs.figures[64].throughput:.1f}×"
+                if fs is not None and row.contestant == "toolbus"
+                else ""
+            )
+            cells = [
+                broker,
+                row.contestant,
+                f"{seq.p50_us:,.0f}",
+                f"{seq.throughput:,.0f}",
+                f"{par.throughput:,.0f}",
+                vs_raw,
+                vs_fs,
+            ]
+            lines.append(("| " + sep.join(cells) + " |") if markdown else sep.join(cells))
+    print("\n".join(lines))
+    for broker, figures in rss.items():
+        print(
+            f"\n{broker}: {figures['calls']:,} toolbus calls, peak RSS "
+            f"{figures['peak_rss_kib'] / 1024:,.0f} MiB (at start "
+            f"{figures['rss_before_kib'] / 1024:,.0f} MiB), pending afterwards "
+            f"{figures['pending_after']}"
+        )
+
+
+async def main(brokers: list[str], seconds: float, calls: int, markdown: bool) -> None:
+    rows: list[Row] = []
+    for broker in brokers:
+        print(f"measuring {broker} …", file=sys.stderr)
+        with (
+            tempfile.TemporaryDirectory(prefix=f"side-{broker}-") as workdir,
+            BROKERS[broker](Path(workdir)) as url,
+        ):
+            rows += await contest(broker, url, seconds)
+    rss = {broker: rss_after_calls(broker, calls) for broker in brokers}
+    report(rows, rss, markdown)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--brokers", default=",".join(BROKERS))
+    parser.add_argument("--seconds", type=float, default=6.0)
+    parser.add_argument("--calls", type=int, default=100_000)
+    parser.add_argument("--markdown", action="store_true")
+    parser.add_argument("--rss-child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.rss_child:
+        asyncio.run(rss_child(args.rss_child, args.calls))
+    else:
+        chosen = [b.strip() for b in args.brokers.split(",") if b.strip()]
+        unknown = set(chosen) - set(BROKERS)
+        if unknown:
+            raise SystemExit(f"unknown broker(s) {sorted(unknown)}; choose from {list(BROKERS)}")
+        asyncio.run(main(chosen, args.seconds, args.calls, args.markdown))
