@@ -7,8 +7,11 @@ Brokers are plugins picked by URL: ``memory://``, ``nats://``, ``pulsar://``,
 ``kafka://``.
 """
 
+from toolbus.application.announcements import Announcer
 from toolbus.application.client import CallResult, ToolServiceClient
+from toolbus.application.config_client import ConfigClient
 from toolbus.application.host import ServiceHost, running
+from toolbus.application.live_registry import LiveRegistry
 from toolbus.application.service import ToolResult, ToolService, tool_service
 from toolbus.application.session import AgentSession, CallOutcome
 from toolbus.application.tools import ToolInvocation, Tools
@@ -41,12 +44,15 @@ from toolbus.runtime import open_tools
 __all__ = [
     "AccessDenied",
     "AgentSession",
+    "Announcer",
     "BadRequest",
     "CallOutcome",
     "CallResult",
+    "ConfigClient",
     "ConfigError",
     "DeadlineExceeded",
     "InternalError",
+    "LiveRegistry",
     "NotFound",
     "Permissions",
     "Registry",

@@ -10,6 +10,7 @@ from typing import Any
 
 from toolbus.application.client import ToolServiceClient
 from toolbus.application.host import running
+from toolbus.application.live_registry import LiveRegistry
 from toolbus.application.service import ToolService
 from toolbus.application.tools import Tools
 from toolbus.domain.config import BUILTIN_TOOL_TYPES, load_registry, read_snapshot
@@ -91,6 +92,7 @@ async def open_tools(
     *,
     serve: Iterable[ToolService] = (),
     options: Mapping[str, Any] | None = None,
+    live: bool = False,
 ) -> AsyncIterator[Tools]:
     """Connect to ``broker`` and call configured tools by name; the quickest start.
 
@@ -100,6 +102,10 @@ async def open_tools(
 
         async with open_tools("memory://", "config.json", serve=[weather]) as tools:
             print(await tools.call("weather-us", {"city": "Boston"}, user="alice"))
+
+    With ``live=True`` the tools follow the config service and the tool
+    services announcing on the broker, ``config`` being the local layer beneath
+    them (docs/configuration.md); ``tools.registry`` is swapped on every change.
     """
     registry = registry_from(config)
     async with AsyncExitStack() as stack:
@@ -109,4 +115,10 @@ async def open_tools(
         if services:
             await stack.enter_async_context(running(bus, *services))
         client = await stack.enter_async_context(ToolServiceClient(bus))
-        yield Tools(client, registry)
+        if not live:
+            yield Tools(client, registry)
+            return
+        types = tool_types(load_tool_plugins())
+        follower = LiveRegistry(bus, local=registry.snapshot, client=client, tool_types=types)
+        await stack.enter_async_context(follower)
+        yield follower.tools(client)

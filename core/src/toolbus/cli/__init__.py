@@ -7,7 +7,7 @@ import importlib
 from toolbus.cli.app import app
 
 # Importing a command module registers its commands on ``app``.
-_COMMAND_MODULES = ("tools", "groups", "serve", "call", "plugins", "demo", "bench")
+_COMMAND_MODULES = ("tools", "groups", "serve", "call", "config", "plugins", "demo", "bench")
 
 
 def main() -> None:

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import signal
+from pathlib import Path
 from typing import Annotated
 
 import anyio
 import typer
 
+from toolbus.application.companions import alongside
 from toolbus.application.host import DEFAULT_CONCURRENCY, ServiceHost
 from toolbus.application.metrics import MetricsUnavailable, start_metrics_server
 from toolbus.cli.app import app
 from toolbus.cli.common import fail, run, setup_logging
+from toolbus.cli.serving import describe, plan_services
 from toolbus.domain.errors import ConfigError, PluginError
 from toolbus.plugins import connect
-from toolbus.runtime import resolve_service
 from toolbus.settings import load_settings
 
 
@@ -23,8 +25,8 @@ def serve(
     services: Annotated[
         list[str],
         typer.Argument(
-            help="Services to run: an installed plugin's service id (joke-service) "
-            "or an import path (my_package.tools:my_service).",
+            help="Services to run: an installed plugin's service id (joke-service), "
+            "an import path (my_package.tools:my_service), or 'config' for the config service.",
             show_default=False,
         ),
     ],
@@ -44,13 +46,42 @@ def serve(
         ),
     ] = None,
     metrics_addr: Annotated[str, typer.Option(help="Address for --metrics-port.")] = "127.0.0.1",
+    store: Annotated[
+        Path | None,
+        typer.Option(
+            help="The config service's store file (created if missing); default "
+            "TOOLBUS_CONFIG_STORE or [config-service] store in toolbus.toml.",
+            show_default=False,
+        ),
+    ] = None,
+    announce: Annotated[
+        bool | None,
+        typer.Option(
+            "--announce/--no-announce",
+            help="Announce each service and its tools, so agents can call them with no "
+            "configuration. Default: on ([announcements] enabled in toolbus.toml).",
+            show_default=False,
+        ),
+    ] = None,
+    announce_interval: Annotated[
+        float | None,
+        typer.Option(
+            min=0.1,
+            help="Seconds between announcements; agents drop a service 3 intervals after "
+            "its last one. Default: 10 ([announcements] interval in toolbus.toml).",
+            show_default=False,
+        ),
+    ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO level.")] = False,
 ) -> None:
     """Serve tool services from their request queues."""
     setup_logging(verbose)
     try:
         settings = load_settings(broker)
-        resolved = [resolve_service(name) for name in services]
+        plan = plan_services(
+            services, settings, store=store, announce=announce, interval=announce_interval
+        )
+        resolved = plan.services
     except (ConfigError, PluginError) as exc:
         fail(str(exc))
     metrics_server = None
@@ -74,19 +105,25 @@ def serve(
                 async with anyio.create_task_group() as tasks:
                     for host in hosts:
                         await tasks.start(host.serve)
-                    for host in hosts:
-                        typer.echo(
-                            f"serving {host.service.id} on {host.service.request_queue} "
-                            f"via {settings.broker}",
-                            err=True,
-                        )
-                    async for signum in signals:
-                        typer.echo(
-                            f"{signal.Signals(signum).name}: draining calls in flight", err=True
-                        )
+                    # Announcements withdraw when this block ends, before the hosts stop:
+                    # agents stop choosing a service before it stops taking calls.
+                    async with alongside(bus, resolved, **plan.alongside_options()) as extra:
                         for host in hosts:
-                            host.stop()
-                        break
+                            typer.echo(
+                                f"serving {host.service.id} on {host.service.request_queue} "
+                                f"via {settings.broker}",
+                                err=True,
+                            )
+                        for companion in extra:
+                            typer.echo(describe(companion), err=True)
+                        async for signum in signals:
+                            typer.echo(
+                                f"{signal.Signals(signum).name}: draining calls in flight",
+                                err=True,
+                            )
+                            break
+                    for host in hosts:
+                        host.stop()
         finally:
             with anyio.CancelScope(shield=True):
                 await bus.close()
