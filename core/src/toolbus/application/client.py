@@ -276,41 +276,29 @@ class ToolServiceClient:
         properties: Mapping[str, str] | None = None,
     ) -> CallResult:
         """Call a tool service; its observation (chunks joined) and after-execution."""
-        if not tracing.recording():
-            return await self._invoke(
-                request_queue=request_queue,
-                response_queue=response_queue,
-                user=user,
-                config=config,
-                arguments=arguments,
-                timeout=timeout,
-                service=service,
-                properties=properties,
-            )
-        # An OpenTelemetry SDK is recording: this call is a CLIENT span, and the
-        # service's span is its child (the span's own id goes on the wire).
-        with tracing.span(
-            f"toolbus call {service or request_queue}",
-            # A traceparent the caller passed is this call's parent, as without an SDK.
-            tracing.received(properties or {}) or tracing.current_trace(),
-            server=False,
-            attributes={
-                "toolbus.service": service or "",
-                "messaging.destination.name": request_queue,
-            },
-        ) as context:
-            return await self._invoke(
-                request_queue=request_queue,
-                response_queue=response_queue,
-                user=user,
-                config=config,
-                arguments=arguments,
-                timeout=timeout,
-                service=service,
-                properties={**(properties or {}), **tracing.as_properties(context)},
-            )
+        if tracing.recording():
+            # An OpenTelemetry SDK is recording: this call is a CLIENT span, and the
+            # service's span is its child (the span's own id goes on the wire).
+            with tracing.span(
+                f"toolbus call {service or request_queue}",
+                # A traceparent the caller passed is this call's parent.
+                tracing.received(properties or {}) or tracing.current_trace(),
+                server=False,
+                attributes={
+                    "toolbus.service": service or "",
+                    "messaging.destination.name": request_queue,
+                },
+            ) as context:
+                properties = {**(properties or {}), **tracing.as_properties(context)}
+                return await self._invoke(
+                    request_queue, response_queue, user, config, arguments, timeout, service,
+                    properties,
+                )  # fmt: skip
+        return await self._invoke(
+            request_queue, response_queue, user, config, arguments, timeout, service, properties
+        )
 
-    async def _invoke(
+    async def call(
         self,
         *,
         request_queue: str,
@@ -321,6 +309,36 @@ class ToolServiceClient:
         timeout: float | None = None,
         service: str | None = None,
         properties: Mapping[str, str] | None = None,
+    ) -> str:
+        """Call a tool service and return its observation (stream chunks joined)."""
+        if tracing.recording():
+            result = await self.invoke(
+                request_queue=request_queue,
+                response_queue=response_queue,
+                user=user,
+                config=config,
+                arguments=arguments,
+                timeout=timeout,
+                service=service,
+                properties=properties,
+            )
+        else:  # the per-call path: straight to the work, no span machinery
+            result = await self._invoke(
+                request_queue, response_queue, user, config, arguments, timeout, service,
+                properties,
+            )  # fmt: skip
+        return result.text
+
+    async def _invoke(
+        self,
+        request_queue: str,
+        response_queue: str,
+        user: str,
+        config: Mapping[str, Any] | None,
+        arguments: Mapping[str, Any] | None,
+        timeout: float | None,
+        service: str | None,
+        properties: Mapping[str, str] | None,
     ) -> CallResult:
         limit = self.default_timeout if timeout is None else timeout
         listener = self._listeners.get(response_queue) or await self._listener(response_queue)
@@ -346,32 +364,6 @@ class ToolServiceClient:
         if waiter.error is not None:
             raise waiter.error
         return CallResult("".join(waiter.chunks), waiter.after_execution)
-
-    async def call(
-        self,
-        *,
-        request_queue: str,
-        response_queue: str,
-        user: str = "",
-        config: Mapping[str, Any] | None = None,
-        arguments: Mapping[str, Any] | None = None,
-        timeout: float | None = None,
-        service: str | None = None,
-        properties: Mapping[str, str] | None = None,
-    ) -> str:
-        """Call a tool service and return its observation (stream chunks joined)."""
-        invoke = self._invoke if not tracing.recording() else self.invoke
-        result = await invoke(
-            request_queue=request_queue,
-            response_queue=response_queue,
-            user=user,
-            config=config,
-            arguments=arguments,
-            timeout=timeout,
-            service=service,
-            properties=properties,
-        )
-        return result.text
 
     async def stream(
         self,
