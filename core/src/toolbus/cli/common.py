@@ -50,6 +50,17 @@ def run(main: Callable[..., Awaitable[T]], *args: Any) -> T:
         fail(str(exc), EXIT_BAD_INPUT)
     except ToolbusError as exc:
         fail(str(exc), EXIT_FAILED)
+    except BaseExceptionGroup as group:
+        # A failure inside a task group (a host that cannot subscribe, say) arrives
+        # wrapped; show the first toolbus error it holds, not the traceback.
+        toolbus_errors = group.subgroup(ToolbusError)
+        if toolbus_errors is None:
+            raise
+        first: BaseException = toolbus_errors
+        while isinstance(first, BaseExceptionGroup):
+            first = first.exceptions[0]
+        code = EXIT_BAD_INPUT if isinstance(first, ConfigError | PluginError) else EXIT_FAILED
+        fail(str(first), code)
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
 

@@ -1,0 +1,246 @@
+"""A Pulsar consumer as a toolbus :class:`~toolbus.ports.Subscription`.
+
+pulsar-client hands each message to a listener on its own thread, which passes
+it to the event loop. There it goes to the first reader waiting or, if none
+is, into a queue for the next read. So several tasks may read one subscription
+at once (the service host runs a pool of workers on it), and every read is
+cancel-safe: a reader only ever waits on a future of its own, and one cancelled
+in the very instant its message arrived passes the message on.
+
+Flow control stays pulsar-client's: when messages queue up here beyond a few
+(no reader is keeping up), the listener is paused, pulsar-client's receiver
+queue fills, and the broker stops sending. Reading resumes the listener.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import TypeAlias
+
+import pulsar
+
+from toolbus.domain.errors import BusClosed
+from toolbus.ports import Delivery
+from toolbus_pulsar.bridge import blocking, handoff
+from toolbus_pulsar.errors import result_of, translate
+
+log = logging.getLogger("toolbus_pulsar")
+
+#: Messages queued here, beyond pulsar-client's receiver queue, before the listener pauses.
+HIGH_WATER = 64
+#: ... and how few must be left for it to resume.
+LOW_WATER = 16
+
+# What a waiting reader is handed: a message, or None once the subscription is closed.
+_Outcome: TypeAlias = "pulsar.Message | None"
+
+
+class PulsarDelivery:
+    """One received message; ``ack``/``nack`` act only on persistent topics."""
+
+    __slots__ = ("_body", "_message", "_properties", "_subscription")
+
+    def __init__(self, subscription: PulsarSubscription, message: pulsar.Message) -> None:
+        self._subscription = subscription
+        self._message = message
+        self._body: bytes | None = None
+        self._properties: Mapping[str, str] | None = None
+
+    # Body and properties are copied out of the C++ message only when asked for:
+    # a client reads the properties of every answer on a shared response queue,
+    # but the body only of its own.
+
+    @property
+    def body(self) -> bytes:
+        body = self._body
+        if body is None:
+            body = self._body = self._message.data()
+        return body
+
+    @property
+    def properties(self) -> Mapping[str, str]:
+        properties = self._properties
+        if properties is None:
+            properties = self._properties = self._message.properties()
+        return properties
+
+    @property
+    def redelivered(self) -> bool:
+        return bool(self._message.redelivery_count() > 0)
+
+    async def ack(self) -> None:
+        if self._subscription.persistent:
+            self._subscription.settle(self._message, acknowledge=True)
+
+    async def nack(self) -> None:
+        if self._subscription.persistent:
+            self._subscription.settle(self._message, acknowledge=False)
+
+
+class PulsarSubscription:
+    """An open Pulsar consumer. Iterate (from one task or several) for deliveries.
+
+    Made before the consumer exists, because its :meth:`on_message` must be given
+    to ``subscribe``; :meth:`attach` completes it.
+    """
+
+    def __init__(
+        self,
+        *,
+        topic: str,
+        persistent: bool,
+        fan_out: bool,
+        url: str,
+        timeout: float,
+        on_close: Callable[[PulsarSubscription], None] | None = None,
+    ) -> None:
+        self.topic = topic
+        self.persistent = persistent
+        #: A fan-out subscription is ours alone: it is deleted when closed.
+        self.fan_out = fan_out
+        self._url = url
+        self._timeout = timeout
+        self._on_close = on_close
+        self._loop = asyncio.get_running_loop()
+        self._handoff = handoff(self._loop)
+        self._consumer: pulsar.Consumer | None = None
+        self._waiters: deque[asyncio.Future[_Outcome]] = deque()
+        self._ready: deque[pulsar.Message] = deque()
+        self._paused = False
+        self.closed = False
+
+    def attach(self, consumer: pulsar.Consumer) -> None:
+        self._consumer = consumer
+        if len(self._ready) >= HIGH_WATER:
+            self._pause()
+
+    @property
+    def queued(self) -> int:
+        """Messages taken from pulsar-client and waiting here for a reader."""
+        return len(self._ready)
+
+    @property
+    def name(self) -> str:
+        """The Pulsar subscription name."""
+        assert self._consumer is not None
+        name: str = self._consumer.subscription_name()
+        return name
+
+    # -- arrival (listener thread, then the loop) ----------------------------------
+
+    def on_message(self, _consumer: pulsar.Consumer, message: pulsar.Message) -> None:
+        """pulsar-client's message listener: on its thread, hand over to the loop."""
+        # Should the loop be closed, the message stays unacked: the broker
+        # redelivers it (persistent) once this consumer is gone.
+        self._handoff.call(self._arrived, message)
+
+    def _arrived(self, message: pulsar.Message) -> None:
+        if self.closed:
+            return  # the broker gets it back with the consumer (see close)
+        if self._give(message):
+            return
+        self._ready.append(message)
+        if len(self._ready) >= HIGH_WATER and not self._paused:
+            self._pause()
+
+    def _give(self, message: pulsar.Message) -> bool:
+        """Hand ``message`` to the first reader still waiting, if there is one."""
+        waiters = self._waiters
+        while waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(message)
+                return True
+        return False
+
+    def _pause(self) -> None:
+        consumer = self._consumer
+        if consumer is not None:  # else attach() pauses
+            self._paused = True
+            consumer.pause_message_listener()  # sets a flag; does not wait
+
+    # -- reading --------------------------------------------------------------------
+
+    def __aiter__(self) -> AsyncIterator[Delivery]:
+        return self
+
+    async def __anext__(self) -> Delivery:
+        if self.closed:
+            raise StopAsyncIteration
+        ready = self._ready
+        if ready:
+            message = ready.popleft()
+            if self._paused and len(ready) <= LOW_WATER:
+                self._paused = False
+                assert self._consumer is not None
+                self._consumer.resume_message_listener()  # schedules; does not wait
+            return PulsarDelivery(self, message)
+        waiter: asyncio.Future[_Outcome] = self._loop.create_future()
+        self._waiters.append(waiter)
+        try:
+            outcome = await waiter
+        except asyncio.CancelledError:
+            if not waiter.done():
+                self._waiters.remove(waiter)
+            elif (handed := waiter.result()) is not None and not self._give(handed):
+                # Handed over in the very instant we were cancelled, and no other
+                # reader waits: keep it for the next read.
+                self._ready.appendleft(handed)
+            raise
+        if outcome is None:
+            raise StopAsyncIteration
+        return PulsarDelivery(self, outcome)
+
+    # -- settling ---------------------------------------------------------------------
+
+    def settle(self, message: pulsar.Message, *, acknowledge: bool) -> None:
+        """Acknowledge, or negatively acknowledge, one message of a persistent topic.
+
+        Called on the loop: neither call waits for the broker. Acknowledgements are
+        grouped and sent by pulsar-client in the background; a negative one starts
+        the redelivery timer (``nack_redelivery_delay``).
+        """
+        consumer = self._consumer
+        action = "acknowledge a message" if acknowledge else "negatively acknowledge a message"
+        if self.closed or consumer is None:
+            raise BusClosed(f"could not {action}: the subscription to {self.topic} is closed")
+        try:
+            if acknowledge:
+                consumer.acknowledge(message)
+            else:
+                consumer.negative_acknowledge(message)
+        except pulsar.PulsarException as exc:
+            raise translate(
+                result_of(exc), f"{action} on {self.topic}", self._url, self._timeout
+            ) from exc
+
+    # -- closing ------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Leave. Unacked messages of a persistent group go to its other members."""
+        if self.closed:
+            return
+        self.closed = True
+        if self._on_close is not None:
+            self._on_close(self)
+        # Readers still waiting end their iteration. Messages queued here but not
+        # read are unacked, so they go back to the broker with the consumer.
+        waiters, self._waiters = self._waiters, deque()
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self._ready.clear()
+        consumer = self._consumer
+        if consumer is None:
+            return
+        # Nobody else reads a fan-out subscription: on a persistent topic, delete it
+        # rather than let the broker keep a backlog for it forever.
+        leave = consumer.unsubscribe if self.fan_out and self.persistent else consumer.close
+        try:
+            await blocking(leave)
+        except pulsar.PulsarException as exc:
+            if result_of(exc) != pulsar.Result.AlreadyClosed:
+                log.warning("closing the subscription to %s failed: %s", self.topic, exc)

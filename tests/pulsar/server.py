@@ -1,0 +1,39 @@
+"""Running pulsar-lite (a Pulsar-protocol-compatible server, not Apache Pulsar) for tests.
+
+The binary comes from the pinned ``pulsar-lite`` dev dependency. It is started
+from a directory holding a ``pulsar-lite.toml`` that turns its metrics HTTP
+server off: otherwise every instance binds 0.0.0.0:8080 and a second one exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from importlib.resources import files
+from pathlib import Path
+
+from tests.support.servers import LOOPBACK, free_port, server_process
+
+BINARY = Path(str(files("pulsar_lite") / "bin" / "pulsar-lite"))
+CONFIG = "[metrics]\nenabled = false\n"
+
+
+@contextlib.contextmanager
+def pulsar_lite_server(workdir: Path, log_level: str = "warn") -> Iterator[str]:
+    """Run pulsar-lite on a free loopback port with its data in ``workdir``; yields its URL."""
+    config = workdir / "pulsar-lite.toml"
+    config.write_text(CONFIG)
+    port = free_port()
+    argv = [
+        str(BINARY),
+        "--config",
+        str(config),
+        "--addr",
+        f"{LOOPBACK}:{port}",
+        "--db-path",
+        str(workdir / "data"),
+        "--log-level",
+        log_level,
+    ]
+    with server_process(argv, port=port, workdir=workdir):
+        yield f"pulsar://{LOOPBACK}:{port}"

@@ -1,0 +1,119 @@
+"""Connecting: fail fast on a dead broker (library and CLI), share the client, find the plugin."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import anyio
+import pytest
+
+from tests.pulsar.processes import child_environment, toolbus_command
+from tests.pulsar.server import pulsar_lite_server
+from tests.support.servers import free_port
+from toolbus.plugins import adapter_for
+from toolbus.plugins import connect as connect_any
+from toolbus_pulsar import BrokerUnreachable, PulsarBus, connect
+from toolbus_pulsar.clients import shared_clients
+
+pytestmark = [pytest.mark.anyio, pytest.mark.broker]
+
+
+def nothing_listening() -> str:
+    return f"pulsar://127.0.0.1:{free_port()}"
+
+
+async def test_an_unreachable_broker_fails_fast_naming_the_url() -> None:
+    url = nothing_listening()
+    before = shared_clients()
+    started = time.monotonic()
+    with anyio.fail_after(10), pytest.raises(BrokerUnreachable) as caught:
+        await connect(url, {"connect_timeout": 1})
+    assert time.monotonic() - started < 5
+    message = str(caught.value)
+    assert url in message
+    assert "connect_timeout" in message
+    assert shared_clients() == before  # the client made for the attempt is gone
+
+
+async def test_the_plugin_serves_pulsar_urls(pulsar_url: str) -> None:
+    assert "pulsar+ssl" in adapter_for("pulsar+ssl://broker:6651").schemes
+    bus = await connect_any(pulsar_url)
+    try:
+        assert isinstance(bus, PulsarBus)
+    finally:
+        await bus.close()
+
+
+async def test_buses_of_one_process_share_a_client(pulsar_url: str) -> None:
+    before = shared_clients()
+    first, second = await connect(pulsar_url), await connect(pulsar_url)
+    assert shared_clients() == before + 1
+    other = await connect(pulsar_url, {"operation_timeout": 3})  # other client options
+    assert shared_clients() == before + 2
+    for bus in (first, second, other):
+        await bus.close()
+    assert shared_clients() == before
+
+
+@pytest.mark.parametrize(
+    ("scheme", "options"),
+    [("persistent", {}), ("non-persistent", {"confirm_non_persistent": True})],
+    ids=["persistent", "non-persistent-confirmed"],
+)
+async def test_a_broker_that_dies_later_makes_confirmed_sends_fail_not_hang(
+    tmp_path: Path, scheme: str, options: dict[str, object]
+) -> None:
+    queue = f"{scheme}://lost/broker/{uuid.uuid4().hex[:8]}"
+    with pulsar_lite_server(tmp_path) as url:
+        bus = await connect(url, {"operation_timeout": 1, **options})
+        await bus.publish(queue, b"while it lives")
+    try:
+        with anyio.fail_after(10), pytest.raises(BrokerUnreachable) as caught:
+            await bus.publish(queue, b"after it died")
+        assert url in str(caught.value)
+        assert "operation_timeout" in str(caught.value)
+    finally:
+        with anyio.fail_after(10):
+            await bus.close()
+
+
+async def test_a_broker_that_dies_later_stops_unconfirmed_sends_too(tmp_path: Path) -> None:
+    # Sends to a non-persistent topic do not wait for the broker's receipt; once
+    # one fails, the next publish raises, and the bound on unreceipted sends
+    # keeps a publisher from running on regardless.
+    queue = f"non-persistent://lost/broker/{uuid.uuid4().hex[:8]}"
+    with pulsar_lite_server(tmp_path) as url:
+        bus = await connect(url, {"operation_timeout": 1, "max_pending_messages": 10})
+        await bus.publish(queue, b"while it lives")
+    try:
+        sent = 0
+        with anyio.fail_after(10), pytest.raises(BrokerUnreachable) as caught:
+            while True:
+                await bus.publish(queue, b"after it died")
+                sent += 1
+        assert sent <= 10
+        assert "Timeout" in str(caught.value)
+    finally:
+        with anyio.fail_after(10):
+            await bus.close()
+
+
+def test_the_cli_reports_an_unreachable_broker_and_exits(tmp_path: Path) -> None:
+    url = nothing_listening()
+    started = time.monotonic()
+    done = subprocess.run(
+        [*toolbus_command(), "serve", "joke-service", "--broker", f"{url}?connect_timeout=1"],
+        cwd=tmp_path,  # no toolbus.toml here
+        env=child_environment(),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    assert time.monotonic() - started < 20
+    assert f"cannot reach the Pulsar broker at {url}" in done.stderr
+    assert "connect_timeout" in done.stderr
