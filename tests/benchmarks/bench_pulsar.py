@@ -153,9 +153,28 @@ async def raw_asyncio_round(url: str, sequential: int, concurrent: int) -> Figur
         await client.close()
 
 
+async def raw_loop(url: str) -> Call:
+    """The confirming raw callback loop as a call, for tests/benchmarks/side_by_side.py.
+
+    Its client and serving tasks live as long as the benchmark process.
+    """
+    call, _ = await _raw_callback_loop(url, confirm=True)
+    return lambda: call(0)
+
+
 async def raw_callback_round(
     url: str, sequential: int, concurrent: int, *, confirm: bool = True
 ) -> Figures:
+    call, stop = await _raw_callback_loop(url, confirm=confirm)
+    try:
+        return await measure(call, sequential, concurrent)
+    finally:
+        await stop()
+
+
+async def _raw_callback_loop(
+    url: str, *, confirm: bool
+) -> tuple[Callable[[int], Awaitable[bytes]], Callable[[], Awaitable[None]]]:
     loop = asyncio.get_running_loop()
     client = pulsar.Client(url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn))
     request_topic, response_topic = queues("raw")
@@ -219,13 +238,14 @@ async def raw_callback_round(
         return await future
 
     tasks = [asyncio.create_task(serve()) for _ in range(IN_FLIGHT)]
-    try:
-        return await measure(call, sequential, concurrent)
-    finally:
+
+    async def stop() -> None:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await asyncio.to_thread(client.close)
+
+    return call, stop
 
 
 # -- toolbus -----------------------------------------------------------------------

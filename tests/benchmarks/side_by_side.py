@@ -63,9 +63,18 @@ def nats_broker(workdir: Path) -> Iterator[str]:
         yield server.url
 
 
+@contextmanager
+def pulsar_broker(workdir: Path) -> Iterator[str]:
+    from tests.pulsar.server import pulsar_lite_server
+
+    with pulsar_lite_server(workdir) as url:
+        yield url
+
+
 BROKERS: dict[str, Callable[[Path], AbstractAsyncContextManager[str] | Any]] = {
     "memory": memory_broker,
     "nats": nats_broker,
+    "pulsar": pulsar_broker,
 }
 
 

@@ -1,1 +1,28 @@
-"""toolbus kafka adapter."""
+"""toolbus on Apache Kafka (and Kafka-compatible brokers), through aiokafka.
+
+::
+
+    from toolbus_kafka import connect
+
+    bus = await connect("kafka://127.0.0.1:9092")
+
+or, through the plugin registry, ``toolbus.plugins.connect("kafka://...")``.
+A queue maps to the topic ``tenant.namespace.name``; services are consumer
+groups; offsets are committed once a request is acked. See
+``docs/adapters/kafka.md`` for the URL, the options and the delivery rules.
+"""
+
+from toolbus_kafka.bus import KafkaBus, connect
+from toolbus_kafka.errors import KafkaTopicError, KafkaUnavailable, MessageRefused
+from toolbus_kafka.options import KafkaOptions, KafkaOptionsError, parse_options
+
+__all__ = [
+    "KafkaBus",
+    "KafkaOptions",
+    "KafkaOptionsError",
+    "KafkaTopicError",
+    "KafkaUnavailable",
+    "MessageRefused",
+    "connect",
+    "parse_options",
+]

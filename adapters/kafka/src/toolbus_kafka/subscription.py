@@ -1,0 +1,463 @@
+"""Subscriptions: one aiokafka consumer each, read by whoever iterates them (see :mod:`.inbox`).
+
+*Fan-out* (``group=None``): a consumer outside any group, assigned every
+partition of the topic and positioned at its end before ``subscribe`` returns.
+It sees every message published afterwards and keeps no offsets in Kafka.
+
+*Group* (competing consumers): a member of the consumer group named after the
+group; the group's members share the topic's partitions. Offsets are committed
+only for what is done: on ``persistent://`` queues a record is done when it is
+acked (the commit point is the first record not yet acked, see
+:mod:`toolbus_kafka.tracking`); on ``non-persistent://`` queues when it is handed
+to the subscriber (at-most-once). When a rebalance takes partitions away, the
+member stops handing out their records, waits for its calls in flight on them
+to be acked (bounded by the rebalance timeout) and commits before it lets go,
+so the next owner neither repeats nor skips anything.
+
+A nacked delivery goes back to the front of this subscription's inbox and is
+handed out again, marked redelivered. Closing commits what is done and leaves
+the group; whatever is not done is read again by the member that takes over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.errors import ConsumerStoppedError, KafkaError
+
+from toolbus.domain.errors import BusClosed
+from toolbus.ports import Delivery
+from toolbus_kafka.inbox import BATON, Inbox, InboxClosed
+from toolbus_kafka.options import KafkaOptions
+from toolbus_kafka.tracking import PartitionTracker
+
+log = logging.getLogger("toolbus.kafka")
+
+# getmany() returns as soon as records arrive; this bounds an idle wait, and so
+# how long a nacked delivery can wait for a reader that is busy fetching.
+_FETCH_WAIT_MS = 200
+_RETRY_SECONDS = 0.5
+
+
+def _properties(headers: Sequence[tuple[str, bytes | None]]) -> dict[str, str]:
+    # Headers written by other clients need not be UTF-8: never fail on them.
+    return {key: value.decode("utf-8", "replace") if value else "" for key, value in headers}
+
+
+class KafkaDelivery:
+    """One record as the subscriber sees it."""
+
+    __slots__ = ("_body", "_owner", "_properties", "_redelivered", "_settled", "offset", "tracker")
+
+    def __init__(
+        self,
+        body: bytes,
+        properties: Mapping[str, str],
+        owner: KafkaSubscription | None,
+        tracker: PartitionTracker | None,
+        offset: int,
+        redelivered: bool = False,
+    ) -> None:
+        self._body = body
+        self._properties = properties
+        #: The subscription to tell about ack/nack; None when they are no-ops.
+        self._owner = owner
+        self._redelivered = redelivered
+        self._settled = False
+        self.tracker = tracker
+        self.offset = offset
+
+    @property
+    def body(self) -> bytes:
+        return self._body
+
+    @property
+    def properties(self) -> Mapping[str, str]:
+        return self._properties
+
+    @property
+    def redelivered(self) -> bool:
+        return self._redelivered
+
+    async def ack(self) -> None:
+        owner = self._owner
+        if owner is not None and not self._settled:
+            self._settled = True
+            owner.acked(self)
+
+    async def nack(self) -> None:
+        owner = self._owner
+        if owner is not None and not self._settled:
+            self._settled = True
+            owner.nacked(self)
+
+    def again(self) -> KafkaDelivery:
+        """A fresh delivery of the same record, for redelivery."""
+        return KafkaDelivery(
+            self._body, self._properties, self._owner, self.tracker, self.offset, True
+        )
+
+
+class KafkaSubscription:
+    """The part every subscription shares: fetching, the inbox, iteration, closing."""
+
+    def __init__(
+        self, consumer: AIOKafkaConsumer, topic: str, persistent: bool, options: KafkaOptions
+    ) -> None:
+        self.consumer = consumer
+        self.topic = topic
+        self.persistent = persistent
+        self.options = options
+        self.inbox: Inbox[KafkaDelivery] = Inbox()
+        self.closed = False
+        #: A reader is waiting in aiokafka for the next batch.
+        self._fetching = False
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def __aiter__(self) -> AsyncIterator[Delivery]:
+        return self
+
+    async def __anext__(self) -> Delivery:
+        inbox = self.inbox
+        while not (self.closed or inbox.closed):
+            delivery = inbox.pop()
+            if delivery is None:
+                if not self._fetching:
+                    await self._fetch()
+                    continue
+                try:
+                    handed = await inbox.get()
+                except InboxClosed:
+                    break
+                if handed is BATON:
+                    continue
+                assert isinstance(handed, KafkaDelivery)
+                delivery = handed
+            if self.hand_out(delivery):
+                if inbox.waiting and not inbox and not self._fetching:
+                    inbox.pass_baton()  # someone must fetch for those still waiting
+                return delivery
+        error = inbox.error
+        if error is None or self.closed:
+            raise StopAsyncIteration
+        raise BusClosed(
+            f"the Kafka subscription to topic {self.topic!r} failed: {error}"
+        ) from error
+
+    async def _fetch(self) -> None:
+        """Wait in aiokafka for the next batch and share it out (one reader at a time)."""
+        self._fetching = True
+        try:
+            batches = await self.consumer.getmany(
+                timeout_ms=_FETCH_WAIT_MS, max_records=self.options.prefetch
+            )
+        except asyncio.CancelledError:
+            self._fetching = False
+            self.inbox.pass_baton()  # a waiting reader fetches instead
+            raise
+        except ConsumerStoppedError:
+            batches = {}  # closing
+        except KafkaError as exc:
+            self._fetching = False
+            await self._fetch_failed(exc)
+            return
+        self._fetching = False
+        for partition, records in batches.items():
+            self.inbox.put_many(self.accept(partition, records))
+
+    async def _fetch_failed(self, error: KafkaError) -> None:
+        if not getattr(error, "retriable", False):
+            log.error("reading Kafka topic %r failed: %s", self.topic, error)
+            self.inbox.close(error)
+            return
+        log.warning("reading Kafka topic %r: %s; retrying", self.topic, error)
+        try:
+            await asyncio.sleep(_RETRY_SECONDS)
+        except asyncio.CancelledError:
+            self.inbox.pass_baton()
+            raise
+
+    # -- hooks for the two kinds -------------------------------------------------
+
+    def hand_out(self, delivery: KafkaDelivery) -> bool:
+        """Called as a delivery leaves the inbox; False drops it instead."""
+        return True
+
+    def accept(self, partition: TopicPartition, records: Sequence[Any]) -> list[KafkaDelivery]:
+        """Turn fetched records into deliveries (none for records that are not ours)."""
+        owner = self if self.persistent else None
+        return [
+            KafkaDelivery(record.value or b"", _properties(record.headers), owner, None, 0)
+            for record in records
+        ]
+
+    def acked(self, delivery: KafkaDelivery) -> None:
+        """A persistent delivery was acked."""
+
+    def nacked(self, delivery: KafkaDelivery) -> None:
+        """A persistent delivery was nacked: hand it out again, unless we are leaving."""
+        if not self.closed:
+            self.inbox.push_front(delivery.again())
+
+    # -- closing -------------------------------------------------------------------
+
+    async def _stop_tasks(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        if self._tasks:
+            await asyncio.wait(self._tasks)
+        self._tasks.clear()
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        await self._stop_tasks()
+        self.inbox.close()
+        # Also ends a reader waiting in aiokafka.
+        await self.consumer.stop()
+
+
+class FanoutSubscription(KafkaSubscription):
+    """Reads every partition from the end; no group, no offsets kept."""
+
+    async def start(self, partitions: int) -> None:
+        consumer = self.consumer
+        await consumer.start()
+        try:
+            assigned = [TopicPartition(self.topic, p) for p in range(partitions)]
+            consumer.assign(assigned)
+            # Resolves every position now: what is published after we return is ours.
+            await consumer.seek_to_end(*assigned)
+        except BaseException:
+            await consumer.stop()
+            raise
+
+
+class _RebalanceListener(ConsumerRebalanceListener):  # type: ignore[misc]
+    """aiokafka's callbacks, forwarded to the subscription."""
+
+    def __init__(self, subscription: GroupSubscription) -> None:
+        self._subscription = subscription
+
+    async def on_partitions_revoked(self, revoked: Collection[TopicPartition]) -> None:
+        await self._subscription.revoke(revoked)
+
+    async def on_partitions_assigned(self, assigned: Collection[TopicPartition]) -> None:
+        await self._subscription.assign(assigned)
+
+
+class GroupSubscription(KafkaSubscription):
+    """A member of a consumer group: shares partitions, commits what is done."""
+
+    def __init__(
+        self, consumer: AIOKafkaConsumer, topic: str, persistent: bool, options: KafkaOptions
+    ) -> None:
+        super().__init__(consumer, topic, persistent, options)
+        self.trackers: dict[TopicPartition, PartitionTracker] = {}
+        self._assigned = asyncio.Event()
+        self._commit_wanted = asyncio.Event()
+        self._commit_lock = asyncio.Lock()
+        self._settled = asyncio.Event()
+        self._draining = False
+        #: Trackers of revoked partitions whose calls were still running.
+        self._orphans: dict[TopicPartition, PartitionTracker] = {}
+        consumer.subscribe([topic], listener=_RebalanceListener(self))
+
+    async def start(self) -> None:
+        try:
+            # Returns once the group has given us partitions (possibly none).
+            await self.consumer.start()
+            await self._assigned.wait()
+        except BaseException:
+            await self.consumer.stop()
+            raise
+        self._tasks.append(
+            asyncio.create_task(self._commit_loop(), name=f"kafka-commit-{self.topic}")
+        )
+
+    # -- records in and out ----------------------------------------------------------
+
+    def accept(self, partition: TopicPartition, records: Sequence[Any]) -> list[KafkaDelivery]:
+        tracker = self.trackers.get(partition)
+        if tracker is None or tracker.revoked:
+            return []  # fetched before a rebalance took the partition away
+        owner = self if self.persistent else None
+        return [
+            KafkaDelivery(
+                record.value or b"", _properties(record.headers), owner, tracker, record.offset
+            )
+            for record in records
+            if tracker.accept(record.offset)
+        ]
+
+    def hand_out(self, delivery: KafkaDelivery) -> bool:
+        tracker = delivery.tracker
+        assert tracker is not None
+        if tracker.revoked or not tracker.active:
+            return False
+        if self.persistent:
+            tracker.handed_out(delivery.offset)
+        else:
+            # At-most-once: received is done.
+            tracker.done(delivery.offset)
+            self._commit_wanted.set()
+        return True
+
+    def acked(self, delivery: KafkaDelivery) -> None:
+        self._settle(delivery, done=True)
+
+    def nacked(self, delivery: KafkaDelivery) -> None:
+        again = self._settle(delivery, done=False)
+        if again is not None and not self.closed:
+            self.inbox.push_front(again)
+
+    def _settle(self, delivery: KafkaDelivery, done: bool) -> KafkaDelivery | None:
+        """Book an ack or a nack; returns what to hand out again, if anything.
+
+        A nacked record is not done, so it is not committed: if its partition has
+        gone to another member, that member reads it again.
+        """
+        tracker, offset = delivery.tracker, delivery.offset
+        assert tracker is not None
+        tracker.settled(offset)
+        heir = tracker.heir(offset)
+        if heir is not None:
+            # The partition came back to us while this call ran; its new tracker
+            # has been holding the record back, waiting for this outcome.
+            tracker = heir
+            again = heir.inherited_settled(offset, done)
+        else:
+            if done and tracker.active:
+                tracker.done(offset)
+            again = not done
+        if self._draining:
+            self._settled.set()
+        if not (tracker.active and not tracker.revoked):
+            return None
+        if done:
+            self._commit_wanted.set()
+            return None
+        if not again:
+            return None
+        return KafkaDelivery(delivery.body, delivery.properties, self, tracker, offset, True)
+
+    # -- offsets -----------------------------------------------------------------------
+
+    async def _commit_loop(self) -> None:
+        interval = self.options.commit_interval_ms / 1000
+        while True:
+            await self._commit_wanted.wait()
+            if interval:
+                # Acks that arrive meanwhile ride along in the same commit.
+                await asyncio.sleep(interval)
+            self._commit_wanted.clear()
+            if not await self._commit(self.trackers):
+                self._commit_wanted.set()
+                await asyncio.sleep(_RETRY_SECONDS)
+
+    async def _commit(self, trackers: Mapping[TopicPartition, PartitionTracker]) -> bool:
+        """Commit every tracker's commit point that Kafka does not have yet."""
+        async with self._commit_lock:
+            offsets = {tp: t.commit_point for tp, t in trackers.items() if t.needs_commit}
+            if not offsets:
+                return True
+            try:
+                await self.consumer.commit(offsets)
+            except KafkaError as exc:
+                log.info("committing offsets of Kafka topic %r failed: %s", self.topic, exc)
+                return False
+            for tp, offset in offsets.items():
+                tracker = trackers[tp]
+                tracker.committed = max(tracker.committed, offset)
+            return True
+
+    # -- rebalances --------------------------------------------------------------------
+
+    async def assign(self, assigned: Collection[TopicPartition]) -> None:
+        """New partitions: start tracking them from the group's position."""
+        orphans, self._orphans = self._orphans, {}
+        try:
+            positioned = {}
+            for tp in assigned:
+                try:
+                    tracker = positioned[tp] = PartitionTracker(await self.consumer.position(tp))
+                except KafkaError as exc:
+                    log.warning("no position for %s yet (%s); starting from its records", tp, exc)
+                    tracker = self.trackers[tp] = PartitionTracker(0)
+                previous = orphans.get(tp)
+                if previous is not None:
+                    # Back to us while some of its calls still run here: not again.
+                    tracker.inherit(previous)
+            self.trackers.update(positioned)
+            # A partition the group never committed would make its next owner start
+            # at the *end* and skip what arrived meanwhile: commit every start now.
+            for tracker in positioned.values():
+                tracker.committed = -1
+            await self._commit(positioned)
+        except Exception:
+            log.exception("taking over partitions of Kafka topic %r failed", self.topic)
+        finally:
+            self._assigned.set()
+
+    async def revoke(self, revoked: Collection[TopicPartition]) -> None:
+        """Partitions go to other members: finish (bounded), commit, let go."""
+        trackers = {tp: self.trackers[tp] for tp in revoked if tp in self.trackers}
+        if not trackers:
+            return
+        leaving = set(trackers.values())
+        for tracker in leaving:
+            tracker.revoked = True
+        self.inbox.purge(lambda delivery: delivery.tracker in leaving)
+        self._draining = True
+        try:
+            await self._wait_for_calls_in_flight(leaving)
+        finally:
+            self._draining = False
+        await self._commit(trackers)
+        for tp, tracker in trackers.items():
+            tracker.active = False
+            del self.trackers[tp]
+            if tracker.outstanding:
+                self._orphans[tp] = tracker
+
+    async def _wait_for_calls_in_flight(self, trackers: Collection[PartitionTracker]) -> None:
+        options = self.options
+        budget = max(0, options.rebalance_timeout_ms - 2 * options.heartbeat_interval_ms) / 1000
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + budget
+        while not self.closed:
+            in_flight = sum(tracker.outstanding for tracker in trackers)
+            if not in_flight:
+                return
+            self._settled.clear()
+            try:
+                await asyncio.wait_for(self._settled.wait(), deadline - loop.time())
+            except TimeoutError:
+                log.warning(
+                    "Kafka topic %r: %d call(s) still in flight when giving up partitions "
+                    "in a rebalance; the next owner may handle them again",
+                    self.topic,
+                    in_flight,
+                )
+                return
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self._settled.set()  # a rebalance waiting for calls in flight stops waiting
+        await self._stop_tasks()
+        self.inbox.close()
+        try:
+            await self._commit(self.trackers)
+        finally:
+            for tracker in self.trackers.values():
+                tracker.active = False
+            self.trackers.clear()
+            # Leaves the group: the others take over, from what was committed.
+            await self.consumer.stop()
