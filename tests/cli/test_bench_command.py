@@ -41,3 +41,11 @@ def test_an_unknown_broker_scheme_is_a_clear_error() -> None:
     result = CliRunner().invoke(app, ["bench", "--broker", "amqp://x", "--seconds", "0.1"])
     assert result.exit_code == 2
     assert "no broker adapter for amqp://" in result.output
+
+
+def test_credentials_in_a_broker_url_are_never_printed() -> None:
+    from toolbus.cli.common import redact_url
+
+    assert redact_url("kafka://alice:s3cret@h1:9092,h2:9092") == "kafka://alice:***@h1:9092,h2:9092"
+    assert redact_url("nats://t0ken@127.0.0.1:4222") == "nats://***@127.0.0.1:4222"
+    assert redact_url("memory://") == "memory://"

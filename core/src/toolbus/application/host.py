@@ -397,7 +397,8 @@ class _AnswerMemory:
         self.answers: OrderedDict[tuple[str, int], list[tuple[bytes, dict[str, str]]]] = (
             OrderedDict()
         )
-        self.in_progress: set[tuple[str, int]] = set()
+        #: Requests running now; the event is set when each one is settled.
+        self.in_progress: dict[tuple[str, int], asyncio.Event] = {}
 
     async def settle_duplicate(
         self, key: tuple[str, int], host: ServiceHost, delivery: Delivery
@@ -415,13 +416,17 @@ class _AnswerMemory:
                 await host.bus.publish(host.service.response_queue, body, properties)
             await delivery.ack()
             return True
-        if key in self.in_progress:
+        running = self.in_progress.get(key)
+        if running is not None:
             # Redelivered while the first delivery is still running (an ack wait ran
-            # out): that one will answer; running the tool twice is what we avoid.
-            log.info("%r: call %s is already running; duplicate dropped", host.service.id, call_id)
-            await delivery.ack()
+            # out). Running the tool twice is what we avoid; losing the call if the
+            # first delivery is then cut off would be worse. So the first one's
+            # outcome settles this copy: answered, it is acked; not, it goes back.
+            log.info("%r: call %s is already running; waiting for it", host.service.id, call_id)
+            await running.wait()
+            await (delivery.ack() if key in self.answers else delivery.nack())
             return True
-        self.in_progress.add(key)
+        self.in_progress[key] = asyncio.Event()
         return False
 
     def remember(self, key: tuple[str, int], sent: list[tuple[bytes, dict[str, str]]]) -> None:
@@ -432,7 +437,9 @@ class _AnswerMemory:
             self.bytes -= sum(len(body) for body, _ in dropped)
 
     def finished(self, key: tuple[str, int]) -> None:
-        self.in_progress.discard(key)
+        settled = self.in_progress.pop(key, None)
+        if settled is not None:
+            settled.set()
 
 
 def _secret_forms(value: str) -> set[str]:

@@ -11,7 +11,7 @@ import typer
 
 from toolbus.benchmark import Figure, bench_broker
 from toolbus.cli.app import app
-from toolbus.cli.common import fail, run
+from toolbus.cli.common import fail, redact_url, run
 from toolbus.settings import load_settings
 
 
@@ -64,7 +64,9 @@ def bench(
         return _progress_line(level, seconds) if interactive else None
 
     if not as_json:
-        typer.echo(f"toolbus bench on {settings.broker}, {payload}-byte arguments", err=True)
+        typer.echo(
+            f"toolbus bench on {redact_url(settings.broker)}, {payload}-byte arguments", err=True
+        )
     figures, pending = run(
         lambda: bench_broker(
             settings.broker,
@@ -82,7 +84,7 @@ def bench(
         typer.echo(
             json.dumps(
                 {
-                    "broker": settings.broker,
+                    "broker": redact_url(settings.broker),
                     "payload_bytes": payload,
                     "persistent": persistent,
                     "figures": [f.as_dict() for f in figures],

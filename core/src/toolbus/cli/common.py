@@ -10,6 +10,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 import typer
@@ -21,6 +22,17 @@ T = TypeVar("T")
 
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
+
+
+def redact_url(url: str) -> str:
+    """``url`` without a password or token, for printing (``kafka://user:***@host``)."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    userinfo, _, hosts = parts.netloc.rpartition("@")
+    user = userinfo.split(":", 1)[0]
+    shown = f"{user}:***" if ":" in userinfo else "***"
+    return urlunsplit(parts._replace(netloc=f"{shown}@{hosts}"))
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:

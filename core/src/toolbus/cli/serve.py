@@ -13,7 +13,7 @@ from toolbus.application.companions import alongside
 from toolbus.application.host import DEFAULT_CONCURRENCY, ServiceHost
 from toolbus.application.metrics import MetricsUnavailable, start_metrics_server
 from toolbus.cli.app import app
-from toolbus.cli.common import fail, run, setup_logging
+from toolbus.cli.common import fail, redact_url, run, setup_logging
 from toolbus.cli.serving import describe, plan_services
 from toolbus.domain.errors import ConfigError, PluginError
 from toolbus.plugins import connect
@@ -111,7 +111,7 @@ def serve(
                         for host in hosts:
                             typer.echo(
                                 f"serving {host.service.id} on {host.service.request_queue} "
-                                f"via {settings.broker}",
+                                f"via {redact_url(settings.broker)}",
                                 err=True,
                             )
                         for companion in extra:
