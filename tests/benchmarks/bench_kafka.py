@@ -184,6 +184,22 @@ async def main(seconds: float, fetch_settings: str) -> None:
         await compare(f"kafka://{bootstrap}?{TANSU_OPTIONS}{fetch_settings}", seconds)
 
 
+async def raw_loop(url: str) -> Call:
+    """The raw aiokafka loop as a call, for tests/benchmarks/side_by_side.py.
+
+    Its clients live as long as the benchmark process.
+    """
+    options = parse_options(url)
+    raw = RawRequestReply(
+        options.bootstrap_servers[0],
+        options,
+        wire.encode_request("bench", None, {"text": "hi"}),
+        wire.encode_response("bench:hi"),
+    )
+    await raw.start()
+    return raw.call
+
+
 async def compare(url: str, seconds: float) -> None:
     options = parse_options(url)
     bootstrap = options.bootstrap_servers[0]

@@ -7,9 +7,10 @@ For every broker picked, three contestants make the same echo round trips:
   ``bench_<broker>.py`` next to this file defines it as ``raw_loop(url)``.
 * **toolbus**: a ``ServiceHost`` and a ``ToolServiceClient`` on their own
   connections: JSON envelope both ways, validation, deadlines, metrics, acks.
-* **FastStream**, where it speaks the broker: ``broker.request()`` against a
-  ``@broker.subscriber`` echo (its in-memory ``TestNatsBroker`` against our
-  in-memory bus).
+* **FastStream**, where it does request/reply: ``broker.request()`` against a
+  ``@broker.subscriber`` echo, on NATS and in memory (its ``TestNatsBroker``
+  against our in-memory bus). It has no Pulsar broker, and its Kafka broker
+  refuses ``request()`` outside its test client.
 
 Each figure is the best of interleaved rounds, so load elsewhere on the machine
 hits all contestants alike. Then, in a fresh process per broker, 100,000 toolbus
@@ -71,10 +72,24 @@ def pulsar_broker(workdir: Path) -> Iterator[str]:
         yield url
 
 
+@contextmanager
+def kafka_broker(workdir: Path) -> Iterator[str]:
+    from tests.benchmarks.bench_kafka import TANSU_OPTIONS
+    from tests.kafka.broker import tansu_broker
+
+    # Both contestants use the same fetch settings (10 ms waits; see bench_kafka.py).
+    with tansu_broker(workdir) as bootstrap:
+        yield (
+            f"kafka://{bootstrap}?{TANSU_OPTIONS}"
+            "&fanout_fetch_max_wait_ms=10&group_fetch_max_wait_ms=10"
+        )
+
+
 BROKERS: dict[str, Callable[[Path], AbstractAsyncContextManager[str] | Any]] = {
     "memory": memory_broker,
     "nats": nats_broker,
     "pulsar": pulsar_broker,
+    "kafka": kafka_broker,
 }
 
 
@@ -169,7 +184,9 @@ async def faststream_contestant(broker: str, url: str) -> AsyncIterator[Call | N
         finally:
             await fs.stop()
         return
-    yield None  # FastStream does not speak this broker
+    # FastStream has no Pulsar broker, and its KafkaBroker.request() raises
+    # FeatureNotSupportedException outside its test client: no request/reply there.
+    yield None
 
 
 # -- running and reporting ---------------------------------------------------------------
