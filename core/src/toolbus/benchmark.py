@@ -48,19 +48,24 @@ async def measure(
     seconds: float,
     *,
     progress: Callable[[int], None] | None = None,
+    grace: float = 30.0,
 ) -> Figure:
     """Run ``call`` from ``in_flight`` concurrent workers for ``seconds``.
 
-    Failed calls are counted, not timed. ``progress`` is told the number of
-    calls done so far, about ten times a second.
+    Failed calls are counted, not timed. A call still unanswered ``grace``
+    seconds after the measuring window is cancelled and counted as failed (a
+    reply lost on an at-most-once queue must not stall the run); the watchdog
+    costs nothing per call. ``progress`` is told the number of calls done so
+    far, about ten times a second.
     """
     latencies: list[float] = []
     errors = 0
+    finished = 0
     stop = time.perf_counter() + seconds
     clock = time.perf_counter
 
     async def worker() -> None:
-        nonlocal errors
+        nonlocal errors, finished
         while clock() < stop:
             started = clock()
             try:
@@ -69,6 +74,7 @@ async def measure(
                 errors += 1
                 continue
             latencies.append(clock() - started)
+        finished += 1
 
     async def report() -> None:
         assert progress is not None
@@ -80,11 +86,13 @@ async def measure(
     async with anyio.create_task_group() as workers:
         if progress is not None:
             workers.start_soon(report)
-        async with anyio.create_task_group() as callers:
-            for _ in range(in_flight):
-                callers.start_soon(worker)
+        with anyio.move_on_after(seconds + grace):
+            async with anyio.create_task_group() as callers:
+                for _ in range(in_flight):
+                    callers.start_soon(worker)
         workers.cancel_scope.cancel()
-    elapsed = clock() - begin
+    elapsed = min(clock() - begin, seconds + grace)
+    errors += in_flight - finished  # calls the watchdog had to cut off
     if len(latencies) >= 2:
         cuts = statistics.quantiles(latencies, n=100)
         p50, p99 = cuts[49], cuts[98]
