@@ -44,25 +44,25 @@ class _Buffer:
         self.putters: deque[asyncio.Future[None]] = deque()
         self.limit = limit
 
-    def offer(self, item: MemoryDelivery) -> None:
-        """Hand ``item`` to a waiting consumer, or keep it."""
+    def _hand_over(self, item: MemoryDelivery) -> bool:
+        """Give ``item`` to the first consumer still waiting; False when none is."""
         getters = self.getters
         while getters:
             getter = getters.popleft()
             if not getter.done():
                 getter.set_result(item)
-                return
-        self.items.append(item)
+                return True
+        return False
+
+    def offer(self, item: MemoryDelivery) -> None:
+        """Hand ``item`` to a waiting consumer, or keep it."""
+        if not self._hand_over(item):
+            self.items.append(item)
 
     def push_front(self, item: MemoryDelivery) -> None:
         """Put a redelivery ahead of everything else; it never waits for space."""
-        getters = self.getters
-        while getters:
-            getter = getters.popleft()
-            if not getter.done():
-                getter.set_result(item)
-                return
-        self.items.appendleft(item)
+        if not self._hand_over(item):
+            self.items.appendleft(item)
 
     async def put(self, item: MemoryDelivery) -> None:
         while len(self.items) >= self.limit:
