@@ -10,21 +10,15 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-PAGE = Path(__file__).parent.parent.parent / "docs" / "tool-call-context.md"
-# A file block, then (after a line of prose) the text block it prints.
-EXAMPLE = re.compile(
-    r"<!-- file: (?P<name>\S+) -->\n```python\n(?P<code>.*?)```\n"
-    r"\n?[^\n`]*\n\n```text\n(?P<output>.*?)```",
-    re.DOTALL,
-)
-EXAMPLES = {match["name"]: match for match in EXAMPLE.finditer(PAGE.read_text())}
+from tests.support.doc_examples import DOCS, examples
+
+PAGE = DOCS / "tool-call-context.md"
+EXAMPLES = {example.name: example for example in examples(PAGE)}
 FIRST = "spans.py"
 RUNNER = """
 import contextlib, io, json, runpy, sys
@@ -42,7 +36,7 @@ print(json.dumps(printed))
 def printed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     where = tmp_path_factory.mktemp("examples")
     for name, example in EXAMPLES.items():
-        (where / name).write_text(example["code"])
+        (where / name).write_text(example.code)
     order = sorted(EXAMPLES, key=lambda name: (name != FIRST, name))
     result = subprocess.run(
         [sys.executable, "-c", RUNNER, *order],
@@ -65,4 +59,4 @@ def test_every_example_is_found() -> None:
 
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
 def test_the_example_prints_what_the_page_says(printed: dict[str, str], name: str) -> None:
-    assert printed[name] == EXAMPLES[name]["output"]
+    assert printed[name] == EXAMPLES[name].output
