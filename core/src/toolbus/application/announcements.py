@@ -33,6 +33,7 @@ import anyio
 from anyio.abc import TaskStatus
 
 from toolbus.application.service import FunctionToolService, ToolService
+from toolbus.application.supervision import supervised
 from toolbus.domain import announcements as messages
 from toolbus.domain.announcements import Announcement, Probe, Withdrawal
 from toolbus.domain.config import BUILTIN_TOOL_TYPES, load_registry
@@ -250,16 +251,7 @@ async def announcing(
         Announcer(bus, service, tools=(tools or {}).get(service.id), **options)
         for service in services
     ]
-    failure: Exception | None = None
-    async with anyio.create_task_group() as tasks:
-        for announcer in announcers:
-            await tasks.start(announcer.run)
-        try:
-            yield announcers
-        except Exception as exc:
-            failure = exc  # re-raised as itself, not wrapped in an ExceptionGroup
-        finally:
-            for announcer in announcers:
-                announcer.stop()
-    if failure is not None:
-        raise failure
+    async with supervised(
+        announcers, lambda announcer: announcer.run, lambda announcer: announcer.stop()
+    ):
+        yield announcers

@@ -17,12 +17,12 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
-import anyio
 from anyio.abc import TaskStatus
 
 from toolbus.application.announcements import DEFAULT_INTERVAL, Announcer
 from toolbus.application.config_service import ConfigPublisher, ConfigService
 from toolbus.application.service import ToolService
+from toolbus.application.supervision import supervised
 from toolbus.domain.announcements import tools_of
 from toolbus.domain.config import BUILTIN_TOOL_TYPES
 from toolbus.ports import Bus
@@ -88,16 +88,7 @@ async def alongside(
         defaults=defaults,
         tool_types=tool_types,
     )
-    failure: Exception | None = None
-    async with anyio.create_task_group() as tasks:
-        for companion in companions:
-            await tasks.start(companion.run)
-        try:
-            yield companions
-        except Exception as exc:
-            failure = exc  # re-raised as itself, not wrapped in an ExceptionGroup
-        finally:
-            for companion in companions:
-                companion.stop()
-    if failure is not None:
-        raise failure
+    async with supervised(
+        companions, lambda companion: companion.run, lambda companion: companion.stop()
+    ):
+        yield companions

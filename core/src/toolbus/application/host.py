@@ -31,6 +31,7 @@ from anyio.abc import TaskStatus
 from toolbus.application import tracing
 from toolbus.application.metrics import ToolbusMetrics, default_metrics
 from toolbus.application.service import ToolResult, ToolService
+from toolbus.application.supervision import supervised
 from toolbus.domain import wire
 from toolbus.domain.errors import (
     BadRequest,
@@ -496,18 +497,5 @@ async def running(
     starts; leaving the block stops them and drains calls in flight.
     """
     hosts = [ServiceHost(bus, service, **host_options) for service in services]
-    failure: Exception | None = None
-    async with anyio.create_task_group() as tasks:
-        for host in hosts:
-            await tasks.start(host.serve)
-        try:
-            yield hosts
-        except Exception as exc:
-            # Re-raised below, outside the task group, so that the caller sees its own
-            # exception rather than an ExceptionGroup wrapping it.
-            failure = exc
-        finally:
-            for host in hosts:
-                host.stop()
-    if failure is not None:
-        raise failure
+    async with supervised(hosts, lambda host: host.serve, lambda host: host.stop()):
+        yield hosts
