@@ -9,7 +9,7 @@ import logging
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Annotated, Any, NoReturn, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import anyio
@@ -38,6 +38,19 @@ def redact_url(url: str) -> str:
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code)
+
+
+#: ``--config PATH`` as the commands that read a configuration take it; resolve
+#: the value with :func:`config_path`.
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        "-c",
+        help="Snapshot JSON file, or directory holding tool-service/ and tool/; "
+        "default: TOOLBUS_CONFIG, then config in toolbus.toml.",
+    ),
+]
 
 
 def config_path(option: Path | None) -> Path:

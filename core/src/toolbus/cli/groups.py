@@ -10,13 +10,12 @@ from __future__ import annotations
 import enum
 import json
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from toolbus.cli.app import app
-from toolbus.cli.common import config_path, fail
+from toolbus.cli.common import ConfigOption, config_path, fail
 from toolbus.domain.config import ToolDescriptor, load_registry_from_path
 from toolbus.domain.errors import ConfigError
 from toolbus.domain.registry import Registry
@@ -34,15 +33,7 @@ class GroupsFormat(enum.StrEnum):
 
 @app.command("groups")
 def groups_command(
-    config: Annotated[
-        Path | None,
-        typer.Option(
-            "--config",
-            "-c",
-            help="Snapshot JSON file, or directory holding tool-service/ and tool/; "
-            "default: TOOLBUS_CONFIG, then config in toolbus.toml.",
-        ),
-    ] = None,
+    config: ConfigOption = None,
     output: Annotated[
         GroupsFormat, typer.Option("--format", "-f", help="table or json.")
     ] = GroupsFormat.table,
