@@ -65,6 +65,34 @@ def test_an_error_survives_the_round_trip(error_type: str, message: str) -> None
     assert response.end_of_stream
 
 
+# Strings with lone surrogates: json accepts their escapes, stricter parsers do not.
+any_strings = st.text() | st.text(st.characters(categories=["Cs"]), min_size=1)
+any_objects = st.dictionaries(any_strings, json_values | any_strings, max_size=5)
+json_texts = (
+    any_objects.map(json.dumps)
+    | any_objects.map(lambda value: json.dumps(value, ensure_ascii=False, indent=1))
+    | st.text()
+)
+
+
+@given(arguments=json_texts)
+def test_the_decoder_reads_json_exactly_as_json_does(arguments: str) -> None:
+    """The fast parser must never read a text differently from json, nor refuse more."""
+    body = json.dumps({"arguments": arguments})
+    carried = json.loads(body)["arguments"]  # escaped surrogate pairs come out joined
+    try:
+        expected: Any = json.loads(carried or "{}")  # "" means no arguments
+    except ValueError:
+        expected = WireError
+    try:
+        decoded: Any = decode_request(body).arguments
+    except WireError:
+        decoded = WireError
+    if expected is not WireError and not isinstance(expected, dict):
+        expected = WireError  # arguments must be an object
+    assert decoded == expected
+
+
 @given(body=st.binary() | st.text() | json_values.map(json.dumps))
 def test_decoders_raise_only_wire_errors(body: bytes | str) -> None:
     for decode in (decode_request, decode_response):

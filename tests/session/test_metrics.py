@@ -266,3 +266,24 @@ def test_a_host_records_through_a_recorder_bound_to_its_service() -> None:
         value(prometheus, "toolbus_service_call_duration_seconds_sum", service="calculator") == 1.0
     )
     ToolbusMetrics.disabled().for_service("calculator").record(0.1, "x")
+
+
+def test_hosts_of_one_service_add_up_into_cumulative_buckets() -> None:
+    prometheus = CollectorRegistry()
+    metrics = ToolbusMetrics(prometheus)
+    first, second = metrics.for_service("calculator"), metrics.for_service("calculator")
+    first.record(0.001)  # on a bound: counted in that bucket (le)
+    second.record(0.003)
+    second.record(100.0, "bad-request")  # beyond the last bound: +Inf only
+    bucket = "toolbus_service_call_duration_seconds_bucket"
+    assert value(prometheus, bucket, service="calculator", le="0.001") == 1
+    assert value(prometheus, bucket, service="calculator", le="0.005") == 2
+    assert value(prometheus, bucket, service="calculator", le="60.0") == 2
+    assert value(prometheus, bucket, service="calculator", le="+Inf") == 3
+    assert (
+        value(prometheus, "toolbus_service_call_duration_seconds_count", service="calculator") == 3
+    )
+    assert value(prometheus, "toolbus_service_calls_total", service="calculator", outcome="ok") == 2
+    assert (
+        value(prometheus, "toolbus_service_calls_total", service="calculator", outcome="error") == 1
+    )

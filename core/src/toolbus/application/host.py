@@ -257,7 +257,7 @@ class ServiceHost:
                 await self._run_tool(reply, request, arguments)
         else:
             # The same, minus OpenTelemetry, without context managers on the hot path.
-            token = tracing.enter(tracing.child_of(tracing.received(properties)))
+            token = tracing.enter_served(properties)
             try:
                 await self._run_tool(reply, request, arguments)
             finally:

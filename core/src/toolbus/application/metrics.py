@@ -37,6 +37,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from toolbus.application.service_metrics import ServiceCallCollector, ServiceCallRecorder
 from toolbus.domain.errors import ToolbusError
 from toolbus.domain.registry import UNDEFINED_STATE, WILDCARD
 
@@ -139,6 +140,8 @@ class ToolbusMetrics:
         self._error_type = _CappedLabel(max_label_values)
         self._last_registry: Registry | None = None
         self._registry_lock = threading.Lock()
+        self._service_calls: ServiceCallCollector | None = None
+        self._service_recorders: dict[str, ServiceCallRecorder] = {}
         if self.enabled:
             self._register(registry)
         else:
@@ -146,7 +149,6 @@ class ToolbusMetrics:
             self.transitions = self.state_duration = self.state_availability = _NOOP
             self.access_denied = self.invalid_transitions = self.escalations = _NOOP
             self.tool_calls = self.tool_call_duration = self.tool_call_errors = _NOOP
-            self.service_calls = self.service_call_duration = self.service_call_errors = _NOOP
 
     @classmethod
     def disabled(cls) -> ToolbusMetrics:
@@ -235,22 +237,10 @@ class ToolbusMetrics:
             "Failed tool calls made by agent sessions, by error type",
             ["tool", "service", "error_type"],
         )
-        self.service_calls = counter(
-            "toolbus_service_calls_total",
-            "Requests handled by tool service hosts, by outcome",
-            ["service", "outcome"],
-        )
-        self.service_call_duration = histogram(
-            "toolbus_service_call_duration_seconds",
-            "Time tool service hosts took to answer a request",
-            ["service"],
-            _CALL_SECONDS_BUCKETS,
-        )
-        self.service_call_errors = counter(
-            "toolbus_service_call_errors_total",
-            "Requests tool service hosts answered with an error, by error type",
-            ["service", "error_type"],
-        )
+        # Recorded on every request a service answers: plain counters behind a
+        # collector rather than prometheus metric objects (see service_metrics).
+        self._service_calls = ServiceCallCollector(_CALL_SECONDS_BUCKETS, self._error_type)
+        target.register(self._service_calls)
 
     # ------------------------------------------------------------- configuration
 
@@ -328,46 +318,23 @@ class ToolbusMetrics:
     def service_call(self, service: str, seconds: float, error_type: str | None = None) -> None:
         """A service host answered one request; ``error_type`` is the wire error type, if any.
 
-        A host answering many requests should use :meth:`for_service` instead,
-        which looks the labelled series up once rather than on every call.
+        A host should record through its own :meth:`for_service` recorder instead:
+        this one is shared, and so takes a lock.
         """
-        self.for_service(service).record(seconds, error_type)
+        with self._registry_lock:
+            recorder = self._service_recorders.get(service)
+            if recorder is None:
+                recorder = self._service_recorders[service] = self.for_service(service)
+            recorder.record(seconds, error_type)
 
     def for_service(self, service: str) -> ServiceCallRecorder:
-        """A recorder of one service's calls, for its host's per-request path."""
-        return ServiceCallRecorder(self, service)
+        """A recorder of one host's calls of ``service``, for its per-request path.
 
-    def service_error_type(self, error_type: str) -> str:
-        """``error_type`` as a label value, capped like every request-derived label."""
-        return self._error_type(error_type)
-
-
-class ServiceCallRecorder:
-    """Records the calls one service host answers: ``record(seconds, error_type=None)``.
-
-    The ``ok`` series are resolved once here, so a successful call costs two
-    increments and no label look-ups.
-    """
-
-    __slots__ = ("_duration", "_errors", "_failed", "_metrics", "_ok", "service")
-
-    def __init__(self, metrics: ToolbusMetrics, service: str) -> None:
-        self.service = service
-        self._metrics = metrics
-        self._ok = metrics.service_calls.labels(service=service, outcome=OK)
-        self._failed = metrics.service_calls.labels(service=service, outcome=ERROR)
-        self._duration = metrics.service_call_duration.labels(service=service)
-        self._errors = metrics.service_call_errors
-
-    def record(self, seconds: float, error_type: str | None = None) -> None:
-        """One request answered after ``seconds``; ``error_type`` is the wire error type, if any."""
-        self._duration.observe(seconds)
-        if error_type is None:
-            self._ok.inc()
-            return
-        self._failed.inc()
-        label = self._metrics.service_error_type(error_type)
-        self._errors.labels(service=self.service, error_type=label).inc()
+        Use it from one event loop; every host gets its own.
+        """
+        if self._service_calls is None:  # metrics off: counts that nobody reads
+            return ServiceCallRecorder(service, _CALL_SECONDS_BUCKETS, self._error_type)
+        return self._service_calls.recorder(service)
 
 
 def _tools_per_state(registry: Registry) -> dict[str, int]:

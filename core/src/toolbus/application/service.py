@@ -151,7 +151,8 @@ class FunctionToolService(ToolService):
             return {"user": user, "config": config, "arguments": arguments}
         assert self._model is not None
         try:
-            parsed = self._model.model_validate(arguments)
+            # The model's validator itself: model_validate adds a layer per call.
+            parsed = self._model.__pydantic_validator__.validate_python(arguments)
         except pydantic.ValidationError as exc:
             raise BadRequest(_describe_validation(self.id, exc)) from None
         kwargs = dict(parsed.__dict__)

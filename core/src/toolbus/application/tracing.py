@@ -46,7 +46,28 @@ except ImportError:  # pragma: no cover - exercised where opentelemetry is absen
 
 SpanKind = Literal["client", "server", "internal"]
 
-_current: ContextVar[TraceContext | None] = ContextVar("toolbus_trace", default=None)
+
+class _Deferred:
+    """A service's trace context for one request, worked out only if asked for.
+
+    Most tools never look at their trace (they call no other tool), and parsing
+    the inbound ``traceparent`` or starting a trace costs more than the rest of
+    the bookkeeping; so it happens on first use, once per request.
+    """
+
+    __slots__ = ("_context", "_properties")
+
+    def __init__(self, properties: Mapping[str, str]) -> None:
+        self._properties = properties
+        self._context: TraceContext | None = None
+
+    def resolve(self) -> TraceContext:
+        if self._context is None:
+            self._context = child_of(received(self._properties))
+        return self._context
+
+
+_current: ContextVar[TraceContext | _Deferred | None] = ContextVar("toolbus_trace", default=None)
 # The SDK makes a new tracer object per get_tracer(); one per provider is enough.
 _tracer: tuple[Any, Any] | None = None
 
@@ -58,8 +79,10 @@ def current_trace() -> TraceContext | None:
     when there is a valid one; else None.
     """
     context = _current.get()
+    if type(context) is _Deferred:
+        return context.resolve()
     if context is not None or not HAVE_OPENTELEMETRY:
-        return context
+        return context  # type: ignore[return-value]
     current = _otel_current()
     if not current:  # the common case, and the cheapest check
         return None
@@ -139,12 +162,16 @@ def activated(context: TraceContext) -> Iterator[None]:
         _current.reset(token)
 
 
-def enter(context: TraceContext) -> Token[TraceContext | None]:
-    """:func:`activated` without a context manager, for the per-call path."""
-    return _current.set(context)
+def enter_served(properties: Mapping[str, str]) -> Token[TraceContext | _Deferred | None]:
+    """Make the context of a request being served current, without a span.
+
+    That is a child of the request's ``traceparent`` (or a new trace), made
+    when first asked for. Undo with :func:`leave`.
+    """
+    return _current.set(_Deferred(properties))
 
 
-def leave(token: Token[TraceContext | None]) -> None:
+def leave(token: Token[TraceContext | _Deferred | None]) -> None:
     _current.reset(token)
 
 
