@@ -53,12 +53,14 @@ class _Waiter:
         "error",
         "finished",
         "interrupted",
+        "loop",
         "sending",
         "timed_out",
         "wakeup",
     )
 
-    def __init__(self, deadline: float = math.inf) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, deadline: float = math.inf) -> None:
+        self.loop = loop
         #: Event-loop time at which the call times out (inf: someone else watches).
         self.deadline = deadline
         self.chunks: deque[str] = deque()
@@ -106,7 +108,7 @@ class _Waiter:
 
     async def wait(self) -> None:
         """Wait for the next delivery (made only when nothing is pending: one future a call)."""
-        self.wakeup = asyncio.get_running_loop().create_future()
+        self.wakeup = self.loop.create_future()
         try:
             await self.wakeup
         finally:
@@ -167,9 +169,11 @@ class ToolServiceClient:
         # One alarm for all calls, armed at the earliest deadline among pending calls:
         # far cheaper than a timer per call, and exact.
         self._alarm: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._alarm_at = math.inf
 
     async def __aenter__(self) -> ToolServiceClient:
+        self._loop = asyncio.get_running_loop()
         self._task_group = await anyio.create_task_group().__aenter__()
         return self
 
@@ -234,13 +238,14 @@ class ToolServiceClient:
             parent = tracing.current_trace()
             if parent is not None:
                 props.update(tracing.as_properties(tracing.outgoing(parent)))
+        # Looked up once per client: each get_running_loop() asks the OS for the pid.
+        loop = self._loop or asyncio.get_running_loop()
         if watch:
-            loop = asyncio.get_running_loop()
-            waiter = _Waiter(loop.time() + timeout)
+            waiter = _Waiter(loop, loop.time() + timeout)
             if waiter.deadline < self._alarm_at:
                 self._set_alarm(loop, waiter.deadline)
         else:
-            waiter = _Waiter()
+            waiter = _Waiter(loop)
         listener.waiters[call_id] = waiter
         return call_id, waiter, props
 
@@ -290,13 +295,16 @@ class ToolServiceClient:
                 },
             ) as context:
                 properties = {**(properties or {}), **tracing.as_properties(context)}
-                return await self._invoke(
+                waiter = await self._exchange(
                     request_queue, response_queue, user, config, arguments, timeout, service,
                     properties,
                 )  # fmt: skip
-        return await self._invoke(
-            request_queue, response_queue, user, config, arguments, timeout, service, properties
-        )
+        else:
+            waiter = await self._exchange(
+                request_queue, response_queue, user, config, arguments, timeout, service,
+                properties,
+            )  # fmt: skip
+        return CallResult("".join(waiter.chunks), waiter.after_execution)
 
     async def call(
         self,
@@ -322,14 +330,14 @@ class ToolServiceClient:
                 service=service,
                 properties=properties,
             )
-        else:  # the per-call path: straight to the work, no span machinery
-            result = await self._invoke(
-                request_queue, response_queue, user, config, arguments, timeout, service,
-                properties,
-            )  # fmt: skip
-        return result.text
+            return result.text
+        # The per-call path: straight to the work, no span machinery.
+        waiter = await self._exchange(
+            request_queue, response_queue, user, config, arguments, timeout, service, properties
+        )
+        return "".join(waiter.chunks)
 
-    async def _invoke(
+    async def _exchange(
         self,
         request_queue: str,
         response_queue: str,
@@ -339,12 +347,13 @@ class ToolServiceClient:
         timeout: float | None,
         service: str | None,
         properties: Mapping[str, str] | None,
-    ) -> CallResult:
+    ) -> _Waiter:
+        """Send one request and wait for its whole answer; the waiter holds it."""
         limit = self.default_timeout if timeout is None else timeout
         listener = self._listeners.get(response_queue) or await self._listener(response_queue)
         body = wire.encode_request(user, config, arguments)
         call_id, waiter, props = self._register(listener, limit, properties, watch=True)
-        task = asyncio.current_task()
+        task = asyncio.current_task(waiter.loop)
         try:
             waiter.sending = task
             try:
@@ -363,7 +372,7 @@ class ToolServiceClient:
             raise ToolTimeout(service or request_queue, limit)
         if waiter.error is not None:
             raise waiter.error
-        return CallResult("".join(waiter.chunks), waiter.after_execution)
+        return waiter
 
     async def stream(
         self,

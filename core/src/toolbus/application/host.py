@@ -21,7 +21,7 @@ import logging
 import os
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -187,10 +187,11 @@ class ServiceHost:
             await delivery.ack()
             return
         answers = self._answers
-        # A redelivery repeats the body too; another request that reuses an id does not.
-        key = (call_id, hash(delivery.body))
-        if answers is not None and await answers.settle_duplicate(key, self, delivery):
-            return
+        if answers is not None:
+            # A redelivery repeats the body too; another request that reuses an id does not.
+            key = (call_id, hash(delivery.body))
+            if await answers.settle_duplicate(key, self, delivery):
+                return
         reply = _Reply(self, call_id, record=answers is not None)
         started = time.perf_counter()
         error_type: str | None = None
@@ -254,20 +255,23 @@ class ServiceHost:
                 ) as context,
                 tracing.activated(context),
             ):
-                await self._run_tool(reply, request, arguments)
+                result = await self.service.handle(request.user, request.config, arguments)
+                await self._send_result(reply, result)
         else:
             # The same, minus OpenTelemetry, without context managers on the hot path.
             token = tracing.enter_served(properties)
             try:
-                await self._run_tool(reply, request, arguments)
+                result = await self.service.handle(request.user, request.config, arguments)
+                if isinstance(result, str):  # the common case first: no further checks
+                    await reply.send(result)
+                else:
+                    await self._send_result(reply, result)
             finally:
                 tracing.leave(token)
 
-    async def _run_tool(
-        self, reply: _Reply, request: wire.ToolRequest, arguments: dict[str, Any]
-    ) -> None:
-        result = await self.service.handle(request.user, request.config, arguments)
-        if isinstance(result, str):  # the common case first: no further checks
+    async def _send_result(self, reply: _Reply, result: Any) -> None:
+        """Answer with what the tool returned: a value, a ``ToolResult``, or a stream."""
+        if isinstance(result, str):
             await reply.send(result)
         elif isinstance(result, ToolResult):
             await reply.send(wire.observation_text(result.content), result.after_execution)
@@ -365,10 +369,11 @@ class _Reply:
         body = wire.encode_error(error_type, self.redact(message))
         await self._publish(body, {wire.PROP_ID: self.call_id})
 
-    async def _publish(self, body: bytes, properties: dict[str, str]) -> None:
-        await self.host.bus.publish(self.host.service.response_queue, body, properties)
+    def _publish(self, body: bytes, properties: dict[str, str]) -> Awaitable[None]:
+        # Recorded first: if publishing fails the call is handed back, records and all.
         if self.record:
             self.sent.append((body, properties))
+        return self.host.bus.publish(self.host.service.response_queue, body, properties)
 
     def log_failure(self, exc: BaseException) -> None:
         service = self.host.service.id

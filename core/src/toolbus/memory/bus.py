@@ -36,9 +36,11 @@ class _Closed(Exception):
 class _Buffer:
     """A bounded FIFO read by one fan-out subscriber or by every member of a group."""
 
-    __slots__ = ("getters", "items", "limit", "putters")
+    __slots__ = ("getters", "items", "limit", "loop", "putters")
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, loop: asyncio.AbstractEventLoop) -> None:
+        # The broker's loop, kept: each get_running_loop() asks the OS for the pid.
+        self.loop = loop
         self.items: deque[MemoryDelivery] = deque()
         self.getters: deque[asyncio.Future[MemoryDelivery]] = deque()
         self.putters: deque[asyncio.Future[None]] = deque()
@@ -66,7 +68,7 @@ class _Buffer:
 
     async def put(self, item: MemoryDelivery) -> None:
         while len(self.items) >= self.limit:
-            waiter = asyncio.get_running_loop().create_future()
+            waiter = self.loop.create_future()
             self.putters.append(waiter)
             try:
                 await waiter
@@ -89,7 +91,7 @@ class _Buffer:
             if self.putters:
                 self._wake_putter()
             return item
-        getter: asyncio.Future[MemoryDelivery] = asyncio.get_running_loop().create_future()
+        getter: asyncio.Future[MemoryDelivery] = self.loop.create_future()
         self.getters.append(getter)
         reader.waiting.add(getter)
         try:
@@ -224,7 +226,8 @@ class _Topic:
 class MemoryBroker:
     """The shared state behind every :class:`MemoryBus` of one name on one event loop."""
 
-    def __init__(self, buffer_size: int = DEFAULT_BUFFER) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, buffer_size: int = DEFAULT_BUFFER) -> None:
+        self.loop = loop
         self.buffer_size = buffer_size
         self.topics: dict[str, _Topic] = {}
 
@@ -243,10 +246,11 @@ _BROKERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, MemoryB
 
 def broker_for(name: str, buffer_size: int = DEFAULT_BUFFER) -> MemoryBroker:
     """The broker called ``name`` on the running loop, made on first use."""
-    brokers = _BROKERS.setdefault(asyncio.get_running_loop(), {})
+    loop = asyncio.get_running_loop()
+    brokers = _BROKERS.setdefault(loop, {})
     broker = brokers.get(name)
     if broker is None:
-        broker = brokers[name] = MemoryBroker(buffer_size)
+        broker = brokers[name] = MemoryBroker(loop, buffer_size)
     return broker
 
 
@@ -287,11 +291,11 @@ class MemoryBus:
             raise BusClosed("the in-memory bus connection is closed")
         topic = self.broker.topic(queue)
         if group is None:
-            buffer = _Buffer(self.broker.buffer_size)
+            buffer = _Buffer(self.broker.buffer_size, self.broker.loop)
             topic.fanout.append(buffer)
         else:
             buffer = topic.groups.get(group) or topic.groups.setdefault(
-                group, _Buffer(self.broker.buffer_size)
+                group, _Buffer(self.broker.buffer_size, self.broker.loop)
             )
             topic.group_members[group] = topic.group_members.get(group, 0) + 1
         topic.refresh()
