@@ -85,49 +85,34 @@ class _Buffer:
                 putter.set_result(None)
                 return
 
-    async def get(self, reader: MemorySubscription) -> MemoryDelivery:
-        if self.items:
-            item = self.items.popleft()
-            if self.putters:
-                self._wake_putter()
-            return item
+    def take(self) -> MemoryDelivery | None:
+        """The next message if one is here (making room for a waiting publisher)."""
+        if not self.items:
+            return None
+        item = self.items.popleft()
+        if self.putters:
+            self._wake_putter()
+        return item
+
+    def wait(self) -> asyncio.Future[MemoryDelivery]:
+        """A place in the queue of consumers waiting for the next message."""
         getter: asyncio.Future[MemoryDelivery] = self.loop.create_future()
         self.getters.append(getter)
-        reader.waiting.add(getter)
-        try:
-            return await getter
-        except asyncio.CancelledError:
-            # A message handed over in the same instant we were cancelled is not lost.
-            if getter.done() and not getter.cancelled() and getter.exception() is None:
-                self.push_front(getter.result())
-            raise
-        finally:
-            reader.waiting.discard(getter)
+        return getter
 
 
 class MemoryDelivery:
     """A message as one consumer sees it."""
 
-    __slots__ = ("_body", "_consumer", "_properties", "_redelivered", "_settled")
+    __slots__ = ("_consumer", "_settled", "body", "properties", "redelivered")
 
     def __init__(self, body: bytes, properties: Mapping[str, str], redelivered: bool) -> None:
-        self._body = body
-        self._properties = properties
-        self._redelivered = redelivered
+        # Plain attributes rather than read-only properties: read on every call.
+        self.body = body
+        self.properties = properties
+        self.redelivered = redelivered
         self._consumer: MemorySubscription | None = None
         self._settled = False
-
-    @property
-    def body(self) -> bytes:
-        return self._body
-
-    @property
-    def properties(self) -> Mapping[str, str]:
-        return self._properties
-
-    @property
-    def redelivered(self) -> bool:
-        return self._redelivered
 
     async def ack(self) -> None:
         consumer = self._consumer
@@ -143,7 +128,7 @@ class MemoryDelivery:
             consumer.buffer.push_front(self.again())
 
     def again(self) -> MemoryDelivery:
-        return MemoryDelivery(self._body, self._properties, True)
+        return MemoryDelivery(self.body, self.properties, True)
 
 
 class MemorySubscription:
@@ -166,13 +151,21 @@ class MemorySubscription:
         if self.closed:
             raise StopAsyncIteration
         buffer = self.buffer
-        if buffer.items and not buffer.putters:
-            delivery = buffer.items.popleft()  # fast path: no waiting, nobody to wake
-        else:
+        delivery = buffer.take()
+        if delivery is None:
+            getter = buffer.wait()
+            self.waiting.add(getter)
             try:
-                delivery = await buffer.get(self)
+                delivery = await getter
             except _Closed:
                 raise StopAsyncIteration from None
+            except asyncio.CancelledError:
+                # A message handed over in the same instant we were cancelled is not lost.
+                if getter.done() and not getter.cancelled() and getter.exception() is None:
+                    buffer.push_front(getter.result())
+                raise
+            finally:
+                self.waiting.discard(getter)
         if self.closed:
             # close() ran while we waited: the message belongs to the queue still.
             self.buffer.push_front(delivery)  # type: ignore[unreachable]
