@@ -11,10 +11,11 @@ import logging
 import threading
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 import anyio.from_thread
+import pydantic
 import pytest
 
 from toolbus import ServiceHost, ToolService, tool_service
@@ -331,6 +332,40 @@ async def test_typed_arguments_are_validated_naming_the_field_not_echoing_the_va
     assert typed.arguments_schema is not None
     assert typed.arguments_schema["properties"]["count"]["type"] == "integer"
     assert typed.arguments_schema["required"] == ["count"]
+
+
+class Point(pydantic.BaseModel):
+    x: int
+    y: int = 0
+
+
+async def test_typed_arguments_get_every_kind_of_default_and_constraint(
+    toolbus: ToolTestKit,
+) -> None:
+    @tool_service("kinds")
+    async def kinds(
+        point: Point,
+        tags: list[str] = pydantic.Field(default_factory=list),
+        scale: Annotated[float, pydantic.Field(gt=0)] = 1.5,
+        label: str = pydantic.Field("items", description="what is counted"),
+    ) -> str:
+        tags.append("seen")  # a fresh list per call, not one shared default
+        return f"{point.x},{point.y} {tags} {scale} {label}"
+
+    await toolbus.serve(kinds)
+
+    assert await toolbus.call(kinds, {"point": {"x": "2"}}) == "2,0 ['seen'] 1.5 items"
+    assert await toolbus.call(kinds, {"point": {"x": 1}, "unknown": 1}) == "1,0 ['seen'] 1.5 items"
+    assert (
+        await toolbus.call(kinds, {"point": {"x": 1, "y": 2}, "tags": ["a"], "scale": 3})
+        == "1,2 ['a', 'seen'] 3.0 items"
+    )
+    with pytest.raises(BadRequest, match=r"scale: Input should be greater than 0"):
+        await toolbus.call(kinds, {"point": {"x": 1}, "scale": 0})
+    with pytest.raises(BadRequest, match=r"point\.x: Field required"):
+        await toolbus.call(kinds, {"point": {}})
+    assert kinds.arguments_schema is not None
+    assert kinds.arguments_schema["properties"]["label"]["description"] == "what is counted"
 
 
 async def test_a_sync_tool_runs_in_a_worker_thread_and_the_loop_stays_responsive(
