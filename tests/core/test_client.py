@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -42,6 +43,40 @@ async def test_one_response_subscription_per_queue_however_many_calls(bus: Memor
                 tasks.start_soon(lambda i=i: client.call(**route, arguments={"text": str(i)}))
         topic = bus.broker.topics[echo.response_queue]
         assert len(topic.fanout) == 1
+
+
+class PullOnly:
+    """The memory bus without listen(): what a bus that cannot push looks like."""
+
+    def __init__(self, bus: MemoryBus) -> None:
+        self.bus = bus
+        self.max_message_size = bus.max_message_size
+        self.publish = bus.publish
+        self.subscribe = bus.subscribe
+        self.close = bus.close
+
+
+async def test_a_pushing_bus_delivers_answers_with_no_reader_task(bus: MemoryBus) -> None:
+    async with running(bus, echo), ToolServiceClient(bus) as client:
+        route = {"request_queue": echo.request_queue, "response_queue": echo.response_queue}
+        before = len(asyncio.all_tasks())
+        assert await client.call(**route, arguments={"text": "pushed"}) == "pushed"
+        assert len(asyncio.all_tasks()) == before
+        assert len(bus.listeners) == 1
+        assert not any(
+            sub.topic is bus.broker.topics[echo.response_queue] for sub in bus.subscriptions
+        )
+
+
+async def test_a_bus_that_cannot_push_is_read_by_a_task_of_the_client(bus: MemoryBus) -> None:
+    pulled: Any = PullOnly(bus)
+    async with running(bus, echo), ToolServiceClient(pulled) as client:
+        route = {"request_queue": echo.request_queue, "response_queue": echo.response_queue}
+        before = len(asyncio.all_tasks())
+        assert await client.call(**route, arguments={"text": "pulled"}) == "pulled"
+        assert len(asyncio.all_tasks()) == before + 1
+        assert not bus.listeners
+        assert client.pending == 0
 
 
 async def test_cancelled_calls_leave_no_waiters(bus: MemoryBus) -> None:

@@ -19,6 +19,14 @@ Delivery rules every Bus must keep (the conformance suite in
 * Iterating a subscription is safe from several tasks at once (the service host
   runs a pool of workers on one subscription), and cancel-safe: cancelling a
   pending read never loses a message.
+
+A bus may also *push* (:class:`PushBus`): ``listen(queue, handler)`` is a
+fan-out subscription whose messages go straight to ``handler.on_message``, with
+no task reading it. A client waiting for answers then saves an event-loop hop
+per answer. The rules are the fan-out ones above, plus: messages reach the
+handler one at a time, in order, on the event loop; each is acked once the
+handler returns, whatever it did; when the bus can no longer deliver (closed,
+connection lost for good) ``on_end`` is called once.
 """
 
 from __future__ import annotations
@@ -81,6 +89,36 @@ class Bus(Protocol):
 
     async def close(self) -> None:
         """Close every subscription and the connection."""
+        ...
+
+
+class MessageHandler(Protocol):
+    """Receives the messages a :class:`PushBus` listener pushes."""
+
+    def on_message(self, delivery: Delivery) -> None:
+        """One message. Must not block; an exception is logged and the message dropped."""
+        ...
+
+    def on_end(self, error: BaseException | None) -> None:
+        """No more messages will come: closed (``None``) or failed (``error``)."""
+        ...
+
+
+class Listener(Protocol):
+    """A running :meth:`PushBus.listen`; close it to stop."""
+
+    async def close(self) -> None: ...
+
+
+@runtime_checkable
+class PushBus(Protocol):
+    """A :class:`Bus` that can also push a fan-out subscription's messages to a handler."""
+
+    async def listen(self, queue: str, handler: MessageHandler) -> Listener | None:
+        """Push every message on ``queue`` to ``handler``; live before it returns.
+
+        ``None`` when this bus cannot push on that queue: subscribe instead.
+        """
         ...
 
 

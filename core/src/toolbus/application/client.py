@@ -28,7 +28,7 @@ from anyio.abc import TaskGroup
 from toolbus.application import tracing
 from toolbus.domain import wire
 from toolbus.domain.errors import ToolCallError, ToolServiceError, ToolTimeout, WireError, error_for
-from toolbus.ports import Bus, Subscription
+from toolbus.ports import Bus, Delivery, Listener, PushBus, Subscription
 
 log = logging.getLogger("toolbus.client")
 
@@ -116,33 +116,48 @@ class _Waiter:
 
 
 class _ResponseListener:
-    """The one subscription on a response queue, and the calls waiting on it."""
+    """The one subscription on a response queue, and the calls waiting on it.
 
-    def __init__(self, queue: str, subscription: Subscription) -> None:
+    A bus that pushes (:class:`~toolbus.ports.PushBus`) hands answers to
+    :meth:`on_message` directly; otherwise :meth:`pump` reads a subscription in
+    a task of the client's. Either way, answers for ids we do not know are
+    dropped: other clients share the response queue.
+    """
+
+    def __init__(self, queue: str) -> None:
         self.queue = queue
-        self.subscription = subscription
         self.waiters: dict[str, _Waiter] = {}
+        self.source: Listener | Subscription | None = None
 
-    async def run(self) -> None:
-        waiters = self.waiters
+    def on_message(self, delivery: Delivery) -> None:
+        waiter = self.waiters.get(delivery.properties.get(wire.PROP_ID, ""))
+        if waiter is None:
+            return
         try:
-            async for delivery in self.subscription:
-                waiter = waiters.get(delivery.properties.get(wire.PROP_ID, ""))
-                if waiter is not None:
-                    try:
-                        response = wire.decode_response(delivery.body)
-                    except WireError as exc:
-                        waiter.fail(ToolServiceError(f"unreadable answer from the service: {exc}"))
-                    else:
-                        waiter.deliver(response)
-                        if response.end_of_stream:
-                            waiter.after_execution = delivery.properties.get(
-                                wire.PROP_AFTER_EXECUTION
-                            )
+            response = wire.decode_response(delivery.body)
+        except WireError as exc:
+            waiter.fail(ToolServiceError(f"unreadable answer from the service: {exc}"))
+            return
+        waiter.deliver(response)
+        if response.end_of_stream:
+            waiter.after_execution = delivery.properties.get(wire.PROP_AFTER_EXECUTION)
+
+    def on_end(self, error: BaseException | None = None) -> None:
+        for waiter in list(self.waiters.values()):
+            waiter.fail(ToolServiceError(f"the response subscription on {self.queue} ended"))
+
+    async def pump(self, subscription: Subscription) -> None:
+        """Read ``subscription`` until it ends, for a bus that cannot push."""
+        try:
+            async for delivery in subscription:
+                self.on_message(delivery)
                 await delivery.ack()
         finally:
-            for waiter in list(waiters.values()):
-                waiter.fail(ToolServiceError(f"the response subscription on {self.queue} ended"))
+            self.on_end()
+
+    async def close(self) -> None:
+        if self.source is not None:
+            await self.source.close()
 
 
 class ToolServiceClient:
@@ -186,7 +201,7 @@ class ToolServiceClient:
         assert self._task_group is not None
         with anyio.CancelScope(shield=True):
             for listener in self._listeners.values():
-                await listener.subscription.close()
+                await listener.close()
         if self._alarm is not None:
             self._alarm.cancel()
             self._alarm, self._alarm_at = None, math.inf
@@ -214,10 +229,14 @@ class ToolServiceClient:
         async with lock:
             listener = self._listeners.get(response_queue)
             if listener is None:
-                subscription = await self.bus.subscribe(response_queue)
-                listener = _ResponseListener(response_queue, subscription)
+                listener = _ResponseListener(response_queue)
+                if isinstance(self.bus, PushBus):
+                    listener.source = await self.bus.listen(response_queue, listener)
+                if listener.source is None:
+                    subscription = await self.bus.subscribe(response_queue)
+                    listener.source = subscription
+                    self._task_group.start_soon(listener.pump, subscription)
                 self._listeners[response_queue] = listener
-                self._task_group.start_soon(listener.run)
         return listener
 
     def _register(
@@ -424,4 +443,4 @@ class ToolServiceClient:
     async def close(self) -> None:
         """Close every response subscription (also done on leaving ``async with``)."""
         for listener in list(self._listeners.values()):
-            await listener.subscription.close()
+            await listener.close()

@@ -14,6 +14,7 @@ tasks per message. Everything runs on one event loop; brokers are per loop.
 from __future__ import annotations
 
 import asyncio
+import logging
 import weakref
 from collections import deque
 from collections.abc import AsyncIterator, Mapping
@@ -22,7 +23,9 @@ from urllib.parse import parse_qs, urlsplit
 
 from toolbus.domain.errors import BusClosed, MessageTooLarge
 from toolbus.domain.queues import parse_queue
-from toolbus.ports import Delivery
+from toolbus.ports import Delivery, MessageHandler
+
+log = logging.getLogger("toolbus.memory")
 
 DEFAULT_BUFFER = 10_000
 DEFAULT_MAX_MESSAGE = 64 * 1024 * 1024
@@ -99,6 +102,48 @@ class _Buffer:
         getter: asyncio.Future[MemoryDelivery] = self.loop.create_future()
         self.getters.append(getter)
         return getter
+
+
+class _Push:
+    """A fan-out target that hands each message to a handler as it is published.
+
+    It never holds a message, so a publisher always finds room.
+    """
+
+    __slots__ = ("handler", "items", "limit")
+
+    def __init__(self, handler: MessageHandler) -> None:
+        self.handler = handler
+        self.items: tuple[()] = ()
+        self.limit = 1
+
+    def offer(self, item: MemoryDelivery) -> None:
+        try:
+            self.handler.on_message(item)
+        except Exception:  # the handler's failure is not the publisher's
+            log.exception("a listener's handler failed; message dropped")
+
+    async def put(self, item: MemoryDelivery) -> None:
+        self.offer(item)
+
+
+class MemoryListener:
+    """A running :meth:`MemoryBus.listen`."""
+
+    def __init__(self, bus: MemoryBus, topic: _Topic, target: _Push) -> None:
+        self.bus = bus
+        self.topic = topic
+        self.target = target
+        self.closed = False
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.bus.listeners.discard(self)
+        self.topic.fanout.remove(self.target)
+        self.topic.refresh()
+        self.target.handler.on_end(None)
 
 
 class MemoryDelivery:
@@ -199,9 +244,9 @@ class _Topic:
     def __init__(self) -> None:
         self.groups: dict[str, _Buffer] = {}
         self.group_members: dict[str, int] = {}
-        self.fanout: list[_Buffer] = []
+        self.fanout: list[_Buffer | _Push] = []
         #: Every buffer a message goes to: one per group, one per fan-out subscriber.
-        self.targets: tuple[_Buffer, ...] = ()
+        self.targets: tuple[_Buffer | _Push, ...] = ()
 
     def refresh(self) -> None:
         self.targets = (*self.groups.values(), *self.fanout)
@@ -254,6 +299,7 @@ class MemoryBus:
         self.broker = broker
         self._max_message_size = max_message_size
         self.subscriptions: set[MemorySubscription] = set()
+        self.listeners: set[MemoryListener] = set()
         self.closed = False
 
     @property
@@ -296,10 +342,24 @@ class MemoryBus:
         self.subscriptions.add(sub)
         return sub
 
+    async def listen(self, queue: str, handler: MessageHandler) -> MemoryListener:
+        """Push every message on ``queue`` to ``handler``, inside the publisher's call."""
+        if self.closed:
+            raise BusClosed("the in-memory bus connection is closed")
+        topic = self.broker.topic(queue)
+        target = _Push(handler)
+        topic.fanout.append(target)
+        topic.refresh()
+        listener = MemoryListener(self, topic, target)
+        self.listeners.add(listener)
+        return listener
+
     async def close(self) -> None:
         self.closed = True
         for sub in list(self.subscriptions):
             await sub.close()
+        for listener in list(self.listeners):
+            await listener.close()
 
 
 async def connect(url: str = "memory://", options: Mapping[str, Any] | None = None) -> MemoryBus:

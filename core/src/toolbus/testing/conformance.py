@@ -30,7 +30,7 @@ from toolbus.application.host import ServiceHost, running
 from toolbus.application.service import ToolService, tool_service
 from toolbus.domain import wire
 from toolbus.domain.errors import ToolServiceError, ToolTimeout
-from toolbus.ports import Bus, Delivery, Subscription
+from toolbus.ports import Bus, Delivery, Listener, PushBus, Subscription
 
 BusFactory = Callable[[], Awaitable[Bus]]
 FOUR_MB = 4 * 1024 * 1024
@@ -61,6 +61,35 @@ def echo_service(persistent: bool = False) -> ToolService:
         return f"{user}:{arguments.get('text', '')}"
 
     return echo
+
+
+class Collector:
+    """A :class:`~toolbus.ports.MessageHandler` that keeps what it is given."""
+
+    def __init__(self, fail_on: bytes | None = None) -> None:
+        self.fail_on = fail_on
+        self.messages: list[Delivery] = []
+        self.ends: list[BaseException | None] = []
+        self.ended = anyio.Event()
+        self.arrived = anyio.Event()
+        self.listener: Listener | None = None
+
+    def on_message(self, delivery: Delivery) -> None:
+        if delivery.body == self.fail_on:
+            raise RuntimeError("this handler refuses that message")
+        self.messages.append(delivery)
+        self.arrived.set()
+
+    def on_end(self, error: BaseException | None) -> None:
+        self.ends.append(error)
+        self.ended.set()
+
+    async def wait_for(self, count: int, timeout: float) -> list[Delivery]:
+        with anyio.fail_after(timeout):
+            while len(self.messages) < count:
+                self.arrived = anyio.Event()
+                await self.arrived.wait()
+        return self.messages
 
 
 @pytest.mark.anyio
@@ -261,6 +290,77 @@ class BusConformance:
             await subscription.close()
             with anyio.fail_after(self.settle_timeout):
                 await ended.wait()
+
+    # -- pushing buses (optional: skipped for a bus that only subscribes) ---------
+
+    async def _listener(
+        self, bus: Bus, queue: str, stack: AsyncExitStack, **handler_options: Any
+    ) -> Collector:
+        if not isinstance(bus, PushBus):
+            pytest.skip("this bus does not push (no listen())")
+        collector = Collector(**handler_options)
+        listener = await bus.listen(queue, collector)
+        if listener is None:
+            pytest.skip(f"this bus cannot push on {queue}")
+        stack.push_async_callback(listener.close)
+        collector.listener = listener
+        return collector
+
+    @pytest.mark.parametrize("persistent", [False, True], ids=["non-persistent", "persistent"])
+    async def test_a_listener_gets_every_message_in_order_and_is_live_at_once(
+        self, connect: BusFactory, stack: AsyncExitStack, persistent: bool
+    ) -> None:
+        publisher, listening = await connect(), await connect()
+        queue = fresh_queue(persistent)
+        collector = await self._listener(listening, queue, stack)
+        subscription = await listening.subscribe(queue)  # fan-out alongside the listener
+        for n in range(50):
+            await publisher.publish(queue, f"m{n}".encode(), {"id": str(n), "ü": "ö"})
+        messages = await collector.wait_for(50, self.settle_timeout)
+        assert [m.body for m in messages] == [f"m{n}".encode() for n in range(50)]
+        assert [m.properties["id"] for m in messages] == [str(n) for n in range(50)]
+        assert messages[0].properties["ü"] == "ö"
+        assert (await next_delivery(subscription, self.settle_timeout)).body == b"m0"
+
+    async def test_a_failing_handler_loses_only_its_own_message(
+        self, connect: BusFactory, stack: AsyncExitStack
+    ) -> None:
+        bus = await connect()
+        queue = fresh_queue()
+        collector = await self._listener(bus, queue, stack, fail_on=b"bad")
+        for body in (b"one", b"bad", b"two"):
+            await bus.publish(queue, body, {"id": "x"})  # never raises for the handler
+        messages = await collector.wait_for(2, self.settle_timeout)
+        assert [m.body for m in messages] == [b"one", b"two"]
+
+    async def test_closing_a_listener_ends_it_once_and_stops_messages(
+        self, connect: BusFactory, stack: AsyncExitStack
+    ) -> None:
+        bus = await connect()
+        queue = fresh_queue()
+        collector = await self._listener(bus, queue, stack)
+        await bus.publish(queue, b"before", {"id": "1"})
+        await collector.wait_for(1, self.settle_timeout)
+        assert collector.listener is not None
+        await collector.listener.close()
+        await collector.listener.close()  # twice is harmless
+        await bus.publish(queue, b"after", {"id": "2"})
+        # A subscriber made after the publish proves it went out and was not held back.
+        witness = await bus.subscribe(queue)
+        await bus.publish(queue, b"witness", {"id": "3"})
+        await next_delivery(witness, self.settle_timeout)
+        assert [m.body for m in collector.messages] == [b"before"]
+        assert collector.ends == [None]
+
+    async def test_closing_the_bus_ends_its_listeners(
+        self, bus_factory: BusFactory, stack: AsyncExitStack
+    ) -> None:
+        bus = await bus_factory()
+        collector = await self._listener(bus, fresh_queue(), stack)
+        await bus.close()
+        with anyio.fail_after(self.settle_timeout):
+            await collector.ended.wait()
+        assert len(collector.ends) == 1
 
     # -- tool calls end to end ----------------------------------------------------
 
