@@ -21,7 +21,8 @@ from nats.aio.client import Client
 
 from toolbus.domain.errors import BusClosed
 from toolbus.domain.queues import parse_queue
-from toolbus_nats.core import CoreSubscription
+from toolbus.ports import MessageHandler
+from toolbus_nats.core import CoreListener, CoreSubscription
 from toolbus_nats.errors import too_large, translate
 from toolbus_nats.jetstream import PullSubscription, Streams
 from toolbus_nats.naming import subject_for
@@ -52,7 +53,7 @@ class NatsBus:
         self.options = options
         self.streams = Streams(nc.jetstream(timeout=options.publish_timeout), options)
         self._routes: dict[str, tuple[str, bool]] = {}
-        self._subscriptions: set[CoreSubscription | PullSubscription] = set()
+        self._subscriptions: set[CoreSubscription | PullSubscription | CoreListener] = set()
         self._connected = asyncio.Event()
         self._disconnected = asyncio.Event()
         self._closing = False
@@ -182,6 +183,22 @@ class NatsBus:
             raise translate(exc, f"subscribe to {queue}", self._where) from exc
         self._subscriptions.add(subscription)
         return subscription
+
+    async def listen(self, queue: str, handler: MessageHandler) -> CoreListener | None:
+        """Push a non-persistent queue's messages to ``handler`` (None for JetStream ones)."""
+        if self._closing or self.nc.is_closed:
+            raise BusClosed(f"the NATS connection to {self._where} is closed")
+        subject, persistent = self._route(queue)
+        if persistent:
+            return None  # pull consumers ack one by one: read them as a subscription
+        listener = CoreListener(self.nc, subject, handler, self._subscriptions.discard)
+        try:
+            await listener.start()
+        except Exception as exc:
+            await listener.close()
+            raise translate(exc, f"listen on {queue}", self._where) from exc
+        self._subscriptions.add(listener)
+        return listener
 
     async def close(self) -> None:
         """Close every subscription (unacked persistent deliveries go back), then the connection."""

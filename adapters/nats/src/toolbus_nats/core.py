@@ -8,13 +8,13 @@ plainly and each gets every message. Properties travel as NATS headers.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription as NatsSubscription
 
-from toolbus.ports import Delivery
+from toolbus.ports import Delivery, MessageHandler
 from toolbus_nats.buffer import BufferClosed, DeliveryBuffer
 
 log = logging.getLogger("toolbus.nats")
@@ -38,6 +38,22 @@ class CoreDelivery:
 
     async def nack(self) -> None:
         return None
+
+
+async def subscribe_live(
+    nc: Client, subject: str, group: str | None, callback: Callable[[Msg], Awaitable[None]]
+) -> NatsSubscription:
+    """Subscribe ``callback``; returns once the server is known to have the SUB."""
+    sub = await nc.subscribe(subject, queue=group or "", cb=callback)
+    # A PING/PONG round trip after the SUB proves the server has registered
+    # it, so nothing published from now on is missed. nats-py, though, keeps
+    # SUB in its write buffer while flush() writes PING straight to the
+    # socket: the first PONG can come back before the server has the SUB.
+    # By the time it does, the buffer has been written, so the second PING
+    # goes out after the SUB and its PONG is the proof.
+    await nc.flush()
+    await nc.flush()
+    return sub
 
 
 def _weigh(delivery: Delivery) -> int:
@@ -68,17 +84,7 @@ class CoreSubscription:
 
     async def start(self) -> None:
         """Subscribe and make sure the server knows before returning."""
-        self._sub = await self._nc.subscribe(
-            self.subject, queue=self.group or "", cb=self._on_message
-        )
-        # A PING/PONG round trip after the SUB proves the server has registered
-        # it, so nothing published from now on is missed. nats-py, though, keeps
-        # SUB in its write buffer while flush() writes PING straight to the
-        # socket: the first PONG can come back before the server has the SUB.
-        # By the time it does, the buffer has been written, so the second PING
-        # goes out after the SUB and its PONG is the proof.
-        await self._nc.flush()
-        await self._nc.flush()
+        self._sub = await subscribe_live(self._nc, self.subject, self.group, self._on_message)
 
     async def _on_message(self, msg: Msg) -> None:
         buffer = self._buffer
@@ -109,3 +115,55 @@ class CoreSubscription:
                 await sub.unsubscribe()
             except Exception:  # the connection is going away anyway
                 log.debug("unsubscribing from %s failed", self.subject, exc_info=True)
+
+
+class CoreListener:
+    """Pushes a core NATS subject's messages to a handler from nats-py's callback.
+
+    nats-py calls the callback from one task per subscription, in order; the
+    handler runs right there, so no buffer or reader task stands in between.
+    """
+
+    def __init__(
+        self,
+        nc: Client,
+        subject: str,
+        handler: MessageHandler,
+        on_close: Callable[[CoreListener], None],
+    ) -> None:
+        self._nc = nc
+        self.subject = subject
+        self._handler = handler
+        self._on_close = on_close
+        self._sub: NatsSubscription | None = None
+        self._ended = False
+
+    async def start(self) -> None:
+        self._sub = await subscribe_live(self._nc, self.subject, None, self._on_message)
+
+    async def _on_message(self, msg: Msg) -> None:
+        try:
+            self._handler.on_message(CoreDelivery(msg.data, msg.headers or _EMPTY))
+        except Exception:  # one bad message must not end the subscription
+            log.exception("a listener's handler failed on %s; message dropped", self.subject)
+
+    def fail(self, error: BaseException) -> None:
+        """The connection is gone for good."""
+        self._end(error)
+
+    def _end(self, error: BaseException | None) -> None:
+        if not self._ended:
+            self._ended = True
+            self._handler.on_end(error)
+
+    async def close(self) -> None:
+        if self._ended and self._sub is None:
+            return
+        self._on_close(self)
+        sub, self._sub = self._sub, None
+        if sub is not None and not self._nc.is_closed:
+            try:
+                await sub.unsubscribe()
+            except Exception:  # the connection is going away anyway
+                log.debug("unsubscribing from %s failed", self.subject, exc_info=True)
+        self._end(None)
