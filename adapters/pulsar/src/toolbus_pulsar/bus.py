@@ -33,6 +33,7 @@ import pulsar
 
 from toolbus.domain.errors import BusClosed, MessageTooLarge
 from toolbus.domain.queues import parse_queue
+from toolbus.ports import MessageHandler
 from toolbus_pulsar import bridge, clients
 from toolbus_pulsar.errors import UNREACHABLE_RESULTS, result_of, translate, unreachable
 from toolbus_pulsar.options import PulsarOptions, parse_options
@@ -130,6 +131,15 @@ class PulsarBus:
     # -- subscribing --------------------------------------------------------------
 
     async def subscribe(self, queue: str, group: str | None = None) -> PulsarSubscription:
+        return await self._consume(queue, group, None)
+
+    async def listen(self, queue: str, handler: MessageHandler) -> PulsarSubscription:
+        """Push every message on ``queue`` to ``handler`` from the consumer's listener."""
+        return await self._consume(queue, None, handler)
+
+    async def _consume(
+        self, queue: str, group: str | None, handler: MessageHandler | None
+    ) -> PulsarSubscription:
         if self._closed:
             raise BusClosed(f"the Pulsar bus for {self._url} is closed")
         parsed = parse_queue(queue)
@@ -147,6 +157,7 @@ class PulsarBus:
             url=self._url,
             timeout=options.operation_timeout,
             on_close=self._subscriptions.discard,
+            handler=handler,
         )
         create = functools.partial(
             self._client.subscribe,

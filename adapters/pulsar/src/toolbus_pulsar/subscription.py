@@ -23,7 +23,7 @@ from typing import TypeAlias
 import pulsar
 
 from toolbus.domain.errors import BusClosed
-from toolbus.ports import Delivery
+from toolbus.ports import Delivery, MessageHandler
 from toolbus_pulsar.bridge import blocking, handoff
 from toolbus_pulsar.errors import result_of, translate
 
@@ -96,8 +96,11 @@ class PulsarSubscription:
         url: str,
         timeout: float,
         on_close: Callable[[PulsarSubscription], None] | None = None,
+        handler: MessageHandler | None = None,
     ) -> None:
         self.topic = topic
+        #: Set for a listener (PushBus.listen): messages go to it, not to readers.
+        self.handler = handler
         self.persistent = persistent
         #: A fan-out subscription is ours alone: it is deleted when closed.
         self.fan_out = fan_out
@@ -140,11 +143,27 @@ class PulsarSubscription:
     def _arrived(self, message: pulsar.Message) -> None:
         if self.closed:
             return  # the broker gets it back with the consumer (see close)
+        if self.handler is not None:
+            self._push(message)
+            return
         if self._give(message):
             return
         self._ready.append(message)
         if len(self._ready) >= HIGH_WATER and not self._paused:
             self._pause()
+
+    def _push(self, message: pulsar.Message) -> None:
+        """A listener's message: straight to its handler, then acked."""
+        assert self.handler is not None
+        try:
+            self.handler.on_message(PulsarDelivery(self, message))
+        except Exception:  # one bad message must not end the subscription
+            log.exception("a listener's handler failed on %s; message dropped", self.topic)
+        if self.persistent:
+            try:
+                self.settle(message, acknowledge=True)
+            except BusClosed:
+                log.debug("could not ack on %s", self.topic, exc_info=True)
 
     def _give(self, message: pulsar.Message) -> bool:
         """Hand ``message`` to the first reader still waiting, if there is one."""
@@ -233,6 +252,8 @@ class PulsarSubscription:
             if not waiter.done():
                 waiter.set_result(None)
         self._ready.clear()
+        if self.handler is not None:
+            self.handler.on_end(None)
         consumer = self._consumer
         if consumer is None:
             return
