@@ -185,6 +185,8 @@ class ToolServiceClient:
         # far cheaper than a timer per call, and exact.
         self._alarm: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._deadline_millis = -1
+        self._deadline = ""
         self._alarm_at = math.inf
 
     async def __aenter__(self) -> ToolServiceClient:
@@ -248,7 +250,7 @@ class ToolServiceClient:
         watch: bool,
     ) -> tuple[str, _Waiter, dict[str, str]]:
         call_id = f"{self._id_prefix}{next(self._call_count) & 0xFFFFFFFFFFFF:012x}"
-        props = {wire.PROP_ID: call_id, wire.PROP_DEADLINE: f"{self.clock() + timeout:.3f}"}
+        props = {wire.PROP_ID: call_id, wire.PROP_DEADLINE: self._deadline_text(timeout)}
         if properties:
             props.update(properties)
         if wire.PROP_TRACEPARENT not in props:
@@ -267,6 +269,18 @@ class ToolServiceClient:
             waiter = _Waiter(loop)
         listener.waiters[call_id] = waiter
         return call_id, waiter, props
+
+    def _deadline_text(self, timeout: float) -> str:
+        """The deadline property: Unix seconds to the millisecond.
+
+        Calls made within the same millisecond share one string: formatting a
+        float is a good part of the cost of starting a call.
+        """
+        millis = int((self.clock() + timeout) * 1000)
+        if millis != self._deadline_millis:
+            self._deadline_millis = millis
+            self._deadline = f"{millis // 1000}.{millis % 1000:03d}"
+        return self._deadline
 
     def _set_alarm(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
         if self._alarm is not None:
@@ -379,8 +393,12 @@ class ToolServiceClient:
                 await self.bus.publish(request_queue, body, props)
             finally:
                 waiter.sending = None
-            while not waiter.finished:
-                await waiter.wait()
+            while not waiter.finished:  # waiter.wait(), inlined on the per-call path
+                waiter.wakeup = wakeup = waiter.loop.create_future()
+                try:
+                    await wakeup
+                finally:
+                    waiter.wakeup = None
         except asyncio.CancelledError:
             if waiter.interrupted and task is not None and task.uncancel() == 0:
                 raise ToolTimeout(service or request_queue, limit) from None

@@ -192,7 +192,7 @@ class ServiceHost:
             key = (call_id, hash(delivery.body))
             if await answers.settle_duplicate(key, self, delivery):
                 return
-        reply = _Reply(self, call_id, record=answers is not None)
+        reply = _Reply(self, call_id, answers is not None)
         started = time.perf_counter()
         error_type: str | None = None
         try:
@@ -340,7 +340,7 @@ class _Reply:
 
     __slots__ = ("after_execution", "call_id", "host", "record", "secrets", "sent")
 
-    def __init__(self, host: ServiceHost, call_id: str, *, record: bool) -> None:
+    def __init__(self, host: ServiceHost, call_id: str, record: bool) -> None:
         self.host = host
         self.call_id = call_id
         self.record = record
