@@ -56,6 +56,15 @@ async def subscribe_live(
     return sub
 
 
+async def unsubscribe_quietly(nc: Client, sub: NatsSubscription | None, subject: str) -> None:
+    """Leave ``sub`` if there is one and the connection is still open."""
+    if sub is not None and not nc.is_closed:
+        try:
+            await sub.unsubscribe()
+        except Exception:  # the connection is going away anyway
+            log.debug("unsubscribing from %s failed", subject, exc_info=True)
+
+
 def _weigh(delivery: Delivery) -> int:
     return len(delivery.body)
 
@@ -110,11 +119,7 @@ class CoreSubscription:
         self._buffer.close()
         self._on_close(self)
         sub, self._sub = self._sub, None
-        if sub is not None and not self._nc.is_closed:
-            try:
-                await sub.unsubscribe()
-            except Exception:  # the connection is going away anyway
-                log.debug("unsubscribing from %s failed", self.subject, exc_info=True)
+        await unsubscribe_quietly(self._nc, sub, self.subject)
 
 
 class CoreListener:
@@ -161,9 +166,5 @@ class CoreListener:
             return
         self._on_close(self)
         sub, self._sub = self._sub, None
-        if sub is not None and not self._nc.is_closed:
-            try:
-                await sub.unsubscribe()
-            except Exception:  # the connection is going away anyway
-                log.debug("unsubscribing from %s failed", self.subject, exc_info=True)
+        await unsubscribe_quietly(self._nc, sub, self.subject)
         self._end(None)
