@@ -393,12 +393,8 @@ class ToolServiceClient:
                 await self.bus.publish(request_queue, body, props)
             finally:
                 waiter.sending = None
-            while not waiter.finished:  # waiter.wait(), inlined on the per-call path
-                waiter.wakeup = wakeup = waiter.loop.create_future()
-                try:
-                    await wakeup
-                finally:
-                    waiter.wakeup = None
+            while not waiter.finished:
+                await waiter.wait()
         except asyncio.CancelledError:
             if waiter.interrupted and task is not None and task.uncancel() == 0:
                 raise ToolTimeout(service or request_queue, limit) from None
