@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import anyio
@@ -123,3 +124,88 @@ async def test_queue_names_no_broker_could_carry_are_refused() -> None:
 async def test_a_non_memory_url_is_refused() -> None:
     with pytest.raises(ValueError, match="memory://"):
         await connect("nats://127.0.0.1:4222")
+
+
+async def test_a_reader_that_keeps_up_takes_a_burst_without_waking_the_others() -> None:
+    bus = await connect(url())
+    subscription = await bus.subscribe("q", group="pool")
+    reader = aiter(subscription)
+    taken_by: dict[int, int] = {}
+    all_taken = anyio.Event()
+
+    async def read(me: int) -> None:
+        while True:
+            await anext(reader)  # and straight back for more: never held up
+            taken_by[me] = taken_by.get(me, 0) + 1
+            if sum(taken_by.values()) == 40:
+                all_taken.set()
+
+    readers = [asyncio.create_task(read(n)) for n in range(8)]
+    await anyio.wait_all_tasks_blocked()
+    for i in range(40):
+        await bus.publish("q", str(i).encode())
+    with anyio.fail_after(1):
+        await all_taken.wait()
+    for task in readers:
+        task.cancel()
+    # One reader is woken for the burst and takes it all; waking all eight, one
+    # message each, would cost a task switch per message.
+    assert list(taken_by.values()) == [40]
+
+
+async def test_a_reader_held_up_by_its_message_has_woken_another_for_the_next() -> None:
+    bus = await connect(url())
+    subscription = await bus.subscribe("q", group="pool")
+    reader = aiter(subscription)
+    release = anyio.Event()
+    got: list[bytes] = []
+    three = anyio.Event()
+
+    async def read() -> None:
+        while True:
+            got.append((await anext(reader)).body)
+            if len(got) == 3:
+                three.set()
+            await release.wait()  # a tool awaiting I/O
+
+    readers = [asyncio.create_task(read()) for _ in range(3)]
+    await anyio.wait_all_tasks_blocked()
+    for body in (b"1", b"2", b"3"):
+        await bus.publish("q", body)
+    with anyio.fail_after(1):
+        await three.wait()
+    assert got == [b"1", b"2", b"3"], "each held-up reader passed the rest on"
+    release.set()
+    for task in readers:
+        task.cancel()
+
+
+async def test_a_reader_cancelled_as_it_is_woken_passes_the_message_on() -> None:
+    bus = await connect(url())
+    subscription = await bus.subscribe("persistent://t/n/q", group="pool")
+    reader = aiter(subscription)
+    first = asyncio.create_task(anext(reader))
+    await anyio.wait_all_tasks_blocked()
+    second = asyncio.create_task(anext(reader))
+    await anyio.wait_all_tasks_blocked()
+    await bus.publish("persistent://t/n/q", b"kept")  # wakes the first reader...
+    first.cancel()  # ...which is cancelled before it runs
+    with anyio.fail_after(1):
+        assert (await second).body == b"kept"
+    assert first.cancelled()
+
+
+async def test_a_member_closed_as_it_is_woken_leaves_the_message_to_the_group() -> None:
+    bus = await connect(url())
+    leaving = await bus.subscribe("persistent://t/n/q", group="g")
+    staying = await bus.subscribe("persistent://t/n/q", group="g")
+    woken = asyncio.create_task(anext(aiter(leaving)))
+    await anyio.wait_all_tasks_blocked()
+    other = asyncio.create_task(anext(aiter(staying)))
+    await anyio.wait_all_tasks_blocked()
+    await bus.publish("persistent://t/n/q", b"kept")  # wakes the leaving member's read
+    await leaving.close()
+    with anyio.fail_after(1):
+        assert (await other).body == b"kept"
+    with pytest.raises(StopAsyncIteration):
+        await woken
