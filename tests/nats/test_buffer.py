@@ -66,3 +66,51 @@ async def test_a_buffer_that_weighs_its_items_is_also_full_by_bytes() -> None:
     assert await buffer.get() == b"abc"
     await asyncio.wait_for(writer, 1)
     assert buffer.size == 2
+
+
+async def test_a_reader_that_keeps_up_takes_a_burst_without_waking_the_others() -> None:
+    buffer: DeliveryBuffer[int] = DeliveryBuffer(100)
+    taken_by: dict[int, int] = {}
+    all_taken = asyncio.Event()
+
+    async def read(me: int) -> None:
+        while True:
+            await buffer.get()  # and straight back for more: never held up
+            taken_by[me] = taken_by.get(me, 0) + 1
+            if sum(taken_by.values()) == 40:
+                all_taken.set()
+
+    readers = [asyncio.create_task(read(n)) for n in range(8)]
+    await asyncio.sleep(0)  # every reader now waits
+    for i in range(40):
+        buffer.offer(i)
+    await asyncio.wait_for(all_taken.wait(), 1)
+    for task in readers:
+        task.cancel()
+    # One reader is woken for the burst and takes it all; waking all eight, one
+    # message each, would cost a task switch per message.
+    assert list(taken_by.values()) == [40]
+
+
+async def test_a_reader_held_up_by_its_item_has_woken_another_for_the_next() -> None:
+    buffer: DeliveryBuffer[int] = DeliveryBuffer(100)
+    release = asyncio.Event()
+    got: list[int] = []
+    three = asyncio.Event()
+
+    async def read() -> None:
+        while True:
+            got.append(await buffer.get())
+            if len(got) == 3:
+                three.set()
+            await release.wait()  # a tool awaiting I/O
+
+    readers = [asyncio.create_task(read()) for _ in range(3)]
+    await asyncio.sleep(0)
+    for i in range(3):
+        buffer.offer(i)
+    await asyncio.wait_for(three.wait(), 1)
+    assert got == [0, 1, 2]
+    release.set()
+    for task in readers:
+        task.cancel()

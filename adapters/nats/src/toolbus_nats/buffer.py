@@ -2,8 +2,11 @@
 
 nats-py runs one task per callback subscription and awaits our callback for
 each message; the callback only appends to this buffer and wakes a reader, so
-no task is created per message. Reading is cancel-safe: a message handed to a
-reader in the same instant the reader is cancelled goes back to the front.
+no task is created per message. Waiting readers are woken one at a time: the
+woken reader takes a message when it runs and wakes the next if more are left,
+so a reader that keeps up takes a burst in one turn of the event loop, and one
+held up by its message has passed the rest on. Reading is cancel-safe: a reader
+cancelled just after being woken passes the wake on.
 The buffer is bounded in messages and, when given a way to weigh them, in bytes:
 when it is full the callback waits, nats-py's own queue fills up, and nats-py
 reports a slow consumer instead of memory growing.
@@ -31,6 +34,7 @@ class DeliveryBuffer(Generic[T]):
         "_getters",
         "_items",
         "_space",
+        "_waking",
         "_weigh",
         "closed",
         "limit",
@@ -42,7 +46,10 @@ class DeliveryBuffer(Generic[T]):
         self, limit: int, max_bytes: int = 0, weigh: Callable[[T], int] | None = None
     ) -> None:
         self._items: deque[T] = deque()
-        self._getters: deque[asyncio.Future[T]] = deque()
+        #: Readers waiting; each future is set (to None) to wake one.
+        self._getters: deque[asyncio.Future[None]] = deque()
+        #: A reader has been woken and has not run yet.
+        self._waking = False
         self._space: asyncio.Future[None] | None = None
         self._error: BaseException | None = None
         self._weigh = weigh if max_bytes > 0 else None
@@ -55,16 +62,21 @@ class DeliveryBuffer(Generic[T]):
     def __len__(self) -> int:
         return len(self._items)
 
-    def offer(self, item: T) -> bool:
-        """Hand ``item`` to a waiting reader, or keep it; True when the buffer is now full."""
+    def _wake_one(self) -> None:
         getters = self._getters
         while getters:
             getter = getters.popleft()
             if not getter.done():
-                getter.set_result(item)
-                return False
+                getter.set_result(None)
+                self._waking = True
+                return
+
+    def offer(self, item: T) -> bool:
+        """Keep ``item`` and make sure a reader is on its way; True when the buffer is now full."""
         items = self._items
         items.append(item)
+        if not self._waking:
+            self._wake_one()
         if self._weigh is not None:
             self.size += self._weigh(item)
             if self.size >= self.max_bytes:
@@ -76,18 +88,6 @@ class DeliveryBuffer(Generic[T]):
             self._weigh is not None and self.size >= self.max_bytes
         )
 
-    def push_front(self, item: T) -> None:
-        """Put an item back ahead of everything else (a cancelled read)."""
-        getters = self._getters
-        while getters:
-            getter = getters.popleft()
-            if not getter.done():
-                getter.set_result(item)
-                return
-        self._items.appendleft(item)
-        if self._weigh is not None:
-            self.size += self._weigh(item)
-
     async def wait_for_space(self) -> None:
         """Wait while the buffer is full (backpressure towards the broker)."""
         while self._full() and not self.closed:
@@ -96,25 +96,32 @@ class DeliveryBuffer(Generic[T]):
 
     async def get(self) -> T:
         """The next item. Raises :class:`BufferClosed` (or the close error) once closed."""
-        if self.closed:
-            raise self._error or BufferClosed()
         items = self._items
-        if items:
-            item = items.popleft()
-            if self._weigh is not None:
-                self.size -= self._weigh(item)
-            space = self._space
-            if space is not None and not space.done():
-                space.set_result(None)
-            return item
-        getter: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self._getters.append(getter)
-        try:
-            return await getter
-        except asyncio.CancelledError:
-            if getter.done() and not getter.cancelled() and getter.exception() is None:
-                self.push_front(getter.result())
-            raise
+        while True:
+            if self.closed:
+                raise self._error or BufferClosed()
+            if items:
+                item = items.popleft()
+                if self._weigh is not None:
+                    self.size -= self._weigh(item)
+                if items and not self._waking:
+                    self._wake_one()  # more left: the next reader, in case we are held up
+                space = self._space
+                if space is not None and not space.done():
+                    space.set_result(None)
+                return item
+            getter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._getters.append(getter)
+            try:
+                await getter
+            except asyncio.CancelledError:
+                if getter.done() and not getter.cancelled() and getter.exception() is None:
+                    # Woken in the same instant: pass the wake on, or a message waits.
+                    self._waking = False
+                    if items:
+                        self._wake_one()
+                raise
+            self._waking = False
 
     def take_all(self) -> list[T]:
         """Remove and return everything still buffered."""
