@@ -16,6 +16,8 @@ from toolbus.domain.naming import sanitize_toolname
 from toolbus.domain.registry import Registry
 from toolbus.domain.wire import (
     GENERIC_ERROR,
+    _decode_request_stepwise,
+    _decode_response_stepwise,
     decode_request,
     decode_response,
     encode_error,
@@ -91,6 +93,44 @@ def test_the_decoder_reads_json_exactly_as_json_does(arguments: str) -> None:
     if expected is not WireError and not isinstance(expected, dict):
         expected = WireError  # arguments must be an object
     assert decoded == expected
+
+
+envelope_values = json_values | json_texts | json_values.map(json.dumps) | any_objects | st.just("")
+envelopes = st.fixed_dictionaries(
+    {},
+    optional=dict.fromkeys(
+        ["user", "config", "arguments", "error", "response", "end_of_stream", "other"],
+        envelope_values,
+    ),
+)
+
+
+def _object_text(pairs: list[tuple[str, Any]]) -> str:
+    """A JSON object written pair by pair, so a key may come twice."""
+    return "{" + ", ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in pairs) + "}"
+
+
+def _outcome(decode: Any, body: bytes | str) -> Any:
+    try:
+        return decode(body)
+    except WireError as exc:
+        return ("WireError", str(exc))
+
+
+@settings(max_examples=500)
+@given(
+    body=envelopes.map(json.dumps)
+    | st.tuples(envelopes, envelopes).map(
+        lambda two: _object_text([*two[0].items(), *two[1].items()])
+    )
+    | st.text()
+    | st.binary()
+)
+def test_the_one_pass_decoders_agree_with_the_stepwise_ones(body: str | bytes) -> None:
+    """The one-pass read is only a shortcut: same result, same error, on any input."""
+    for text in (body, body.encode() if isinstance(body, str) and body.isascii() else body):
+        assert _outcome(decode_request, text) == _outcome(_decode_request_stepwise, text)
+        assert _outcome(decode_response, text) == _outcome(_decode_response_stepwise, text)
 
 
 @given(body=st.binary() | st.text() | json_values.map(json.dumps))

@@ -17,7 +17,8 @@ import json.encoder
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from pydantic_core import from_json
+from pydantic_core import SchemaValidator, from_json
+from pydantic_core import core_schema as schema
 
 from toolbus.domain.errors import WireError
 
@@ -173,15 +174,56 @@ def _inner_object(value: Any, what: str) -> dict[str, Any]:
     return _load_object(value, what)
 
 
+# The usual envelopes are read in one pass of pydantic-core, inner JSON strings
+# included. Anything else (a missing or null field, an inline object, a text the
+# fast parser refuses) is read by the step-by-step decoders below, which define
+# the rules and the error messages: the one-pass read only ever agrees with them.
+
+
+def _usual(**fields: schema.CoreSchema) -> Callable[[bytes | str], dict[str, Any]]:
+    """A one-pass reader of an object whose fields, when present, have these types."""
+    typed = {name: schema.typed_dict_field(kind, required=False) for name, kind in fields.items()}
+    return SchemaValidator(schema.typed_dict_schema(typed, strict=True)).validate_json
+
+
+def _json_object_text() -> schema.CoreSchema:
+    return schema.json_schema(
+        schema.dict_schema(schema.str_schema(strict=True), schema.any_schema(), strict=True)
+    )
+
+
+# Strict: a field of another JSON type goes to the stepwise decoder, which refuses it.
+_read_usual_request = _usual(
+    user=schema.str_schema(strict=True),
+    config=_json_object_text(),
+    arguments=_json_object_text(),
+)
+_read_usual_response = _usual(
+    error=schema.none_schema(),
+    response=schema.str_schema(strict=True),
+    end_of_stream=schema.bool_schema(strict=True),
+)
+
+
 def decode_request(body: bytes | str) -> ToolRequest:
     """Decode a request body, raising :class:`WireError` with the reason when malformed."""
+    try:
+        fields = _read_usual_request(body)
+    except (ValueError, TypeError):
+        return _decode_request_stepwise(body)
+    return ToolRequest(  # positionally: a named tuple builds faster so
+        fields.get("user", ""), fields.get("config", {}), fields.get("arguments", {})
+    )
+
+
+def _decode_request_stepwise(body: bytes | str) -> ToolRequest:
     data = _load_object(body, "request body")
     user = data.get("user")
     if user is None:
         user = ""
     if not isinstance(user, str):
         raise WireError(f"request field 'user' must be a string, got {type(user).__name__}")
-    return ToolRequest(  # positionally: a named tuple builds faster so
+    return ToolRequest(
         user,
         _inner_object(data.get("config"), "request field 'config'"),
         _inner_object(data.get("arguments"), "request field 'arguments'"),
@@ -193,6 +235,14 @@ def decode_response(body: bytes | str) -> ToolResponse:
 
     As in TrustGraph's client, any ``error`` object marks a failure, even ``{}``.
     """
+    try:
+        fields = _read_usual_response(body)
+    except (ValueError, TypeError):
+        return _decode_response_stepwise(body)
+    return ToolResponse(fields.get("response", ""), None, "", fields.get("end_of_stream", False))
+
+
+def _decode_response_stepwise(body: bytes | str) -> ToolResponse:
     data = _load_object(body, "response body")
     response = data.get("response")
     if response is None:
