@@ -12,6 +12,11 @@ Contestants, each a requester and a responder on two connections in this process
   correlation header) with nothing on top. Bytes are not encoded or decoded.
 * **raw nc.request**: nats-py's own ``request()`` (a reply inbox per call, no
   headers), shown for reference; it is a different wire pattern.
+* **hand-rolled JSON**: the raw loop plus the least a TrustGraph-compatible
+  service and client must do on top: ``json`` encodes and decodes the envelope
+  both ways (arguments as a JSON string inside it) and the service reads the
+  tool's arguments; the tool runs inside nats-py's callback. Shown for
+  reference: what a framework's share of the cost is measured against.
 * **bus port**: the raw loop again, but through the adapter (``NatsBus``
   publish/subscribe) instead of nats-py: what the adapter itself costs.
 * **toolbus**: a ``ServiceHost`` serving an echo tool and a
@@ -30,6 +35,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import json
 import shutil
 import statistics
 import sys
@@ -121,6 +127,43 @@ async def raw_loop(url: str) -> Call:
     return call
 
 
+async def hand_rolled(url: str) -> Call:
+    """The raw loop with the JSON envelope a TrustGraph tool call carries, written by hand."""
+    responder, requester = await nats.connect(url), await nats.connect(url)
+    waiters: dict[str, asyncio.Future[str]] = {}
+    ids = itertools.count()
+
+    async def respond(msg: Msg) -> None:
+        request = json.loads(msg.data)
+        arguments = json.loads(request["arguments"])
+        answer = f"{request['user']}:{arguments.get('text', '')}"
+        body = json.dumps({"error": None, "response": answer, "end_of_stream": True}).encode()
+        await responder.publish("bench.json.response", body, headers={"id": msg.headers["id"]})  # type: ignore[index]
+
+    async def resolve(msg: Msg) -> None:
+        waiter = waiters.pop(msg.headers["id"], None)  # type: ignore[index]
+        if waiter is not None:
+            waiter.set_result(json.loads(msg.data)["response"])
+
+    await responder.subscribe("bench.json.request", queue="json", cb=respond)
+    await requester.subscribe("bench.json.response", cb=resolve)
+    await responder.flush()
+    await requester.flush()
+    loop = asyncio.get_running_loop()
+
+    async def call() -> str:
+        call_id = str(next(ids))
+        waiter: asyncio.Future[str] = loop.create_future()
+        waiters[call_id] = waiter
+        body = json.dumps(
+            {"user": "bench", "config": json.dumps({}), "arguments": json.dumps({"text": "hi"})}
+        ).encode()
+        await requester.publish("bench.json.request", body, headers={"id": call_id})
+        return await waiter
+
+    return call
+
+
 async def raw_request(url: str) -> Call:
     """nats-py's own request/reply: a reply inbox per call."""
     responder, requester = await nats.connect(url), await nats.connect(url)
@@ -200,6 +243,7 @@ async def compare(url: str, seconds: float) -> None:
         contestants = [
             Figures("raw (two subjects, id header)", await raw_loop(url)),
             Figures("raw nc.request (reference)", await raw_request(url)),
+            Figures("hand-rolled JSON (reference)", await hand_rolled(url)),
             Figures("bus port (adapter only)", await bus_port_loop(buses[2], buses[3])),
             Figures("toolbus tool calls", toolbus_call),
         ]
