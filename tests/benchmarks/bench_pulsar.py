@@ -153,12 +153,18 @@ async def raw_asyncio_round(url: str, sequential: int, concurrent: int) -> Figur
         await client.close()
 
 
+#: What keeps :func:`raw_loop`'s loops alive: nothing else refers to their clients,
+#: and a pulsar-client ``Client`` that is garbage-collected closes its consumers.
+_kept_alive: list[Callable[[], Awaitable[None]]] = []
+
+
 async def raw_loop(url: str) -> Call:
     """The confirming raw callback loop as a call, for tests/benchmarks/side_by_side.py.
 
     Its client and serving tasks live as long as the benchmark process.
     """
-    call, _ = await _raw_callback_loop(url, confirm=True)
+    call, stop = await _raw_callback_loop(url, confirm=True)
+    _kept_alive.append(stop)
     return lambda: call(0)
 
 
