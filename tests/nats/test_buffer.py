@@ -114,3 +114,15 @@ async def test_a_reader_held_up_by_its_item_has_woken_another_for_the_next() -> 
     release.set()
     for task in readers:
         task.cancel()
+
+
+async def test_a_reader_cancelled_as_it_is_woken_passes_the_item_to_another() -> None:
+    buffer: DeliveryBuffer[str] = DeliveryBuffer(10)
+    first = asyncio.create_task(buffer.get())
+    await asyncio.sleep(0)  # the first reader now waits...
+    second = asyncio.create_task(buffer.get())
+    await asyncio.sleep(0)  # ...and the second behind it
+    buffer.offer("kept")  # wakes the first reader...
+    first.cancel()  # ...which is cancelled before it could run
+    assert await asyncio.wait_for(second, 1) == "kept"
+    assert first.cancelled()
