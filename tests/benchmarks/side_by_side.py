@@ -39,9 +39,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from toolbus import ToolServiceClient, running, tool_service
-from toolbus.benchmark import Figure, measure
-from toolbus.plugins import connect
+from toolbus.benchmark import Figure, echo_calls, measure
 
 Call = Callable[[], Awaitable[Any]]
 LEVELS = (1, 64)
@@ -109,36 +107,9 @@ async def raw_contestant(broker: str, url: str) -> Call:
 
 @asynccontextmanager
 async def toolbus_contestant(url: str) -> AsyncIterator[Call]:
-    suffix = uuid.uuid4().hex[:8]
-
-    @tool_service(
-        f"side-by-side-{suffix}",
-        request_queue=f"non-persistent://bench/side/request-{suffix}",
-        response_queue=f"non-persistent://bench/side/response-{suffix}",
-    )
-    async def echo(text: str) -> str:
-        return text
-
-    server_bus, client_bus = await connect(url), await connect(url)
-    try:
-        async with (
-            running(server_bus, echo, concurrency=64),
-            ToolServiceClient(client_bus) as client,
-        ):
-
-            async def call() -> str:
-                return await client.call(
-                    request_queue=echo.request_queue,
-                    response_queue=echo.response_queue,
-                    user="bench",
-                    arguments={"text": "hi"},
-                )
-
-            yield call
-            assert client.pending == 0, "toolbus leaked pending calls"
-    finally:
-        await client_bus.close()
-        await server_bus.close()
+    async with echo_calls(url, payload=2) as (call, client):
+        yield call
+        assert client.pending == 0, "toolbus leaked pending calls"
 
 
 @asynccontextmanager

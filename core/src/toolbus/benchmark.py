@@ -9,7 +9,8 @@ from __future__ import annotations
 import statistics
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -101,19 +102,17 @@ async def measure(
     return Figure(in_flight, len(latencies), elapsed, errors, p50 * 1e6, p99 * 1e6)
 
 
-async def bench_broker(
+@asynccontextmanager
+async def echo_calls(
     url: str,
-    levels: Sequence[int] = (1, 16, 64),
-    seconds: float = 5.0,
     *,
     payload: int = 16,
     persistent: bool = False,
     options: Mapping[str, Any] | None = None,
-    on_level: Callable[[int], Callable[[int], None] | None] | None = None,
-) -> tuple[list[Figure], int]:
-    """Tool calls on the broker at ``url``: an echo service and a client, each on its
-    own connection, as two processes would be. Returns the figures and the number
-    of calls still pending afterwards (0 unless something leaked)."""
+    concurrency: int = 64,
+) -> AsyncIterator[tuple[Call, ToolServiceClient]]:
+    """An echo service and a client, each on its own connection, as two processes
+    would be; yields one tool call (``payload`` characters each way) and the client."""
     scheme = "persistent" if persistent else "non-persistent"
     suffix = uuid.uuid4().hex[:8]
 
@@ -128,10 +127,9 @@ async def bench_broker(
     text = "x" * payload
     server_bus = await connect(url, options)
     client_bus = await connect(url, options)
-    figures = []
     try:
         async with (
-            running(server_bus, echo, concurrency=max(levels)),
+            running(server_bus, echo, concurrency=concurrency),
             ToolServiceClient(client_bus) as client,
         ):
 
@@ -144,15 +142,35 @@ async def bench_broker(
                     service=echo.id,
                 )
 
-            # Warm up: subscriptions, consumer groups, connection pools.
-            for _ in range(20):
-                await one_call()
-            for level in levels:
-                progress = on_level(level) if on_level else None
-                figures.append(await measure(one_call, level, seconds, progress=progress))
-            pending = client.pending
+            yield one_call, client
     finally:
         with anyio.CancelScope(shield=True):
             await client_bus.close()
             await server_bus.close()
+
+
+async def bench_broker(
+    url: str,
+    levels: Sequence[int] = (1, 16, 64),
+    seconds: float = 5.0,
+    *,
+    payload: int = 16,
+    persistent: bool = False,
+    options: Mapping[str, Any] | None = None,
+    on_level: Callable[[int], Callable[[int], None] | None] | None = None,
+) -> tuple[list[Figure], int]:
+    """Tool calls on the broker at ``url`` (see :func:`echo_calls`). Returns the
+    figures and the number of calls still pending afterwards (0 unless something
+    leaked)."""
+    figures = []
+    async with echo_calls(
+        url, payload=payload, persistent=persistent, options=options, concurrency=max(levels)
+    ) as (one_call, client):
+        # Warm up: subscriptions, consumer groups, connection pools.
+        for _ in range(20):
+            await one_call()
+        for level in levels:
+            progress = on_level(level) if on_level else None
+            figures.append(await measure(one_call, level, seconds, progress=progress))
+        pending = client.pending
     return figures, pending
