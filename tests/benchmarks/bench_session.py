@@ -15,11 +15,10 @@ target is missed.
 
 from __future__ import annotations
 
-import random
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
 
 import anyio
 
@@ -31,51 +30,13 @@ from toolbus.application.tools import Tools
 from toolbus.domain.config import load_registry
 from toolbus.memory.bus import connect
 
-TOOLS = 10_000
-GROUPS = 200
-SERVICES = 50
-STATES = ["undefined", "research", "analysis", "results", "modification"]
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+# The same synthetic configuration (and timing) as the registry benchmark.
+from tests.benchmarks.bench_registry import GROUPS, TOOLS, make_snapshot, per_call
+
 REQUESTED = ["group-1", "group-2", "group-3"]
 TARGET = 20e-6
-
-
-def make_snapshot(seed: int = 11) -> dict[str, Any]:
-    """Each tool in 1-3 groups with one argument; a third limited to two states."""
-    rng = random.Random(seed)
-    services = {
-        f"service-{i}": {
-            "request-queue": f"non-persistent://tg/request/service-{i}",
-            "response-queue": f"non-persistent://tg/response/service-{i}",
-        }
-        for i in range(SERVICES)
-    }
-    tools: dict[str, Any] = {}
-    for i in range(TOOLS):
-        descriptor: dict[str, Any] = {
-            "type": "tool-service",
-            "name": f"tool-{i}",
-            "description": f"Tool number {i}",
-            "service": f"service-{i % SERVICES}",
-            "arguments": [{"name": "question", "type": "string", "description": "What to ask"}],
-            "group": [f"group-{g}" for g in rng.sample(range(GROUPS), rng.randint(1, 3))],
-        }
-        if i % 3 == 0:
-            descriptor["applicable-states"] = rng.sample(STATES, 2)
-        if i % 4 == 0:
-            descriptor["state"] = rng.choice(STATES)
-        tools[f"tool-{i}"] = descriptor
-    return {"tool-service": services, "tool": tools}
-
-
-def per_call(calls: int, action: Callable[[], object]) -> float:
-    """Mean seconds per call over ``calls`` calls, best of five batches."""
-    best = float("inf")
-    for _ in range(5):
-        start = time.perf_counter()
-        for _ in range(calls):
-            action()
-        best = min(best, (time.perf_counter() - start) / calls)
-    return best
 
 
 def first_calls(make: Callable[[], AgentSession], count: int) -> float:
