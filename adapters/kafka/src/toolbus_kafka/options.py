@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from toolbus.domain.errors import ToolbusError
+from toolbus.settings import option_flag
 
 DEFAULT_PORT = 9092
 SCHEME = "kafka"
@@ -177,15 +178,6 @@ class KafkaOptions:
         return kwargs
 
 
-def _boolean(text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"{text!r} is not a boolean; use true or false")
-
-
 def _text(text: str) -> str:
     return text
 
@@ -196,7 +188,7 @@ def _object_only(text: str) -> Any:
 
 def _converter(annotation: str) -> Callable[[str], Any]:
     if annotation.startswith("bool"):
-        return _boolean
+        return option_flag
     if annotation.startswith("int"):
         return int
     if annotation == "Any":

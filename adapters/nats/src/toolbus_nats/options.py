@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from toolbus.domain.errors import ToolbusError
+from toolbus.settings import option_flag
 
 DEFAULT_PORT = 4222
 SCHEMES = ("nats", "nats+tls")
@@ -141,22 +142,13 @@ class NatsOptions:
         return kwargs
 
 
-def _boolean(text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise NatsOptionError(f"{text!r} is not a boolean; use true or false")
-
-
 # Each option's type, read from the dataclass ("float", "str | None", ...).
 _TYPES: dict[str, type] = {
     f.name: {"bool": bool, "int": int, "float": float}.get(str(f.type).split(" ")[0], str)
     for f in fields(NatsOptions)
     if f.name != "servers"
 }
-_PARSERS: dict[type, Callable[[str], Any]] = {bool: _boolean, int: int, float: float, str: str}
+_PARSERS: dict[type, Callable[[str], Any]] = {bool: option_flag, int: int, float: float, str: str}
 OPTION_NAMES = frozenset(_TYPES)
 
 

@@ -20,14 +20,13 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 import pulsar
 
 from toolbus.domain.errors import ConfigError, Problem
+from toolbus.settings import option_flag
 
 SCHEMES = ("pulsar", "pulsar+ssl")
 
 #: Apache Pulsar's default ``maxMessageSize`` (5 MiB).
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
 
-_TRUE = frozenset({"1", "true", "yes", "on"})
-_FALSE = frozenset({"0", "false", "no", "off"})
 LOG_LEVELS = ("debug", "info", "warn", "error")
 _SECRET_OPTIONS = frozenset({"token", "basic_password", "oauth2"})
 
@@ -164,12 +163,10 @@ def _positive_int(value: Any) -> int:
 def _boolean(value: Any) -> bool:
     if isinstance(value, bool):
         return value
-    text = str(value).strip().lower()
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise ValueError("must be true or false")
+    try:
+        return option_flag(str(value))
+    except ValueError:
+        raise ValueError("must be true or false") from None
 
 
 def _text(value: Any) -> str:
