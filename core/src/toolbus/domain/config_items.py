@@ -202,10 +202,11 @@ def validate_snapshot(
 
 def same_value(left: Any, right: Any) -> bool:
     """Whether two item values mean the same (a descriptor as object or as JSON string)."""
-    return bool(_normal(left) == _normal(right))
+    return bool(decoded(left) == decoded(right))
 
 
-def _normal(value: Any) -> Any:
+def decoded(value: Any) -> Any:
+    """An item value as data: a descriptor may be stored as an object or as JSON text."""
     if isinstance(value, str):
         try:
             return parse_json(value)

@@ -31,8 +31,8 @@ from types import MappingProxyType
 from typing import Any
 
 from toolbus.domain.announcements import Announcement
-from toolbus.domain.config import BUILTIN_TOOL_TYPES, SERVICES, TOOLS, load_registry, parse_json
-from toolbus.domain.config_items import same_value
+from toolbus.domain.config import BUILTIN_TOOL_TYPES, SERVICES, TOOLS, load_registry
+from toolbus.domain.config_items import decoded, same_value
 from toolbus.domain.errors import ConfigError
 from toolbus.domain.naming import sanitize_toolname
 from toolbus.domain.registry import Registry
@@ -90,15 +90,6 @@ class Composition:
         object.__setattr__(self, "rejected", MappingProxyType(dict(self.rejected)))
 
 
-def _descriptor(value: Any) -> Any:
-    if isinstance(value, str):
-        try:
-            return parse_json(value)
-        except ValueError:
-            return value
-    return value
-
-
 class _Names:
     """Who holds each tool key, tool name and LLM name so far."""
 
@@ -108,7 +99,7 @@ class _Names:
         section = configured.get(TOOLS)
         for key, value in section.items() if isinstance(section, Mapping) else ():
             self.keys[key] = CONFIGURATION
-            tool = _descriptor(value)
+            tool = decoded(value)
             if isinstance(tool, Mapping) and isinstance(tool.get("name"), str):
                 self.names.setdefault(tool["name"], CONFIGURATION)
                 self.names.setdefault(sanitize_toolname(tool["name"]), CONFIGURATION)
