@@ -169,6 +169,36 @@ def parse_json(text: str) -> Any:
         raise ValueError("is not valid JSON: nested too deeply") from None
 
 
+def section_in_one_place(
+    section: str,
+    snapshot: Mapping[str, Any] | None,
+    settings: Mapping[str, Any] | None,
+    *,
+    settings_name: str,
+    settings_table: str,
+) -> tuple[Any, str] | None:
+    """``section`` from a snapshot or from ``toolbus.toml`` (``settings``), and where it was.
+
+    At most one of the two may hold it: two sources would leave the reader
+    guessing which applies (:class:`ConfigError` names both). None when neither does.
+    """
+    in_snapshot = snapshot is not None and section in snapshot
+    in_settings = settings is not None and section in settings
+    if in_snapshot and in_settings:
+        message = (
+            f"are given both in the configuration snapshot and in {settings_name}; "
+            "keep them in one place"
+        )
+        raise ConfigError([Problem(section, "", message)])
+    if in_snapshot:
+        assert snapshot is not None
+        return snapshot[section], f"snapshot section {section!r}"
+    if in_settings:
+        assert settings is not None
+        return settings[section], f"{settings_name} {settings_table}"
+    return None
+
+
 def _read_json_file(path: Path, problems: list[Problem]) -> tuple[bool, Any]:
     where = f"file '{path}'"
     try:

@@ -30,6 +30,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
+from toolbus.domain.config import section_in_one_place
 from toolbus.domain.errors import ConfigError, Problem
 from toolbus.domain.injection import InjectionFrequency
 from toolbus.domain.naming import sanitize_toolname
@@ -192,21 +193,13 @@ def load_hooks(
     remember. With neither there are no hooks. Raises :class:`ConfigError`
     listing every problem, each naming its source.
     """
-    in_snapshot = snapshot is not None and SECTION in snapshot
-    in_settings = settings is not None and SECTION in settings
-    if in_snapshot and in_settings:
-        message = (
-            f"are given both in the configuration snapshot and in {settings_name}; "
-            "keep them in one place"
-        )
-        raise ConfigError([Problem(SECTION, "", message)])
-    if in_snapshot:
-        assert snapshot is not None
-        return parse_hooks(snapshot[SECTION], source=f"snapshot section {SECTION!r}")
-    if in_settings:
-        assert settings is not None
-        return parse_hooks(settings[SECTION], source=f"{settings_name} [[{SECTION}]]")
-    return ()
+    found = section_in_one_place(
+        SECTION, snapshot, settings, settings_name=settings_name, settings_table=f"[[{SECTION}]]"
+    )
+    if found is None:
+        return ()
+    data, where = found
+    return parse_hooks(data, source=where)
 
 
 def _where(index: int, item: object) -> str:

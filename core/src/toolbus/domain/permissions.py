@@ -37,6 +37,7 @@ from types import MappingProxyType
 from typing import Any
 
 from toolbus.domain.access import check_access
+from toolbus.domain.config import section_in_one_place
 from toolbus.domain.errors import AccessDenied, ConfigError, Problem
 from toolbus.domain.registry import WILDCARD
 
@@ -181,26 +182,13 @@ def load_permissions(
     guessing which one applies. With neither, access control is off
     (:meth:`Permissions.unrestricted`).
     """
-    in_snapshot = snapshot is not None and SECTION in snapshot
-    in_settings = settings is not None and SECTION in settings
-    if in_snapshot and in_settings:
-        raise ConfigError(
-            [
-                Problem(
-                    SECTION,
-                    "",
-                    f"are given both in the configuration snapshot and in {settings_name}; "
-                    "keep them in one place",
-                )
-            ]
-        )
-    if in_snapshot:
-        assert snapshot is not None
-        return parse_permissions(snapshot[SECTION], where=f"snapshot section {SECTION!r}")
-    if in_settings:
-        assert settings is not None
-        return parse_permissions(settings[SECTION], where=f"{settings_name} [{SECTION}]")
-    return Permissions.unrestricted()
+    found = section_in_one_place(
+        SECTION, snapshot, settings, settings_name=settings_name, settings_table=f"[{SECTION}]"
+    )
+    if found is None:
+        return Permissions.unrestricted()
+    data, where = found
+    return parse_permissions(data, where=where)
 
 
 def _groups(
