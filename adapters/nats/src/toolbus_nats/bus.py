@@ -14,7 +14,7 @@ import asyncio
 import logging
 import ssl
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import nats.errors
 from nats.aio.client import Client
@@ -29,6 +29,8 @@ from toolbus_nats.naming import subject_for
 from toolbus_nats.options import NatsOptions, parse_options
 
 log = logging.getLogger("toolbus.nats")
+
+_Source = TypeVar("_Source", bound=CoreSubscription | PullSubscription | CoreListener)
 
 #: What a core subscription buffers before nats-py's own slow-consumer limits apply.
 CORE_BUFFER_MESSAGES = 10_000
@@ -159,8 +161,7 @@ class NatsBus:
     async def subscribe(
         self, queue: str, group: str | None = None
     ) -> CoreSubscription | PullSubscription:
-        if self._closing or self.nc.is_closed:
-            raise BusClosed(f"the NATS connection to {self._where} is closed")
+        self._check_open()
         subject, persistent = self._route(queue)
         subscription: CoreSubscription | PullSubscription
         if persistent:
@@ -176,29 +177,30 @@ class NatsBus:
                 buffer_messages=CORE_BUFFER_MESSAGES,
                 buffer_bytes=CORE_BUFFER_BYTES,
             )
-        try:
-            await subscription.start()
-        except Exception as exc:
-            await subscription.close()
-            raise translate(exc, f"subscribe to {queue}", self._where) from exc
-        self._subscriptions.add(subscription)
-        return subscription
+        return await self._started(subscription, f"subscribe to {queue}")
 
     async def listen(self, queue: str, handler: MessageHandler) -> CoreListener | None:
         """Push a non-persistent queue's messages to ``handler`` (None for JetStream ones)."""
-        if self._closing or self.nc.is_closed:
-            raise BusClosed(f"the NATS connection to {self._where} is closed")
+        self._check_open()
         subject, persistent = self._route(queue)
         if persistent:
             return None  # pull consumers ack one by one: read them as a subscription
         listener = CoreListener(self.nc, subject, handler, self._subscriptions.discard)
+        return await self._started(listener, f"listen on {queue}")
+
+    def _check_open(self) -> None:
+        if self._closing or self.nc.is_closed:
+            raise BusClosed(f"the NATS connection to {self._where} is closed")
+
+    async def _started(self, source: _Source, action: str) -> _Source:
+        """Start ``source`` and track it until it closes; closed again if starting fails."""
         try:
-            await listener.start()
+            await source.start()
         except Exception as exc:
-            await listener.close()
-            raise translate(exc, f"listen on {queue}", self._where) from exc
-        self._subscriptions.add(listener)
-        return listener
+            await source.close()
+            raise translate(exc, action, self._where) from exc
+        self._subscriptions.add(source)
+        return source
 
     async def close(self) -> None:
         """Close every subscription (unacked persistent deliveries go back), then the connection."""
