@@ -19,8 +19,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from toolbus import ToolServiceClient, running, tool_service
-from toolbus.memory import connect
+from toolbus.benchmark import echo_calls
 
 Call = Callable[[], Awaitable[Any]]
 ROUNDS = 3
@@ -77,22 +76,11 @@ async def main(seconds: float) -> None:
     raw = RawLoop()
     tasks = [asyncio.create_task(raw.serve()), asyncio.create_task(raw.listen())]
 
-    @tool_service("bench-echo")
-    async def echo(text: str) -> str:
-        return text
-
-    bus = await connect(f"memory://bench-{uuid.uuid4().hex}")
     rows = []
-    async with running(bus, echo, concurrency=64), ToolServiceClient(bus) as client:
-
-        async def toolbus_call() -> str:
-            return await client.call(
-                request_queue=echo.request_queue,
-                response_queue=echo.response_queue,
-                user="bench",
-                arguments={"text": "hi"},
-            )
-
+    async with echo_calls(f"memory://bench-{uuid.uuid4().hex}", payload=2) as (
+        toolbus_call,
+        client,
+    ):
         for in_flight in (1, 16, 64):
             # Interleaved rounds, best of each: other load on the machine hits both
             # contestants alike, and the best round is the least disturbed.
