@@ -8,7 +8,6 @@ Extra tool plugins are added the way real ones are: as entry points.
 
 from __future__ import annotations
 
-import importlib
 import importlib.metadata as metadata
 import json
 import os
@@ -43,8 +42,7 @@ Invoke = Callable[..., Result]
 @pytest.fixture(scope="module", autouse=True)
 def commands_registered() -> None:
     # What ``toolbus.cli.main`` does before running the app.
-    for name in toolbus.cli._COMMAND_MODULES:
-        importlib.import_module(f"toolbus.cli.{name}")
+    toolbus.cli.assemble()
 
 
 @pytest.fixture

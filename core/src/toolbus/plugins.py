@@ -1,6 +1,6 @@
 """Plugins: broker adapters and tool plugins, found through entry points, run by pluggy.
 
-Two entry-point groups:
+Three entry-point groups:
 
 * ``toolbus.adapters``: one entry point per broker, **named after its URL
   scheme** (``memory``, ``nats``, ``pulsar``, ``kafka``). Only the adapter a
@@ -12,6 +12,8 @@ Two entry-point groups:
   the code hooks (``toolbus_on_request_start``, ``toolbus_on_pre_tool_use``,
   ``toolbus_on_post_tool_use``, ``toolbus_on_completion``); see
   :class:`toolbus.hooks.CodeHooks` and docs/hooks.md.
+* ``toolbus.commands``: command-line commands. Each implements
+  :meth:`Spec.toolbus_register_commands`; see :mod:`toolbus.cli.extensions`.
 
 pluggy is used at start-up only; per-call paths never go through it.
 """
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
     from toolbus.application.audit import AuditRecord
     from toolbus.application.code_hooks import Deny, RewriteArguments
     from toolbus.application.session import AgentSession, CallOutcome
+    from toolbus.cli.extensions import CommandLine
     from toolbus.domain.config import ToolDescriptor
 
 log = logging.getLogger("toolbus.plugins")
@@ -42,6 +45,7 @@ log = logging.getLogger("toolbus.plugins")
 PROJECT = "toolbus"
 ADAPTER_GROUP = "toolbus.adapters"
 PLUGIN_GROUP = "toolbus.plugins"
+COMMAND_GROUP = "toolbus.commands"
 
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
@@ -107,6 +111,14 @@ class Spec:
     @hookspec
     def toolbus_register_tools(self, register: ToolRegistrar) -> None:
         """Register tool services (``register.service(...)``) and tool types."""
+
+    @hookspec
+    def toolbus_register_commands(self, cli: CommandLine) -> None:
+        """Add typer commands to ``cli.app`` (``toolbus NAME``) or ``cli.serve``.
+
+        Import heavy libraries inside the commands, not at module level, so that
+        ``toolbus --help`` stays quick.
+        """
 
     # Code hooks. Implementations may be ``async def`` and may take any subset of
     # the arguments. Sessions call them from lists compiled by toolbus.hooks.CodeHooks,
@@ -230,6 +242,22 @@ def load_tool_plugins() -> list[ToolPlugin]:
     return plugins
 
 
+def load_command_plugins(cli: CommandLine) -> None:
+    """Let every installed ``toolbus.commands`` plugin add its commands to ``cli``.
+
+    A plugin that fails to load is logged and skipped, so one broken
+    distribution never takes the whole command line down.
+    """
+    for ep in sorted(_entry_points(COMMAND_GROUP), key=lambda ep: ep.name):
+        pm = _manager()
+        try:
+            pm.register(ep.load(), name=ep.name)
+            pm.hook.toolbus_register_commands(cli=cli)
+        except Exception:
+            distribution, _ = _distribution(ep)
+            log.exception("command plugin %r (%s) failed to load; skipped", ep.name, distribution)
+
+
 #: The code-hook names of :class:`Spec`.
 CODE_HOOKS = (
     "toolbus_on_request_start",
@@ -265,7 +293,7 @@ def _is_hookimpl(function: object) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class InstalledPlugin:
-    kind: str  # "adapter" or "tools"
+    kind: str  # "adapter", "tools" or "commands"
     name: str
     distribution: str
     version: str
@@ -274,7 +302,8 @@ class InstalledPlugin:
 def installed_plugins() -> list[InstalledPlugin]:
     """Every installed adapter and tool plugin with its distribution and version (no imports)."""
     found = []
-    for kind, group in (("adapter", ADAPTER_GROUP), ("tools", PLUGIN_GROUP)):
+    groups = (("adapter", ADAPTER_GROUP), ("tools", PLUGIN_GROUP), ("commands", COMMAND_GROUP))
+    for kind, group in groups:
         for ep in _entry_points(group):
             distribution, version = _distribution(ep)
             found.append(InstalledPlugin(kind, ep.name, distribution, version))

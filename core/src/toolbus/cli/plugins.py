@@ -9,23 +9,30 @@ from typing import Annotated
 import typer
 
 from toolbus.cli.app import app
-from toolbus.plugins import installed_plugins
+from toolbus.plugins import InstalledPlugin, installed_plugins
 
 
 @app.command("plugins")
 def plugins(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """List installed broker adapters and tool plugins."""
+    """List installed broker adapters, tool plugins and command plugins."""
     found = installed_plugins()
     if as_json:
         typer.echo(json.dumps([dataclasses.asdict(p) for p in found], indent=2))
         return
     width = max((len(p.name) for p in found), default=4)
     for kind, title in (("adapter", "Broker adapters"), ("tools", "Tool plugins")):
-        typer.echo(f"{title}:")
-        rows = [p for p in found if p.kind == kind]
-        for p in rows:
-            typer.echo(f"  {p.name:<{width}}  {p.distribution} {p.version}")
-        if not rows:
-            typer.echo("  (none)")
+        _section(title, [p for p in found if p.kind == kind], width)
+    commands = [p for p in found if p.kind == "commands"]
+    if commands:
+        # Listed only when present, so a bare core install reads as before.
+        _section("Commands", commands, width)
+
+
+def _section(title: str, rows: list[InstalledPlugin], width: int) -> None:
+    typer.echo(f"{title}:")
+    for p in rows:
+        typer.echo(f"  {p.name:<{width}}  {p.distribution} {p.version}")
+    if not rows:
+        typer.echo("  (none)")

@@ -12,7 +12,7 @@ import typer
 from toolbus.application.companions import alongside
 from toolbus.application.host import DEFAULT_CONCURRENCY, ServiceHost
 from toolbus.application.metrics import MetricsUnavailable, start_metrics_server
-from toolbus.cli.app import app
+from toolbus.cli.app import SERVE_SERVICES, serve_app
 from toolbus.cli.common import fail, redact_url, run, setup_logging
 from toolbus.cli.serving import describe, plan_services
 from toolbus.domain.errors import ConfigError, PluginError
@@ -20,7 +20,7 @@ from toolbus.plugins import connect
 from toolbus.settings import load_settings
 
 
-@app.command("serve")
+@serve_app.command(SERVE_SERVICES)
 def serve(
     services: Annotated[
         list[str],
@@ -74,7 +74,7 @@ def serve(
     ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO level.")] = False,
 ) -> None:
-    """Serve tool services from their request queues."""
+    """Serve tool services (the default: toolbus serve SERVICE...)."""
     setup_logging(verbose)
     try:
         settings = load_settings(broker)
