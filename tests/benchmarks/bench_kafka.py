@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.kafka.broker import TANSU_OPTIONS, tansu_broker
 from toolbus import ToolServiceClient, running, tool_service
-from toolbus.domain import wire
+from toolbus.domain.calls import wire
 from toolbus_kafka import KafkaOptions, connect, parse_options
 
 Call = Callable[[], Awaitable[Any]]

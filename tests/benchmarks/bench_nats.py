@@ -52,7 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.support.servers import LOOPBACK, free_port, server_process
 from toolbus import ToolServiceClient, running, tool_service
-from toolbus.domain import wire
+from toolbus.domain.calls import wire
 from toolbus_nats import NatsBus, connect
 
 Call = Callable[[], Awaitable[Any]]

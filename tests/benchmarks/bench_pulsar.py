@@ -48,10 +48,10 @@ import pulsar
 from pulsar.asyncio import Client as AsyncClient
 
 from tests.pulsar.server import pulsar_lite_server
-from toolbus.application.client import ToolServiceClient
-from toolbus.application.host import running
-from toolbus.application.service import tool_service
-from toolbus.domain import wire
+from toolbus.application.calls.client import ToolServiceClient
+from toolbus.application.calls.host import running
+from toolbus.application.calls.service import tool_service
+from toolbus.domain.calls import wire
 from toolbus_pulsar import connect
 
 IN_FLIGHT = 64

@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from toolbus.domain.config import load_registry
-from toolbus.domain.registry import Registry
+from toolbus.domain.config.loading import load_registry
+from toolbus.domain.config.registry import Registry
 
 TOOLS = 10_000
 GROUPS = 200

@@ -22,12 +22,12 @@ from pathlib import Path
 
 import anyio
 
-from toolbus.application.audit import ListAuditSink
-from toolbus.application.client import ToolServiceClient
-from toolbus.application.metrics import ToolbusMetrics
-from toolbus.application.session import AgentSession
-from toolbus.application.tools import Tools
-from toolbus.domain.config import load_registry
+from toolbus.application.agent.audit import ListAuditSink
+from toolbus.application.agent.session import AgentSession
+from toolbus.application.calls.client import ToolServiceClient
+from toolbus.application.calls.metrics import ToolbusMetrics
+from toolbus.application.calls.tools import Tools
+from toolbus.domain.config.loading import load_registry
 from toolbus.memory.bus import connect
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from toolbus.application import tracing
+from toolbus.application.tracing import propagation as tracing
 
 
 @pytest.fixture

@@ -11,11 +11,11 @@ from typing import Any
 
 import anyio
 
-from toolbus.application import tracing
-from toolbus.application.service import ToolService
-from toolbus.domain.config import load_registry
-from toolbus.domain.registry import Registry
-from toolbus.domain.trace_context import TraceContext
+from toolbus.application.calls.service import ToolService
+from toolbus.application.tracing import propagation as tracing
+from toolbus.domain.calls.trace_context import TraceContext
+from toolbus.domain.config.loading import load_registry
+from toolbus.domain.config.registry import Registry
 from toolbus.ports import Bus
 
 

@@ -9,12 +9,12 @@ from typing import Any
 import anyio
 import pytest
 
-from toolbus.application.audit import ListAuditSink
-from toolbus.application.metrics import ToolbusMetrics
-from toolbus.application.service import ToolResult, ToolService
-from toolbus.application.session import AgentSession
-from toolbus.domain import wire
-from toolbus.domain.config import load_registry
+from toolbus.application.agent.audit import ListAuditSink
+from toolbus.application.agent.session import AgentSession
+from toolbus.application.calls.metrics import ToolbusMetrics
+from toolbus.application.calls.service import ToolResult, ToolService
+from toolbus.domain.calls import wire
+from toolbus.domain.config.loading import load_registry
 from toolbus.domain.errors import ConfigError
 from toolbus.testing.kit import ToolTestKit
 

@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from toolbus.application.audit import ListAuditSink
-from toolbus.application.metrics import ToolbusMetrics
-from toolbus.application.session import AgentSession
-from toolbus.domain import wire
-from toolbus.domain.arguments import ArgumentOptions, apply_options, parse_options, render
+from toolbus.application.agent.audit import ListAuditSink
+from toolbus.application.agent.session import AgentSession
+from toolbus.application.calls.metrics import ToolbusMetrics
+from toolbus.domain.calls import wire
+from toolbus.domain.calls.arguments import ArgumentOptions, apply_options, parse_options, render
+from toolbus.domain.calls.trace_context import parse_traceparent
+from toolbus.domain.config.schemas import export_tools, json_schema
 from toolbus.domain.errors import ConfigError, NotFound
-from toolbus.domain.schemas import export_tools, json_schema
-from toolbus.domain.trace_context import parse_traceparent
 from toolbus.testing.kit import ToolTestKit
 
 from .support import Recorder, registry_for, tapped, tool

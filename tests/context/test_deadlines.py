@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from toolbus.application.audit import ListAuditSink
-from toolbus.application.client import ToolServiceClient
-from toolbus.application.metrics import ToolbusMetrics
-from toolbus.application.session import AgentSession
-from toolbus.domain import wire
+from toolbus.application.agent.audit import ListAuditSink
+from toolbus.application.agent.session import AgentSession
+from toolbus.application.calls.client import ToolServiceClient
+from toolbus.application.calls.metrics import ToolbusMetrics
+from toolbus.domain.calls import wire
 from toolbus.domain.errors import DeadlineExceeded
 from toolbus.testing.kit import ToolTestKit
 

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from toolbus.application.audit import ListAuditSink
-from toolbus.application.metrics import ToolbusMetrics
-from toolbus.application.session import AgentSession
-from toolbus.domain import wire
+from toolbus.application.agent.audit import ListAuditSink
+from toolbus.application.agent.session import AgentSession
+from toolbus.application.calls.metrics import ToolbusMetrics
+from toolbus.domain.calls import wire
 from toolbus.domain.errors import (
     ERROR_TYPES,
     BadRequest,

@@ -8,9 +8,9 @@ from typing import Any
 import anyio
 import pytest
 
-from toolbus.application.host import running
-from toolbus.application.service import ToolService
-from toolbus.domain import wire
+from toolbus.application.calls.host import running
+from toolbus.application.calls.service import ToolService
+from toolbus.domain.calls import wire
 from toolbus.domain.errors import NotFound
 from toolbus.memory.bus import MemoryBus
 from toolbus.ports import Delivery, Subscription

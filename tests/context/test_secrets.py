@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from toolbus.application.audit import ListAuditSink
-from toolbus.application.metrics import ToolbusMetrics
-from toolbus.application.service import ToolResult, ToolService, tool_service
-from toolbus.application.session import AgentSession
-from toolbus.domain import wire
+from toolbus.application.agent.audit import ListAuditSink
+from toolbus.application.agent.session import AgentSession
+from toolbus.application.calls.metrics import ToolbusMetrics
+from toolbus.application.calls.service import ToolResult, ToolService, tool_service
+from toolbus.domain.calls import wire
 from toolbus.domain.errors import NotFound, ToolCallError, ToolServiceError
 from toolbus.testing.kit import ToolTestKit
 

@@ -10,14 +10,14 @@ import anyio
 import pytest
 from opentelemetry import trace as otel
 
-from toolbus.application import tracing
-from toolbus.application.audit import ListAuditSink
-from toolbus.application.metrics import ToolbusMetrics
-from toolbus.application.session import AgentSession
-from toolbus.application.tools import Tools
-from toolbus.domain import wire
+from toolbus.application.agent.audit import ListAuditSink
+from toolbus.application.agent.session import AgentSession
+from toolbus.application.calls.metrics import ToolbusMetrics
+from toolbus.application.calls.tools import Tools
+from toolbus.application.tracing import propagation as tracing
+from toolbus.domain.calls import wire
+from toolbus.domain.calls.trace_context import TraceContext, parse_traceparent
 from toolbus.domain.errors import NotFound
-from toolbus.domain.trace_context import TraceContext, parse_traceparent
 from toolbus.testing.kit import ToolTestKit
 
 from .support import Recorder, registry_for, tapped, tool

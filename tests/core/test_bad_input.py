@@ -19,7 +19,7 @@ import pydantic
 import pytest
 
 from toolbus import ServiceHost, ToolService, tool_service
-from toolbus.domain import wire
+from toolbus.domain.calls import wire
 from toolbus.domain.errors import BadRequest, NotFound, ToolServiceError, ToolTimeout
 from toolbus.ports import Delivery, Subscription
 from toolbus.testing import ToolTestKit

@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 from toolbus import ToolServiceClient, ToolServiceError, ToolTimeout, running, tool_service
-from toolbus.domain import wire
+from toolbus.domain.calls import wire
 from toolbus.memory.bus import MemoryBus, connect
 
 pytestmark = pytest.mark.anyio

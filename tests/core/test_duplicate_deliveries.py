@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from toolbus import ServiceHost, tool_service
-from toolbus.domain import wire
+from toolbus.domain.calls import wire
 from toolbus.memory.bus import connect
 
 pytestmark = pytest.mark.anyio

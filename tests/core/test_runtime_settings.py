@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from toolbus.application.service import ToolService
+from toolbus.application.calls.service import ToolService
 from toolbus.domain.errors import ConfigError, PluginError
 from toolbus.plugins import ToolPlugin, load_tool_plugins
 from toolbus.runtime import build_registry, merged_snapshot, resolve_service

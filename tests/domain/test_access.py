@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from toolbus.domain.access import check_access
+from toolbus.domain.access.check import check_access
 from toolbus.domain.errors import AccessDenied
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from toolbus.domain.config import (
+from toolbus.domain.config.loading import (
     BUILTIN_TOOL_TYPES,
     ConfigParam,
     ToolArgument,
@@ -18,8 +18,8 @@ from toolbus.domain.config import (
     load_registry_from_path,
     read_snapshot,
 )
+from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import ConfigError, Problem
-from toolbus.domain.registry import Registry
 
 ROOT = Path(__file__).parent.parent.parent
 DATA = ROOT / "tests" / "data"

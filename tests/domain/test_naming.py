@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from toolbus.domain.naming import MAX_TOOL_NAME, sanitize_toolname
+from toolbus.domain.calls.naming import MAX_TOOL_NAME, sanitize_toolname
 
 VALID = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
 

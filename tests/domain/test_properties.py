@@ -10,11 +10,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolbus.domain.config import load_registry
-from toolbus.domain.errors import WireError
-from toolbus.domain.naming import sanitize_toolname
-from toolbus.domain.registry import Registry
-from toolbus.domain.wire import (
+from toolbus.domain.calls.naming import sanitize_toolname
+from toolbus.domain.calls.wire import (
     GENERIC_ERROR,
     _decode_request_stepwise,
     _decode_response_stepwise,
@@ -24,6 +21,9 @@ from toolbus.domain.wire import (
     encode_request,
     encode_response,
 )
+from toolbus.domain.config.loading import load_registry
+from toolbus.domain.config.registry import Registry
+from toolbus.domain.errors import WireError
 
 VALID_LLM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
 

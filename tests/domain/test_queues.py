@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from toolbus.domain.calls.queues import MAX_DOTTED_LENGTH, QueueName, parse_queue
 from toolbus.domain.errors import QueueNameError
-from toolbus.domain.queues import MAX_DOTTED_LENGTH, QueueName, parse_queue
 
 
 def test_a_persistent_queue() -> None:

@@ -7,21 +7,21 @@ from typing import Any
 
 import pytest
 
-from toolbus.domain.config import (
+from toolbus.domain.config.loading import (
     BUILTIN_TOOL_TYPES,
     ServiceDescriptor,
     ToolDescriptor,
     load_registry,
     load_registry_from_path,
 )
-from toolbus.domain.errors import UnknownTool
-from toolbus.domain.registry import (
+from toolbus.domain.config.registry import (
     MAX_CACHED_SELECTIONS,
     Registry,
     ServiceNotConfigured,
     normalize_groups,
     normalize_state,
 )
+from toolbus.domain.errors import UnknownTool
 
 WORKFLOW = Path(__file__).parent.parent / "data" / "workflow.json"
 SERVICE = {

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from toolbus.domain.config import ToolArgument, ToolDescriptor
-from toolbus.domain.schemas import export_tools, json_schema
+from toolbus.domain.config.loading import ToolArgument, ToolDescriptor
+from toolbus.domain.config.schemas import export_tools, json_schema
 
 JOKE = ToolDescriptor(
     key="joke",

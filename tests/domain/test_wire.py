@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from toolbus.domain.errors import WireError
-from toolbus.domain.wire import (
+from toolbus.domain.calls.wire import (
     GENERIC_ERROR,
     ToolRequest,
     ToolResponse,
@@ -19,6 +18,7 @@ from toolbus.domain.wire import (
     encode_response,
     observation_text,
 )
+from toolbus.domain.errors import WireError
 
 # --------------------------------------------------------------------------- encoding
 

@@ -12,15 +12,15 @@ from typing import Any
 
 import anyio
 
-from toolbus.application.audit import ListAuditSink
-from toolbus.application.code_hooks import CompiledHooks
-from toolbus.application.metrics import ToolbusMetrics
-from toolbus.application.service import FunctionToolService, tool_service
-from toolbus.application.session import AgentSession
-from toolbus.domain.config import load_registry
+from toolbus.application.agent.audit import ListAuditSink
+from toolbus.application.agent.code_hooks import CompiledHooks
+from toolbus.application.agent.session import AgentSession
+from toolbus.application.calls.metrics import ToolbusMetrics
+from toolbus.application.calls.service import FunctionToolService, tool_service
+from toolbus.domain.config.loading import load_registry
+from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import ToolServiceError
-from toolbus.domain.hook_config import HookConfig
-from toolbus.domain.registry import Registry
+from toolbus.domain.hooks.configured import HookConfig
 from toolbus.testing.kit import ToolTestKit
 
 NOW = 1_700_000_000.0

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from toolbus.domain.injection import (
+from toolbus.domain.hooks.injection import (
     SyntheticPair,
     find_latest_pair,
     h6,

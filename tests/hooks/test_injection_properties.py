@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolbus.domain.injection import InjectionFrequency, inject, ttl_is_fresh
+from toolbus.domain.hooks.injection import InjectionFrequency, inject, ttl_is_fresh
 
 TOOLS = ("memory_get", "prefs")
 ARGUMENTS: tuple[dict[str, Any], ...] = ({}, {"k": 1}, {"user": "ann", "k": 1})

@@ -12,9 +12,9 @@ from typing import Any
 import anyio
 import pytest
 
-from toolbus.application.audit import ListAuditSink
+from toolbus.application.agent.audit import ListAuditSink
 from toolbus.domain.errors import ConfigError
-from toolbus.domain.injection import make_call_id, parse_ttl_expiry
+from toolbus.domain.hooks.injection import make_call_id, parse_ttl_expiry
 from toolbus.hooks import load_hooks, parse_hooks
 from toolbus.settings import load_settings
 from toolbus.testing.kit import ToolTestKit

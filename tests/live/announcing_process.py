@@ -15,7 +15,7 @@ import sys
 import anyio
 
 from toolbus import ServiceHost, tool_service
-from toolbus.application.announcements import Announcer
+from toolbus.application.live.announcements import Announcer
 from toolbus.plugins import connect
 
 

@@ -7,8 +7,9 @@ import json
 import pytest
 
 from tests.live.support import FakeClock, echo
-from toolbus.domain import announcements as messages
-from toolbus.domain.announcements import (
+from toolbus.domain.config.loading import load_registry
+from toolbus.domain.live import announcements as messages
+from toolbus.domain.live.announcements import (
     MIN_TTL,
     Announcement,
     AnnouncementTable,
@@ -17,7 +18,6 @@ from toolbus.domain.announcements import (
     derived_tool,
     tools_of,
 )
-from toolbus.domain.config import load_registry
 
 
 def heard(instance: str = "i1", ttl: float = 30.0, description: str = "d") -> Announcement:

@@ -13,21 +13,21 @@ import pytest
 
 from tests.live.support import FakeClock, echo, weather, weather_snapshot, weather_tool
 from toolbus import ServiceHost, tool_service
-from toolbus.application.announcements import (
+from toolbus.application.calls.client import ToolServiceClient
+from toolbus.application.calls.host import running
+from toolbus.application.live.announcements import (
     ANNOUNCEMENTS_QUEUE,
     PROBE_QUEUE,
     Announcer,
     announcing,
     service_tools,
 )
-from toolbus.application.client import ToolServiceClient
-from toolbus.application.companions import alongside, companions_for
-from toolbus.application.config_service import ConfigPublisher, ConfigService
-from toolbus.application.host import running
-from toolbus.application.live_registry import LiveRegistry
-from toolbus.domain import announcements as messages
-from toolbus.domain.announcements import Withdrawal
+from toolbus.application.live.companions import alongside, companions_for
+from toolbus.application.live.config_service import ConfigPublisher, ConfigService
+from toolbus.application.live.registry import LiveRegistry
 from toolbus.domain.errors import ConfigError
+from toolbus.domain.live import announcements as messages
+from toolbus.domain.live.announcements import Withdrawal
 from toolbus.memory.bus import MemoryBus, connect
 
 pytestmark = pytest.mark.anyio

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from tests.live.support import weather_snapshot, weather_tool
-from toolbus.domain.config_items import (
+from toolbus.domain.errors import ConfigError
+from toolbus.domain.live.items import (
     SNAPSHOT_FORMAT,
     ConfigVersion,
     Delete,
@@ -25,7 +26,6 @@ from toolbus.domain.config_items import (
     same_value,
     validate_snapshot,
 )
-from toolbus.domain.errors import ConfigError
 
 
 def test_an_item_is_named_type_slash_key_and_the_key_may_hold_slashes() -> None:

@@ -12,9 +12,9 @@ import anyio
 import pytest
 
 from tests.live.support import WEATHER_SERVICE, weather_snapshot, weather_tool
-from toolbus.application.client import ToolServiceClient
-from toolbus.application.config_client import ConfigClient
-from toolbus.application.config_service import (
+from toolbus.application.calls.client import ToolServiceClient
+from toolbus.application.live.config_client import ConfigClient
+from toolbus.application.live.config_service import (
     CONFIG_CHANGES_QUEUE,
     CONFIG_REQUEST_QUEUE,
     CONFIG_RESPONSE_QUEUE,
@@ -22,8 +22,8 @@ from toolbus.application.config_service import (
     ConfigService,
     serving_config,
 )
-from toolbus.domain.config_items import ConfigRejected, Delete, ItemName, Put, decode_version
 from toolbus.domain.errors import BadRequest, NotFound
+from toolbus.domain.live.items import ConfigRejected, Delete, ItemName, Put, decode_version
 from toolbus.memory.bus import MemoryBus
 
 pytestmark = pytest.mark.anyio

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from tests.live.support import weather_snapshot
-from toolbus.application.config_store import ConfigStore, StoreLocked
-from toolbus.domain.config_items import STORE_FORMAT
+from toolbus.application.live.config_store import ConfigStore, StoreLocked
 from toolbus.domain.errors import ConfigError
+from toolbus.domain.live.items import STORE_FORMAT
 
 
 def test_a_new_store_is_written_at_once_and_keeps_its_identity(tmp_path: Path) -> None:

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from tests.live.support import WEATHER_SERVICE, weather_snapshot, weather_tool
-from toolbus.domain.announcements import Announcement, announced_tools
-from toolbus.domain.config import TOOL_SERVICE_TYPE
+from toolbus.domain.config.loading import TOOL_SERVICE_TYPE
 from toolbus.domain.errors import ConfigError
-from toolbus.domain.layers import CONFIGURATION, compose, overlay
+from toolbus.domain.live.announcements import Announcement, announced_tools
+from toolbus.domain.live.layers import CONFIGURATION, compose, overlay
 
 
 def announcement(

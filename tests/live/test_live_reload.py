@@ -12,13 +12,13 @@ import pytest
 
 from tests.live.support import WEATHER_SERVICE, weather, weather_snapshot, weather_tool
 from toolbus import AgentSession, Registry, Tools
-from toolbus.application.client import ToolServiceClient
-from toolbus.application.config_client import ConfigClient
-from toolbus.application.config_service import ConfigService, serving_config
-from toolbus.application.host import running
-from toolbus.application.live_registry import LiveRegistry
-from toolbus.domain.config_items import ConfigRejected, ConfigVersion
+from toolbus.application.calls.client import ToolServiceClient
+from toolbus.application.calls.host import running
+from toolbus.application.live.config_client import ConfigClient
+from toolbus.application.live.config_service import ConfigService, serving_config
+from toolbus.application.live.registry import LiveRegistry
 from toolbus.domain.errors import ConfigError
+from toolbus.domain.live.items import ConfigRejected, ConfigVersion
 from toolbus.memory.bus import MemoryBus
 
 pytestmark = pytest.mark.anyio

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from toolbus.domain.errors import ConfigError
-from toolbus.domain.live_settings import LiveSettings, read_live_settings
+from toolbus.domain.live.settings import LiveSettings, read_live_settings
 
 
 def test_defaults() -> None:

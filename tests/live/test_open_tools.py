@@ -11,12 +11,12 @@ import anyio.lowlevel
 import pytest
 
 from tests.live.support import WEATHER_SERVICE, echo, weather, weather_tool
-from toolbus.application.announcements import announcing
-from toolbus.application.client import ToolServiceClient
-from toolbus.application.config_client import ConfigClient
-from toolbus.application.config_service import serving_config
-from toolbus.application.host import running
-from toolbus.application.tools import Tools
+from toolbus.application.calls.client import ToolServiceClient
+from toolbus.application.calls.host import running
+from toolbus.application.calls.tools import Tools
+from toolbus.application.live.announcements import announcing
+from toolbus.application.live.config_client import ConfigClient
+from toolbus.application.live.config_service import serving_config
 from toolbus.memory.bus import connect
 from toolbus.runtime import open_tools
 

@@ -16,8 +16,8 @@ import pytest
 from anyio.abc import Process
 from anyio.streams.text import TextReceiveStream
 
-from toolbus.application.client import ToolServiceClient
-from toolbus.application.live_registry import LiveRegistry
+from toolbus.application.calls.client import ToolServiceClient
+from toolbus.application.live.registry import LiveRegistry
 from toolbus.plugins import connect
 
 pytestmark = [pytest.mark.anyio, pytest.mark.broker, pytest.mark.slow]

@@ -15,9 +15,9 @@ import pytest
 import toolbus.cli.serve
 from tests.live.support import WEATHER_SERVICE, weather_tool
 from tests.live.test_processes import started
-from toolbus.application.client import ToolServiceClient
-from toolbus.application.config_client import ConfigClient
-from toolbus.application.live_registry import LiveRegistry
+from toolbus.application.calls.client import ToolServiceClient
+from toolbus.application.live.config_client import ConfigClient
+from toolbus.application.live.registry import LiveRegistry
 from toolbus.plugins import connect
 
 pytestmark = [

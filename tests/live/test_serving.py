@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from toolbus.application.announcements import Announcer
-from toolbus.application.companions import companions_for
-from toolbus.application.config_service import ConfigPublisher, ConfigService
+from toolbus.application.live.announcements import Announcer
+from toolbus.application.live.companions import companions_for
+from toolbus.application.live.config_service import ConfigPublisher, ConfigService
 from toolbus.cli.serving import describe, plan_services
 from toolbus.domain.errors import ConfigError
 from toolbus.memory.bus import MemoryBus

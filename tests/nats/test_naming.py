@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from toolbus.domain.queues import parse_queue
+from toolbus.domain.calls.queues import parse_queue
 from toolbus_nats import consumer_name, dead_letter_subject, stream_name, subject_for
 
 

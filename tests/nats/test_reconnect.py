@@ -13,7 +13,7 @@ import pytest
 from tests.nats.server import NatsServer
 from tests.support.servers import LOOPBACK, free_port
 from toolbus import ToolServiceClient, ToolTimeout, running, tool_service
-from toolbus.domain import wire
+from toolbus.domain.calls import wire
 from toolbus.domain.errors import BusClosed
 from toolbus.testing.conformance import fresh_queue
 from toolbus_nats import NatsBus, connect

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from toolbus.domain.config import load_registry
+from toolbus.domain.config.loading import load_registry
 from toolbus.plugins import ToolRegistrar
 from toolbus.testing import ToolTestKit
 from toolbus_joke import STYLES, joke_service, pick_category, tell_joke

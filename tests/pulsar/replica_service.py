@@ -13,7 +13,7 @@ from typing import Any
 
 import anyio
 
-from toolbus.application.service import tool_service
+from toolbus.application.calls.service import tool_service
 
 STARTED = "call started"
 

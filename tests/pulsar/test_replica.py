@@ -12,9 +12,9 @@ import pytest
 
 from tests.pulsar.processes import child_environment, toolbus_command, wait_for_line
 from tests.pulsar.replica_service import STARTED
-from toolbus.application.client import ToolServiceClient
-from toolbus.application.host import running
-from toolbus.application.service import tool_service
+from toolbus.application.calls.client import ToolServiceClient
+from toolbus.application.calls.host import running
+from toolbus.application.calls.service import tool_service
 from toolbus.testing.conformance import fresh_queue
 from toolbus_pulsar import connect
 

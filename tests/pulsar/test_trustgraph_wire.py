@@ -19,7 +19,7 @@ import pulsar
 import pytest
 
 from tests.pulsar.processes import child_environment, toolbus_command, wait_for_line
-from toolbus.application.client import ToolServiceClient
+from toolbus.application.calls.client import ToolServiceClient
 from toolbus.domain.errors import ToolServiceError
 from toolbus_joke.service import tell_joke
 from toolbus_pulsar import connect

@@ -10,14 +10,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from toolbus.application.audit import AuditSink
-from toolbus.application.metrics import ToolbusMetrics
-from toolbus.application.service import FunctionToolService, tool_service
-from toolbus.application.session import AgentSession
-from toolbus.domain.config import load_registry
+from toolbus.application.agent.audit import AuditSink
+from toolbus.application.agent.session import AgentSession
+from toolbus.application.calls.metrics import ToolbusMetrics
+from toolbus.application.calls.service import FunctionToolService, tool_service
+from toolbus.domain.access.permissions import Permissions
+from toolbus.domain.config.loading import load_registry
+from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import ToolServiceError
-from toolbus.domain.permissions import Permissions
-from toolbus.domain.registry import Registry
 from toolbus.testing.kit import ToolTestKit
 
 SECRET_COLLECTION = "collection-with-s3cret-token"

@@ -6,11 +6,11 @@ import anyio
 import pytest
 from prometheus_client import CollectorRegistry
 
-from toolbus.application.audit import ListAuditSink
-from toolbus.application.metrics import ToolbusMetrics
-from toolbus.application.session import AgentSession
+from toolbus.application.agent.audit import ListAuditSink
+from toolbus.application.agent.session import AgentSession
+from toolbus.application.calls.metrics import ToolbusMetrics
+from toolbus.domain.access.permissions import Permissions
 from toolbus.domain.errors import AccessDenied
-from toolbus.domain.permissions import Permissions
 from toolbus.testing.kit import ToolTestKit
 
 from .support import SERVICES, FakeClock, offered, open_session, workflow_registry

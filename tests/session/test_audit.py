@@ -8,15 +8,15 @@ import uuid
 
 import pytest
 
-from toolbus.application.audit import (
+from toolbus.application.agent.audit import (
     AUDIT_LOGGER,
     AuditRecord,
     AuditSink,
     ListAuditSink,
     LoggingAuditSink,
 )
-from toolbus.application.metrics import ToolbusMetrics
-from toolbus.application.session import AgentSession
+from toolbus.application.agent.session import AgentSession
+from toolbus.application.calls.metrics import ToolbusMetrics
 from toolbus.testing.kit import ToolTestKit
 
 from .support import (

@@ -8,13 +8,13 @@ import urllib.request
 import pytest
 from prometheus_client import CollectorRegistry
 
-from toolbus.application.audit import ListAuditSink
-from toolbus.application.metrics import (
+from toolbus.application.agent.audit import ListAuditSink
+from toolbus.application.calls.metrics import (
     MetricsUnavailable,
     ToolbusMetrics,
     start_metrics_server,
 )
-from toolbus.domain.config import load_registry
+from toolbus.domain.config.loading import load_registry
 from toolbus.testing.kit import ToolTestKit
 
 from .support import (

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from toolbus.domain.config import read_snapshot
+from toolbus.domain.access.permissions import Permissions, load_permissions, parse_permissions
+from toolbus.domain.config.loading import read_snapshot
 from toolbus.domain.errors import AccessDenied, ConfigError
-from toolbus.domain.permissions import Permissions, load_permissions, parse_permissions
 
 SECTION: dict[str, Any] = {
     "users": {"alice": ["default", "research", "default"], "ops": ["*"]},

@@ -9,11 +9,11 @@ from typing import Any
 import anyio
 import pytest
 
-from toolbus.application.audit import ListAuditSink
-from toolbus.application.client import ToolServiceClient
-from toolbus.application.metrics import ToolbusMetrics
-from toolbus.application.session import AgentSession
-from toolbus.domain.config import load_registry
+from toolbus.application.agent.audit import ListAuditSink
+from toolbus.application.agent.session import AgentSession
+from toolbus.application.calls.client import ToolServiceClient
+from toolbus.application.calls.metrics import ToolbusMetrics
+from toolbus.domain.config.loading import load_registry
 from toolbus.domain.errors import BusClosed
 from toolbus.memory.bus import connect
 from toolbus.testing.kit import ToolTestKit
@@ -301,7 +301,7 @@ async def test_a_cancelled_call_is_audited_as_cancelled(toolbus: ToolTestKit) ->
     started = anyio.Event()
     release = anyio.Event()
 
-    from toolbus.application.service import tool_service
+    from toolbus.application.calls.service import tool_service
 
     @tool_service("knowledge-service", config_params=["collection"])
     async def slow(question: str) -> str:
@@ -356,8 +356,8 @@ async def test_the_agent_loop_in_the_docs_runs_as_printed(
     audit = ListAuditSink()
     # Keep the example's record out of the process-wide logger and metrics.
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("toolbus.application.session._DEFAULT_SINK", audit)
-        patch.setattr("toolbus.application.session.default_metrics", ToolbusMetrics.disabled)
+        patch.setattr("toolbus.application.agent.session._DEFAULT_SINK", audit)
+        patch.setattr("toolbus.application.agent.session.default_metrics", ToolbusMetrics.disabled)
         answer = await namespace["main"]()
     printed = re.search(
         r"It prints:\n\n```text\n(.*?)```", page.read_text(encoding="utf-8"), re.DOTALL
@@ -370,7 +370,7 @@ async def test_the_agent_loop_in_the_docs_runs_as_printed(
 
 
 def test_the_shared_tool_list_cache_is_bounded_by_weight() -> None:
-    from toolbus.application.session import _IdentityCache
+    from toolbus.application.agent.session import _IdentityCache
 
     cache: _IdentityCache[object, list[int]] = _IdentityCache(5, weigh=len)
     keys = [object() for _ in range(3)]

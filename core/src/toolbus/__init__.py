@@ -7,21 +7,23 @@ Brokers are plugins picked by URL: ``memory://``, ``nats://``, ``pulsar://``,
 ``kafka://``.
 """
 
-from toolbus.application.announcements import Announcer
-from toolbus.application.client import CallResult, ToolServiceClient
-from toolbus.application.config_client import ConfigClient
-from toolbus.application.host import ServiceHost, running
-from toolbus.application.live_registry import LiveRegistry
-from toolbus.application.service import ToolResult, ToolService, tool_service
-from toolbus.application.session import AgentSession, CallOutcome
-from toolbus.application.tools import ToolInvocation, Tools
-from toolbus.domain.config import (
+from toolbus.application.agent.session import AgentSession, CallOutcome
+from toolbus.application.calls.client import CallResult, ToolServiceClient
+from toolbus.application.calls.host import ServiceHost, running
+from toolbus.application.calls.service import ToolResult, ToolService, tool_service
+from toolbus.application.calls.tools import ToolInvocation, Tools
+from toolbus.application.live.announcements import Announcer
+from toolbus.application.live.config_client import ConfigClient
+from toolbus.application.live.registry import LiveRegistry
+from toolbus.domain.access.permissions import Permissions
+from toolbus.domain.config.loading import (
     ServiceDescriptor,
     ToolDescriptor,
     load_registry,
     load_registry_from_path,
     read_snapshot,
 )
+from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import (
     AccessDenied,
     BadRequest,
@@ -36,8 +38,6 @@ from toolbus.domain.errors import (
     ToolTimeout,
     Unavailable,
 )
-from toolbus.domain.permissions import Permissions
-from toolbus.domain.registry import Registry
 from toolbus.plugins import connect
 from toolbus.runtime import open_tools
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import anyio
 
-from toolbus.application.client import ToolServiceClient
-from toolbus.application.host import running
-from toolbus.application.service import tool_service
+from toolbus.application.calls.client import ToolServiceClient
+from toolbus.application.calls.host import running
+from toolbus.application.calls.service import tool_service
 from toolbus.plugins import connect
 
 Call = Callable[[], Awaitable[Any]]

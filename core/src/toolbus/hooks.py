@@ -34,7 +34,7 @@ Inject a result as a synthetic tool call (pure: the input list is untouched)::
 
 Run them in an agent session: ``await session.start(messages)`` calls each
 hook's tool and returns the history with the results injected (see
-:meth:`~toolbus.application.session.AgentSession.start`).
+:meth:`~toolbus.application.agent.session.AgentSession.start`).
 
 Code hooks are pluggy hook implementations, compiled once into plain async
 callables by :class:`CodeHooks`::
@@ -63,14 +63,15 @@ from typing import Any
 
 import pluggy
 
-from toolbus.application.code_hooks import (
+from toolbus.application.agent.code_hooks import (
     CodeHook,
     CompiledHooks,
     Deny,
     RewriteArguments,
 )
+from toolbus.domain.calls.naming import sanitize_toolname
 from toolbus.domain.errors import PluginError
-from toolbus.domain.hook_config import (
+from toolbus.domain.hooks.configured import (
     HookConfig,
     HookEvent,
     RefreshCondition,
@@ -79,7 +80,7 @@ from toolbus.domain.hook_config import (
     load_hooks,
     parse_hooks,
 )
-from toolbus.domain.injection import (
+from toolbus.domain.hooks.injection import (
     InjectionFrequency,
     SyntheticPair,
     find_latest_pair,
@@ -89,7 +90,6 @@ from toolbus.domain.injection import (
     parse_ttl_expiry,
     ttl_is_fresh,
 )
-from toolbus.domain.naming import sanitize_toolname
 from toolbus.plugins import CODE_HOOKS, PROJECT, Spec, hookimpl, load_hook_plugins
 
 __all__ = [

@@ -29,16 +29,16 @@ from urllib.parse import urlsplit
 
 import pluggy
 
-from toolbus.application.service import ToolService
+from toolbus.application.calls.service import ToolService
 from toolbus.domain.errors import PluginError
 from toolbus.ports import Bus, BusFactory
 
 if TYPE_CHECKING:
-    from toolbus.application.audit import AuditRecord
-    from toolbus.application.code_hooks import Deny, RewriteArguments
-    from toolbus.application.session import AgentSession, CallOutcome
+    from toolbus.application.agent.audit import AuditRecord
+    from toolbus.application.agent.code_hooks import Deny, RewriteArguments
+    from toolbus.application.agent.session import AgentSession, CallOutcome
     from toolbus.cli.extensions import CommandLine
-    from toolbus.domain.config import ToolDescriptor
+    from toolbus.domain.config.loading import ToolDescriptor
 
 log = logging.getLogger("toolbus.plugins")
 

@@ -8,14 +8,14 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
-from toolbus.application.client import ToolServiceClient
-from toolbus.application.host import running
-from toolbus.application.live_registry import LiveRegistry
-from toolbus.application.service import ToolService
-from toolbus.application.tools import Tools
-from toolbus.domain.config import BUILTIN_TOOL_TYPES, load_registry, read_snapshot
+from toolbus.application.calls.client import ToolServiceClient
+from toolbus.application.calls.host import running
+from toolbus.application.calls.service import ToolService
+from toolbus.application.calls.tools import Tools
+from toolbus.application.live.registry import LiveRegistry
+from toolbus.domain.config.loading import BUILTIN_TOOL_TYPES, load_registry, read_snapshot
+from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import PluginError
-from toolbus.domain.registry import Registry
 from toolbus.plugins import ToolPlugin, connect, load_tool_plugins
 from toolbus.settings import Settings
 

@@ -20,9 +20,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 
+from toolbus.domain.calls.queues import parse_queue
+from toolbus.domain.calls.wire import PROP_ID
 from toolbus.domain.errors import BusClosed, MessageTooLarge
-from toolbus.domain.queues import parse_queue
-from toolbus.domain.wire import PROP_ID
 from toolbus_kafka.errors import KafkaUnavailable, MessageRefused
 from toolbus_kafka.options import KafkaOptions, parse_options
 from toolbus_kafka.subscription import FanoutSubscription, GroupSubscription, KafkaSubscription

@@ -19,8 +19,8 @@ from typing import Any, TypeVar
 import nats.errors
 from nats.aio.client import Client
 
+from toolbus.domain.calls.queues import parse_queue
 from toolbus.domain.errors import BusClosed
-from toolbus.domain.queues import parse_queue
 from toolbus.ports import MessageHandler
 from toolbus_nats.core import CoreListener, CoreSubscription
 from toolbus_nats.errors import too_large, translate

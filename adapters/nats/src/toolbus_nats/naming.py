@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from toolbus.domain.queues import QueueName
+from toolbus.domain.calls.queues import QueueName
 
 STREAM_PREFIX = "TOOLBUS_"
 DEAD_LETTER_SUFFIX = ".dlq"

@@ -31,8 +31,8 @@ from typing import Any
 
 import pulsar
 
+from toolbus.domain.calls.queues import parse_queue
 from toolbus.domain.errors import BusClosed, MessageTooLarge
-from toolbus.domain.queues import parse_queue
 from toolbus.ports import MessageHandler
 from toolbus_pulsar import bridge, clients
 from toolbus_pulsar.errors import UNREACHABLE_RESULTS, result_of, translate, unreachable

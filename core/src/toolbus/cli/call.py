@@ -9,9 +9,9 @@ from typing import Annotated, Any
 
 import typer
 
-from toolbus.application.client import ToolServiceClient
-from toolbus.application.host import running
-from toolbus.application.tools import Tools
+from toolbus.application.calls.client import ToolServiceClient
+from toolbus.application.calls.host import running
+from toolbus.application.calls.tools import Tools
 from toolbus.cli.app import app
 from toolbus.cli.common import EXIT_FAILED, fail, run, setup_logging
 from toolbus.domain.errors import ConfigError, PluginError, ToolCallError, UnknownTool

@@ -25,14 +25,14 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from toolbus.application.client import ToolServiceClient
-from toolbus.application.config_client import DEFAULT_TIMEOUT, ChangeResult, ConfigClient
-from toolbus.application.config_service import CONFIG_REQUEST_QUEUE
+from toolbus.application.calls.client import ToolServiceClient
+from toolbus.application.live.config_client import DEFAULT_TIMEOUT, ChangeResult, ConfigClient
+from toolbus.application.live.config_service import CONFIG_REQUEST_QUEUE
 from toolbus.cli.app import app
 from toolbus.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, fail, run, setup_logging
-from toolbus.domain.config import parse_json, read_snapshot
-from toolbus.domain.config_items import ConfigRejected, ItemName, Put, parse_item, parse_type
+from toolbus.domain.config.loading import parse_json, read_snapshot
 from toolbus.domain.errors import ConfigError, NotFound, ToolTimeout
+from toolbus.domain.live.items import ConfigRejected, ItemName, Put, parse_item, parse_type
 from toolbus.plugins import connect
 from toolbus.settings import load_settings
 

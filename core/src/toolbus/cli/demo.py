@@ -6,15 +6,15 @@ from typing import Any
 
 import typer
 
-from toolbus.application.client import ToolServiceClient
-from toolbus.application.host import running
-from toolbus.application.tools import Tools
+from toolbus.application.calls.client import ToolServiceClient
+from toolbus.application.calls.host import running
+from toolbus.application.calls.tools import Tools
 from toolbus.cli.app import app
 from toolbus.cli.common import run
-from toolbus.domain.access import check_access
-from toolbus.domain.config import load_registry
+from toolbus.domain.access.check import check_access
+from toolbus.domain.config.loading import load_registry
+from toolbus.domain.config.registry import Registry, normalize_state
 from toolbus.domain.errors import AccessDenied
-from toolbus.domain.registry import Registry, normalize_state
 from toolbus.memory.bus import connect
 from toolbus.runtime import resolve_service
 

@@ -16,9 +16,9 @@ import typer
 
 from toolbus.cli.app import app
 from toolbus.cli.common import ConfigOption, config_path, fail
-from toolbus.domain.config import ToolDescriptor, load_registry_from_path
+from toolbus.domain.config.loading import ToolDescriptor, load_registry_from_path
+from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import ConfigError
-from toolbus.domain.registry import Registry
 
 _ANY_STATE = "(any)"
 _NO_CHANGE = "-"

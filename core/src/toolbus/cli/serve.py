@@ -9,9 +9,9 @@ from typing import Annotated
 import anyio
 import typer
 
-from toolbus.application.companions import alongside
-from toolbus.application.host import DEFAULT_CONCURRENCY, ServiceHost
-from toolbus.application.metrics import MetricsUnavailable, start_metrics_server
+from toolbus.application.calls.host import DEFAULT_CONCURRENCY, ServiceHost
+from toolbus.application.calls.metrics import MetricsUnavailable, start_metrics_server
+from toolbus.application.live.companions import alongside
 from toolbus.cli.app import SERVE_SERVICES, serve_app
 from toolbus.cli.common import fail, redact_url, run, setup_logging
 from toolbus.cli.serving import describe, plan_services

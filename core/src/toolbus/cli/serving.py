@@ -14,11 +14,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolbus.application.announcements import Announcer
-from toolbus.application.config_service import CONFIG_SERVICE_ID, ConfigPublisher, ConfigService
-from toolbus.application.service import ToolService
+from toolbus.application.calls.service import ToolService
+from toolbus.application.live.announcements import Announcer
+from toolbus.application.live.config_service import (
+    CONFIG_SERVICE_ID,
+    ConfigPublisher,
+    ConfigService,
+)
 from toolbus.domain.errors import ConfigError, Problem
-from toolbus.domain.live_settings import STORE_ENV, read_live_settings
+from toolbus.domain.live.settings import STORE_ENV, read_live_settings
 from toolbus.plugins import load_tool_plugins
 from toolbus.runtime import merged_snapshot, resolve_service, tool_types
 from toolbus.settings import SETTINGS_FILE, Settings
@@ -35,7 +39,7 @@ class ServePlan:
     tool_types: frozenset[str] = frozenset()
 
     def alongside_options(self) -> dict[str, Any]:
-        """Keyword arguments for :func:`toolbus.application.companions.alongside`."""
+        """Keyword arguments for :func:`toolbus.application.live.companions.alongside`."""
         return {
             "announce": self.announce,
             "interval": self.interval,

@@ -11,10 +11,10 @@ import typer
 
 from toolbus.cli.app import app
 from toolbus.cli.common import ConfigOption, config_path, fail
-from toolbus.domain.config import ToolDescriptor, load_registry_from_path
+from toolbus.domain.config.loading import ToolDescriptor, load_registry_from_path
+from toolbus.domain.config.registry import Availability, normalize_groups, normalize_state
+from toolbus.domain.config.schemas import ExportFormat, export_tools
 from toolbus.domain.errors import ConfigError
-from toolbus.domain.registry import Availability, normalize_groups, normalize_state
-from toolbus.domain.schemas import ExportFormat, export_tools
 
 _DESCRIPTION_WIDTH = 60
 

@@ -21,8 +21,8 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from toolbus.domain.calls.queues import parse_queue
 from toolbus.domain.errors import BusClosed, MessageTooLarge
-from toolbus.domain.queues import parse_queue
 from toolbus.ports import Delivery, MessageHandler
 
 log = logging.getLogger("toolbus.memory")

@@ -25,10 +25,10 @@ from typing import Any
 import anyio
 import pytest
 
-from toolbus.application.client import ToolServiceClient
-from toolbus.application.host import ServiceHost, running
-from toolbus.application.service import ToolService, tool_service
-from toolbus.domain import wire
+from toolbus.application.calls.client import ToolServiceClient
+from toolbus.application.calls.host import ServiceHost, running
+from toolbus.application.calls.service import ToolService, tool_service
+from toolbus.domain.calls import wire
 from toolbus.domain.errors import ToolServiceError, ToolTimeout
 from toolbus.ports import Bus, Delivery, Listener, PushBus, Subscription
 

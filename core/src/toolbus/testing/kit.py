@@ -7,14 +7,14 @@ from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any
 
-from toolbus.application.client import ToolServiceClient
-from toolbus.application.host import ServiceHost, running
-from toolbus.application.service import ToolService
+from toolbus.application.calls.client import ToolServiceClient
+from toolbus.application.calls.host import ServiceHost, running
+from toolbus.application.calls.service import ToolService
 from toolbus.memory.bus import MemoryBus, connect
 
 if TYPE_CHECKING:
-    from toolbus.application.tools import Tools
-    from toolbus.domain.registry import Registry
+    from toolbus.application.calls.tools import Tools
+    from toolbus.domain.config.registry import Registry
 
 
 class ToolTestKit:
@@ -62,6 +62,6 @@ class ToolTestKit:
 
     def tools(self, registry: Registry) -> Tools:
         """A :class:`Tools` facade over this kit's client for ``registry``."""
-        from toolbus.application.tools import Tools
+        from toolbus.application.calls.tools import Tools
 
         return Tools(self.client, registry)

@@ -1,0 +1,460 @@
+"""Calling tool services over a bus.
+
+One response subscription per response queue per client (use one client per
+process), made *before* the first request goes out so that no early answer is
+missed. Every call registers a waiter under a fresh UUID ``id``; the listener
+routes answers to waiters and ignores ids it does not know (other clients share
+the response queue). Waiters are removed in ``finally`` blocks, so timeouts and
+cancellation never leak them: :attr:`ToolServiceClient.pending` returns to 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import math
+import time
+import uuid
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from toolbus.application.tracing import propagation as tracing
+from toolbus.domain.calls import wire
+from toolbus.domain.errors import ToolCallError, ToolServiceError, ToolTimeout, WireError, error_for
+from toolbus.ports import Bus, Delivery, Listener, PushBus, Subscription
+
+log = logging.getLogger("toolbus.client")
+
+DEFAULT_TIMEOUT = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class CallResult:
+    """A call's observation, and the service's per-response after-execution, if it set one."""
+
+    text: str
+    after_execution: str | None = None
+
+
+class _Waiter:
+    """Collects the answer(s) to one call."""
+
+    __slots__ = (
+        "after_execution",
+        "chunks",
+        "deadline",
+        "error",
+        "finished",
+        "interrupted",
+        "loop",
+        "sending",
+        "timed_out",
+        "wakeup",
+    )
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, deadline: float = math.inf) -> None:
+        self.loop = loop
+        #: Event-loop time at which the call times out (inf: someone else watches).
+        self.deadline = deadline
+        self.chunks: deque[str] = deque()
+        self.after_execution: str | None = None
+        self.error: ToolCallError | None = None
+        self.finished = False
+        self.timed_out = False
+        #: The caller's task while its request is being published, so that the
+        #: deadline can interrupt a publish held up by backpressure or a dead broker.
+        self.sending: asyncio.Task[Any] | None = None
+        self.interrupted = False
+        self.wakeup: asyncio.Future[None] | None = None
+
+    def deliver(self, response: wire.ToolResponse) -> None:
+        if self.finished:
+            return
+        if response.error_type is not None:
+            self.error = error_for(response.error_type, response.error_message)
+            self.finished = True
+        else:
+            if response.response:
+                self.chunks.append(response.response)
+            self.finished = response.end_of_stream
+        self._wake()
+
+    def fail(self, error: ToolCallError) -> None:
+        if not self.finished:
+            self.error = error
+            self.finished = True
+            self._wake()
+
+    def expire(self) -> None:
+        if not self.finished:
+            self.timed_out = True
+            self.finished = True
+            self._wake()
+            if self.sending is not None:
+                self.interrupted = True
+                self.sending.cancel()
+
+    def _wake(self) -> None:
+        wakeup = self.wakeup
+        if wakeup is not None and not wakeup.done():
+            wakeup.set_result(None)
+
+    async def wait(self) -> None:
+        """Wait for the next delivery (made only when nothing is pending: one future a call)."""
+        self.wakeup = self.loop.create_future()
+        try:
+            await self.wakeup
+        finally:
+            self.wakeup = None
+
+
+class _ResponseListener:
+    """The one subscription on a response queue, and the calls waiting on it.
+
+    A bus that pushes (:class:`~toolbus.ports.PushBus`) hands answers to
+    :meth:`on_message` directly; otherwise :meth:`pump` reads a subscription in
+    a task of the client's. Either way, answers for ids we do not know are
+    dropped: other clients share the response queue.
+    """
+
+    def __init__(self, queue: str) -> None:
+        self.queue = queue
+        self.waiters: dict[str, _Waiter] = {}
+        self.source: Listener | Subscription | None = None
+
+    def on_message(self, delivery: Delivery) -> None:
+        waiter = self.waiters.get(delivery.properties.get(wire.PROP_ID, ""))
+        if waiter is None:
+            return
+        try:
+            response = wire.decode_response(delivery.body)
+        except WireError as exc:
+            waiter.fail(ToolServiceError(f"unreadable answer from the service: {exc}"))
+            return
+        waiter.deliver(response)
+        if response.end_of_stream:
+            waiter.after_execution = delivery.properties.get(wire.PROP_AFTER_EXECUTION)
+
+    def on_end(self, error: BaseException | None = None) -> None:
+        for waiter in list(self.waiters.values()):
+            waiter.fail(ToolServiceError(f"the response subscription on {self.queue} ended"))
+
+    async def pump(self, subscription: Subscription) -> None:
+        """Read ``subscription`` until it ends, for a bus that cannot push."""
+        try:
+            async for delivery in subscription:
+                self.on_message(delivery)
+                await delivery.ack()
+        finally:
+            self.on_end()
+
+    async def close(self) -> None:
+        if self.source is not None:
+            await self.source.close()
+
+
+class ToolServiceClient:
+    """Calls tool services. Use as ``async with ToolServiceClient(bus) as client``."""
+
+    def __init__(
+        self,
+        bus: Bus,
+        *,
+        default_timeout: float = DEFAULT_TIMEOUT,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.bus = bus
+        self.default_timeout = default_timeout
+        self.clock = clock
+        self._listeners: dict[str, _ResponseListener] = {}
+        self._opening: dict[str, anyio.Lock] = {}
+        self._task_group: TaskGroup | None = None
+        # Call ids are UUID-shaped: a random (version 4) UUID per client whose last
+        # 12 hex digits count calls. Unique across processes like uuid4(), at a
+        # fraction of its cost on the per-call path.
+        self._id_prefix = str(uuid.uuid4())[:24]
+        self._call_count = itertools.count(int(uuid.uuid4().hex[:12], 16))
+        # One alarm for all calls, armed at the earliest deadline among pending calls:
+        # far cheaper than a timer per call, and exact.
+        self._alarm: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._deadline_millis = -1
+        self._deadline = ""
+        self._alarm_at = math.inf
+
+    async def __aenter__(self) -> ToolServiceClient:
+        self._loop = asyncio.get_running_loop()
+        self._task_group = await anyio.create_task_group().__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        assert self._task_group is not None
+        with anyio.CancelScope(shield=True):
+            for listener in self._listeners.values():
+                await listener.close()
+        if self._alarm is not None:
+            self._alarm.cancel()
+            self._alarm, self._alarm_at = None, math.inf
+        self._task_group.cancel_scope.cancel()
+        # The caller's own exception is not handed to the task group: it would come
+        # back wrapped in an ExceptionGroup. It propagates unchanged instead.
+        await self._task_group.__aexit__(None, None, None)
+        self._task_group = None
+        self._listeners.clear()
+
+    @property
+    def pending(self) -> int:
+        """Calls waiting for an answer right now (0 when idle: nothing leaks)."""
+        return sum(len(listener.waiters) for listener in self._listeners.values())
+
+    async def _listener(self, response_queue: str) -> _ResponseListener:
+        listener = self._listeners.get(response_queue)
+        if listener is not None:
+            return listener
+        if self._task_group is None:
+            raise RuntimeError(
+                "use the client as 'async with ToolServiceClient(bus) as client:' before calling"
+            )
+        lock = self._opening.setdefault(response_queue, anyio.Lock())
+        async with lock:
+            listener = self._listeners.get(response_queue)
+            if listener is None:
+                listener = _ResponseListener(response_queue)
+                if isinstance(self.bus, PushBus):
+                    listener.source = await self.bus.listen(response_queue, listener)
+                if listener.source is None:
+                    subscription = await self.bus.subscribe(response_queue)
+                    listener.source = subscription
+                    self._task_group.start_soon(listener.pump, subscription)
+                self._listeners[response_queue] = listener
+        return listener
+
+    def _register(
+        self,
+        listener: _ResponseListener,
+        timeout: float,
+        properties: Mapping[str, str] | None,
+        *,
+        watch: bool,
+    ) -> tuple[str, _Waiter, dict[str, str]]:
+        call_id = f"{self._id_prefix}{next(self._call_count) & 0xFFFFFFFFFFFF:012x}"
+        props = {wire.PROP_ID: call_id, wire.PROP_DEADLINE: self._deadline_text(timeout)}
+        if properties:
+            props.update(properties)
+        if wire.PROP_TRACEPARENT not in props:
+            # Inside a trace (a tool calling a tool, an agent session): continue it.
+            # Outside one, send none; the service starts the trace, as W3C says.
+            parent = tracing.current_trace()
+            if parent is not None:
+                props.update(tracing.as_properties(tracing.outgoing(parent)))
+        # Looked up once per client: each get_running_loop() asks the OS for the pid.
+        loop = self._loop or asyncio.get_running_loop()
+        if watch:
+            waiter = _Waiter(loop, loop.time() + timeout)
+            if waiter.deadline < self._alarm_at:
+                self._set_alarm(loop, waiter.deadline)
+        else:
+            waiter = _Waiter(loop)
+        listener.waiters[call_id] = waiter
+        return call_id, waiter, props
+
+    def _deadline_text(self, timeout: float) -> str:
+        """The deadline property: Unix seconds to the millisecond.
+
+        Calls made within the same millisecond share one string: formatting a
+        float is a good part of the cost of starting a call.
+        """
+        millis = int((self.clock() + timeout) * 1000)
+        if millis != self._deadline_millis:
+            self._deadline_millis = millis
+            self._deadline = f"{millis // 1000}.{millis % 1000:03d}"
+        return self._deadline
+
+    def _set_alarm(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
+        if self._alarm is not None:
+            self._alarm.cancel()
+        self._alarm_at = when
+        self._alarm = loop.call_at(when, self._sound_alarm, loop) if when < math.inf else None
+
+    def _sound_alarm(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Expire every call whose deadline has passed; re-arm for the next one."""
+        now = loop.time()
+        earliest = math.inf
+        for listener in self._listeners.values():
+            for waiter in list(listener.waiters.values()):
+                if waiter.deadline <= now:
+                    waiter.expire()
+                elif waiter.deadline < earliest:
+                    earliest = waiter.deadline
+        self._alarm = None
+        self._set_alarm(loop, earliest)
+
+    async def invoke(
+        self,
+        *,
+        request_queue: str,
+        response_queue: str,
+        user: str = "",
+        config: Mapping[str, Any] | None = None,
+        arguments: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+        service: str | None = None,
+        properties: Mapping[str, str] | None = None,
+    ) -> CallResult:
+        """Call a tool service; its observation (chunks joined) and after-execution."""
+        if tracing.recording():
+            # An OpenTelemetry SDK is recording: this call is a CLIENT span, and the
+            # service's span is its child (the span's own id goes on the wire).
+            with tracing.span(
+                f"toolbus call {service or request_queue}",
+                # A traceparent the caller passed is this call's parent.
+                tracing.received(properties or {}) or tracing.current_trace(),
+                server=False,
+                attributes={
+                    "toolbus.service": service or "",
+                    "messaging.destination.name": request_queue,
+                },
+            ) as context:
+                properties = {**(properties or {}), **tracing.as_properties(context)}
+                waiter = await self._exchange(
+                    request_queue, response_queue, user, config, arguments, timeout, service,
+                    properties,
+                )  # fmt: skip
+        else:
+            waiter = await self._exchange(
+                request_queue, response_queue, user, config, arguments, timeout, service,
+                properties,
+            )  # fmt: skip
+        return CallResult("".join(waiter.chunks), waiter.after_execution)
+
+    async def call(
+        self,
+        *,
+        request_queue: str,
+        response_queue: str,
+        user: str = "",
+        config: Mapping[str, Any] | None = None,
+        arguments: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+        service: str | None = None,
+        properties: Mapping[str, str] | None = None,
+    ) -> str:
+        """Call a tool service and return its observation (stream chunks joined)."""
+        if tracing.recording():
+            result = await self.invoke(
+                request_queue=request_queue,
+                response_queue=response_queue,
+                user=user,
+                config=config,
+                arguments=arguments,
+                timeout=timeout,
+                service=service,
+                properties=properties,
+            )
+            return result.text
+        # The per-call path: straight to the work, no span machinery.
+        waiter = await self._exchange(
+            request_queue, response_queue, user, config, arguments, timeout, service, properties
+        )
+        return "".join(waiter.chunks)
+
+    async def _exchange(
+        self,
+        request_queue: str,
+        response_queue: str,
+        user: str,
+        config: Mapping[str, Any] | None,
+        arguments: Mapping[str, Any] | None,
+        timeout: float | None,
+        service: str | None,
+        properties: Mapping[str, str] | None,
+    ) -> _Waiter:
+        """Send one request and wait for its whole answer; the waiter holds it."""
+        limit = self.default_timeout if timeout is None else timeout
+        listener = self._listeners.get(response_queue) or await self._listener(response_queue)
+        body = wire.encode_request(user, config, arguments)
+        call_id, waiter, props = self._register(listener, limit, properties, watch=True)
+        task = asyncio.current_task(waiter.loop)
+        try:
+            waiter.sending = task
+            try:
+                await self.bus.publish(request_queue, body, props)
+            finally:
+                waiter.sending = None
+            while not waiter.finished:
+                await waiter.wait()
+        except asyncio.CancelledError:
+            if waiter.interrupted and task is not None and task.uncancel() == 0:
+                raise ToolTimeout(service or request_queue, limit) from None
+            raise
+        finally:
+            listener.waiters.pop(call_id, None)
+        if waiter.timed_out:
+            raise ToolTimeout(service or request_queue, limit)
+        if waiter.error is not None:
+            raise waiter.error
+        return waiter
+
+    async def stream(
+        self,
+        *,
+        request_queue: str,
+        response_queue: str,
+        user: str = "",
+        config: Mapping[str, Any] | None = None,
+        arguments: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+        service: str | None = None,
+        properties: Mapping[str, str] | None = None,
+    ) -> AsyncIterator[str]:
+        """Call a tool service and yield its chunks as they arrive (empty ones skipped).
+
+        ``timeout`` bounds the whole stream. Raises the service's error, if any,
+        after the chunks that came before it.
+        """
+        limit = self.default_timeout if timeout is None else timeout
+        listener = await self._listener(response_queue)
+        body = wire.encode_request(user, config, arguments)
+        call_id, waiter, props = self._register(listener, limit, properties, watch=False)
+        deadline = asyncio.get_running_loop().time() + limit
+        try:
+            async with asyncio.timeout_at(deadline):
+                await self.bus.publish(request_queue, body, props)
+        except TimeoutError:
+            listener.waiters.pop(call_id, None)
+            raise ToolTimeout(service or request_queue, limit) from None
+        except BaseException:
+            listener.waiters.pop(call_id, None)
+            raise
+        try:
+            while True:
+                while waiter.chunks:
+                    yield waiter.chunks.popleft()
+                if waiter.finished:
+                    break
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        await waiter.wait()
+                except TimeoutError:
+                    raise ToolTimeout(service or request_queue, limit) from None
+        finally:
+            listener.waiters.pop(call_id, None)
+        if waiter.error is not None:
+            raise waiter.error
+
+    async def close(self) -> None:
+        """Close every response subscription (also done on leaving ``async with``)."""
+        for listener in list(self._listeners.values()):
+            await listener.close()

@@ -1,0 +1,506 @@
+"""Hosting a tool service on a bus: decode, invoke, answer, ack — and never crash.
+
+Every request gets exactly one outcome. Bad input (not JSON, wrong shape, no
+``id``, too large) is answered with a ``bad-request`` error where a reply target
+exists, or logged and dropped where it does not; it is acked either way so that
+a poison message cannot cause a redelivery storm. A tool that raises answers
+with an error and the service goes on. Concurrency is bounded by a semaphore.
+
+Stopping (``stop()``, SIGTERM in the CLI, or cancellation of ``serve``) first
+stops taking new requests, then lets calls in flight finish for up to
+``drain_timeout`` seconds, then closes the subscription; a call still running
+after that is cancelled and, on a persistent queue, goes back to the broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+import os
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+from anyio.abc import TaskStatus
+
+from toolbus.application.calls.metrics import ToolbusMetrics, default_metrics
+from toolbus.application.calls.service import ToolResult, ToolService
+from toolbus.application.calls.supervision import supervised
+from toolbus.application.tracing import propagation as tracing
+from toolbus.domain.calls import wire
+from toolbus.domain.calls.queues import parse_queue
+from toolbus.domain.errors import (
+    BadRequest,
+    DeadlineExceeded,
+    ToolCallError,
+    WireError,
+)
+from toolbus.ports import Bus, Delivery
+
+log = logging.getLogger("toolbus.service")
+
+DEFAULT_CONCURRENCY = 64
+DEFAULT_MAX_REQUEST_BYTES = 16 * 1024 * 1024
+DEFAULT_DRAIN_TIMEOUT = 30.0
+#: How many answered calls (and bytes of answers) a host remembers to make
+#: redelivered requests idempotent.
+DEFAULT_IDEMPOTENCY_CALLS = 10_000
+DEFAULT_IDEMPOTENCY_BYTES = 64 * 1024 * 1024
+
+
+class ServiceHost:
+    """Serves one :class:`ToolService` from its request queue on ``bus``."""
+
+    def __init__(
+        self,
+        bus: Bus,
+        service: ToolService,
+        *,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        group: str | None = None,
+        max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+        drain_timeout: float = DEFAULT_DRAIN_TIMEOUT,
+        clock: Callable[[], float] = time.time,
+        metrics: ToolbusMetrics | None = None,
+        environ: Mapping[str, str] = os.environ,
+        idempotency_calls: int = DEFAULT_IDEMPOTENCY_CALLS,
+        idempotency_bytes: int = DEFAULT_IDEMPOTENCY_BYTES,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self.bus = bus
+        self.service = service
+        #: Replicas in one group compete for requests; by default the service id.
+        self.group = group or service.id
+        self.concurrency = concurrency
+        self.max_request_bytes = max_request_bytes
+        self.drain_timeout = drain_timeout
+        self.clock = clock
+        #: Where ``options.envs`` values come from: this process's environment.
+        self.environ = environ
+        self._call_metrics = (default_metrics() if metrics is None else metrics).for_service(
+            service.id
+        )
+        self._span_attributes = {
+            "toolbus.service": service.id,
+            "messaging.destination.name": service.request_queue,
+        }
+        self._answers = (
+            _AnswerMemory(idempotency_calls, idempotency_bytes)
+            if parse_queue(service.request_queue).persistent and idempotency_calls > 0
+            else None
+        )
+        # A pool of ``concurrency`` workers, each reading the subscription and
+        # handling a request inline: no task spawn, semaphore or cancel scope per
+        # call, and the fewest event-loop hops per round trip.
+        self._idle: set[asyncio.Task[None]] = set()
+        self._busy = 0
+        self._stopping = False
+        self._stopped: asyncio.Event | None = None
+        #: Requests handled so far (answered or dropped), for tests and metrics.
+        self.handled = 0
+
+    @property
+    def in_flight(self) -> int:
+        return self._busy
+
+    def stop(self) -> None:
+        """Stop taking requests; ``serve`` returns once calls in flight have drained."""
+        self._stopping = True
+        if self._stopped is not None:
+            self._stopped.set()
+        # Only workers waiting for a request are cancelled; busy ones finish their call.
+        for worker in list(self._idle):
+            worker.cancel()
+
+    async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Serve until stopped or cancelled. Signals ``task_status`` once subscribed."""
+        self._stopped = asyncio.Event()
+        self._stopping = False
+        subscription = await self.bus.subscribe(self.service.request_queue, group=self.group)
+        requests = aiter(subscription)
+        loop = asyncio.get_running_loop()
+        # Workers are tasks outside any cancel scope of ours: cancelling ``serve``
+        # must let calls in flight finish (the drain below).
+        workers = [loop.create_task(self._worker(requests)) for _ in range(self.concurrency)]
+        log.info("serving %r on %s", self.service.id, self.service.request_queue)
+        try:
+            task_status.started()
+            await self._stopped.wait()
+        finally:
+            with anyio.CancelScope(shield=True):
+                self.stop()
+                await self._drain(workers)
+                await subscription.close()
+            log.info("stopped %r", self.service.id)
+
+    async def _worker(self, requests: AsyncIterator[Delivery]) -> None:
+        me = asyncio.current_task()
+        assert me is not None
+        idle = self._idle
+        while not self._stopping:
+            idle.add(me)
+            try:
+                delivery = await anext(requests)
+            except (StopAsyncIteration, asyncio.CancelledError):
+                # Subscription closed, or stop() while waiting (a cancel-safe read).
+                if self._stopped is not None:
+                    self._stopped.set()
+                return
+            finally:
+                idle.discard(me)
+            self._busy += 1
+            try:
+                await self.handle(delivery)
+            except Exception:  # handle() answers every failure itself; a worker must not die
+                log.exception("%r: unexpected failure handling a request", self.service.id)
+            finally:
+                self._busy -= 1
+                self.handled += 1
+
+    async def _drain(self, workers: list[asyncio.Task[None]]) -> None:
+        _, late = await asyncio.wait(workers, timeout=self.drain_timeout)
+        for worker in late:
+            worker.cancel()
+        if late:
+            log.warning(
+                "%r: call(s) still running after %g s were cut off and not acked",
+                self.service.id,
+                self.drain_timeout,
+            )
+            await asyncio.wait(late)
+
+    async def handle(self, delivery: Delivery) -> None:
+        """Answer one delivery. Never raises except on cancellation."""
+        properties = delivery.properties
+        call_id = properties.get(wire.PROP_ID)
+        if not call_id:
+            log.warning(
+                "%r: dropped a request with no 'id' property: nobody could match the answer",
+                self.service.id,
+            )
+            await delivery.ack()
+            return
+        answers = self._answers
+        if answers is not None:
+            # A redelivery repeats the body too; another request that reuses an id does not.
+            key = (call_id, hash(delivery.body))
+            if await answers.settle_duplicate(key, self, delivery):
+                return
+        reply = _Reply(self, call_id, answers is not None)
+        started = time.perf_counter()
+        error_type: str | None = None
+        try:
+            try:
+                await self._answer(reply, delivery)
+            except ToolCallError as exc:
+                error_type = exc.error_type
+                await reply.error(exc.error_type, exc.message)
+            except Exception as exc:
+                error_type = wire.GENERIC_ERROR
+                reply.log_failure(exc)
+                await reply.error(wire.GENERIC_ERROR, _describe(exc))
+            self._call_metrics.record(time.perf_counter() - started, error_type)
+            if answers is not None:
+                answers.remember(key, reply.sent)
+            await delivery.ack()
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception:
+            # The answer could not be published (broker gone?). Leave the message
+            # to the broker: nack makes a persistent queue redeliver it.
+            log.exception("%r: could not answer call %s; handing it back", self.service.id, call_id)
+            try:
+                await delivery.nack()
+            except Exception:
+                log.debug("nack failed too", exc_info=True)
+        finally:
+            if answers is not None:
+                answers.finished(key)
+
+    async def _answer(self, reply: _Reply, delivery: Delivery) -> None:
+        body = delivery.body
+        properties = delivery.properties
+        if len(body) > self.max_request_bytes:
+            raise BadRequest(
+                f"request of {len(body):,} bytes exceeds this service's limit of "
+                f"{self.max_request_bytes:,} bytes; send less, or start the service with a "
+                "larger max_request_bytes"
+            )
+        deadline = properties.get(wire.PROP_DEADLINE)
+        if deadline is not None and _expired(deadline, self.clock()):
+            raise DeadlineExceeded(
+                f"the caller's deadline passed before {self.service.id!r} could start the call"
+            )
+        try:
+            request = wire.decode_request(body)
+        except WireError as exc:
+            raise BadRequest(str(exc)) from None
+        arguments = request.arguments
+        env_names = properties.get(wire.PROP_ENV_ARGS)
+        if env_names:
+            arguments = self._inject_environment(reply, arguments, env_names)
+        if tracing.recording():
+            with (
+                tracing.span(
+                    f"toolbus serve {self.service.id}",
+                    tracing.received(properties),
+                    server=True,
+                    attributes=self._span_attributes,
+                ) as context,
+                tracing.activated(context),
+            ):
+                result = await self.service.handle(request.user, request.config, arguments)
+                await self._send_result(reply, result)
+        else:
+            # The same, minus OpenTelemetry, without context managers on the hot path.
+            token = tracing.enter_served(properties)
+            try:
+                result = await self.service.handle(request.user, request.config, arguments)
+                if isinstance(result, str):  # the common case first: no further checks
+                    await reply.send(result)
+                else:
+                    await self._send_result(reply, result)
+            finally:
+                tracing.leave(token)
+
+    async def _send_result(self, reply: _Reply, result: Any) -> None:
+        """Answer with what the tool returned: a value, a ``ToolResult``, or a stream."""
+        if isinstance(result, str):
+            await reply.send(result)
+        elif isinstance(result, ToolResult):
+            await reply.send(wire.observation_text(result.content), result.after_execution)
+        elif inspect.isasyncgen(result) or isinstance(result, AsyncIterator):
+            # With secrets, hold back what could be a secret's beginning until the
+            # next chunk shows whether it is: each message is redacted on its own.
+            held = _Holdback(reply.secrets) if reply.secrets else None
+            async for chunk in result:
+                if isinstance(chunk, ToolResult):
+                    reply.after_execution = chunk.after_execution
+                    chunk = chunk.content
+                text = wire.observation_text(chunk)
+                if held is not None:
+                    text = held.push(text)
+                if text:
+                    await reply.send(text, end_of_stream=False)
+            if held is not None and (rest := held.flush()):
+                await reply.send(rest, end_of_stream=False)
+            # The end is a message of its own: a generator cannot tell us its last
+            # chunk in advance, and holding chunks back would defeat streaming.
+            await reply.send("", reply.after_execution)
+        else:
+            await reply.send(wire.observation_text(result))
+
+    def _inject_environment(
+        self, reply: _Reply, arguments: dict[str, Any], env_names: str
+    ) -> dict[str, Any]:
+        """Resolve ``env-args`` from this process's environment; values become secrets."""
+        try:
+            names = json.loads(env_names)
+            if not isinstance(names, dict):
+                raise ValueError
+        except ValueError:
+            raise BadRequest(
+                "message property 'env-args' must be a JSON object of argument -> variable name"
+            ) from None
+        arguments = dict(arguments)
+        offered = self.service.env_params
+        for argument, variable in names.items():
+            if variable not in offered:
+                log.warning(
+                    "%r: a request asked for environment variable %s for argument %r, which "
+                    "the service does not offer (env_params); argument skipped",
+                    self.service.id,
+                    variable,
+                    argument,
+                )
+                continue
+            value = self.environ.get(str(variable))
+            if value is None:
+                log.warning(
+                    "%r: environment variable %s for argument %r is not set; argument skipped",
+                    self.service.id,
+                    variable,
+                    argument,
+                )
+                continue
+            arguments[argument] = value
+            # Also as json.dumps writes it, inside a structured result.
+            reply.secrets.extend(_secret_forms(value))
+        return arguments
+
+
+class _Reply:
+    """Publishes one call's answer: redacts secrets, remembers what it sent."""
+
+    __slots__ = ("after_execution", "call_id", "host", "record", "secrets", "sent")
+
+    def __init__(self, host: ServiceHost, call_id: str, record: bool) -> None:
+        self.host = host
+        self.call_id = call_id
+        self.record = record
+        self.sent: list[tuple[bytes, dict[str, str]]] = []
+        #: Values injected from the environment: never to appear on the bus or in logs.
+        self.secrets: list[str] = []
+        self.after_execution: str | None = None
+
+    def redact(self, text: str) -> str:
+        for secret in self.secrets:
+            if secret:
+                text = text.replace(secret, "***")
+        return text
+
+    async def send(
+        self, text: str, after_execution: str | None = None, *, end_of_stream: bool = True
+    ) -> None:
+        if self.secrets:
+            text = self.redact(text)
+        properties = {wire.PROP_ID: self.call_id}
+        if after_execution is not None and end_of_stream:
+            properties[wire.PROP_AFTER_EXECUTION] = after_execution
+        await self._publish(wire.encode_response(text, end_of_stream=end_of_stream), properties)
+
+    async def error(self, error_type: str, message: str) -> None:
+        body = wire.encode_error(error_type, self.redact(message))
+        await self._publish(body, {wire.PROP_ID: self.call_id})
+
+    def _publish(self, body: bytes, properties: dict[str, str]) -> Awaitable[None]:
+        # Recorded first: if publishing fails the call is handed back, records and all.
+        if self.record:
+            self.sent.append((body, properties))
+        return self.host.bus.publish(self.host.service.response_queue, body, properties)
+
+    def log_failure(self, exc: BaseException) -> None:
+        service = self.host.service.id
+        if self.secrets:
+            # The traceback could quote a secret; log the redacted message only.
+            log.error(
+                "%r: tool raised for call %s: %s",
+                service,
+                self.call_id,
+                self.redact(_describe(exc)),
+            )
+        else:
+            log.exception("%r: tool raised for call %s", service, self.call_id)
+
+
+class _AnswerMemory:
+    """Answers already sent, so a redelivered request is answered without running again.
+
+    Only on at-least-once (persistent) request queues, where redelivery happens.
+    Bounded by count and by bytes; the oldest answers are forgotten first.
+    """
+
+    def __init__(self, max_calls: int, max_bytes: int) -> None:
+        self.max_calls = max_calls
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self.answers: OrderedDict[tuple[str, int], list[tuple[bytes, dict[str, str]]]] = (
+            OrderedDict()
+        )
+        #: Requests running now; the event is set when each one is settled.
+        self.in_progress: dict[tuple[str, int], asyncio.Event] = {}
+
+    async def settle_duplicate(
+        self, key: tuple[str, int], host: ServiceHost, delivery: Delivery
+    ) -> bool:
+        """Handle a request seen before; False when it is new (and now in progress)."""
+        call_id = key[0]
+        sent = self.answers.get(key)
+        if sent is not None:
+            log.info(
+                "%r: call %s was answered before; sending the recorded answer",
+                host.service.id,
+                call_id,
+            )
+            for body, properties in sent:
+                await host.bus.publish(host.service.response_queue, body, properties)
+            await delivery.ack()
+            return True
+        running = self.in_progress.get(key)
+        if running is not None:
+            # Redelivered while the first delivery is still running (an ack wait ran
+            # out). Running the tool twice is what we avoid; losing the call if the
+            # first delivery is then cut off would be worse. So the first one's
+            # outcome settles this copy: answered, it is acked; not, it goes back.
+            log.info("%r: call %s is already running; waiting for it", host.service.id, call_id)
+            await running.wait()
+            await (delivery.ack() if key in self.answers else delivery.nack())
+            return True
+        self.in_progress[key] = asyncio.Event()
+        return False
+
+    def remember(self, key: tuple[str, int], sent: list[tuple[bytes, dict[str, str]]]) -> None:
+        self.answers[key] = sent
+        self.bytes += sum(len(body) for body, _ in sent)
+        while self.answers and (len(self.answers) > self.max_calls or self.bytes > self.max_bytes):
+            _, dropped = self.answers.popitem(last=False)
+            self.bytes -= sum(len(body) for body, _ in dropped)
+
+    def finished(self, key: tuple[str, int]) -> None:
+        settled = self.in_progress.pop(key, None)
+        if settled is not None:
+            settled.set()
+
+
+def _secret_forms(value: str) -> set[str]:
+    """A secret as injected, and as it reads inside JSON text (escaped)."""
+    return {value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}
+
+
+class _Holdback:
+    """Holds back a stream's tail that could be the start of a secret split across chunks."""
+
+    def __init__(self, secrets: list[str]) -> None:
+        self.secrets = [secret for secret in secrets if secret]
+        self.keep = max(map(len, self.secrets), default=1) - 1
+        self.pending = ""
+
+    def push(self, text: str) -> str:
+        """The part of the stream so far that no secret can straddle; keeps the rest."""
+        text = self.pending + text
+        cut = max(len(text) - self.keep, 0)
+        moved = True
+        while moved:
+            moved = False
+            for secret in self.secrets:
+                start = text.find(secret, max(cut - len(secret) + 1, 0))
+                if start != -1 and start < cut:  # begins before the cut, ends after it
+                    cut, moved = start, True
+        self.pending = text[cut:]
+        return text[:cut]
+
+    def flush(self) -> str:
+        rest, self.pending = self.pending, ""
+        return rest
+
+
+def _expired(deadline: str, now: float) -> bool:
+    try:
+        return float(deadline) <= now
+    except ValueError:
+        return False  # an unreadable deadline is ignored, not fatal
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+@asynccontextmanager
+async def running(
+    bus: Bus, *services: ToolService, **host_options: Any
+) -> AsyncIterator[list[ServiceHost]]:
+    """Serve ``services`` on ``bus`` for the duration of the ``async with`` block.
+
+    Every service is subscribed (so requests cannot be missed) before the block
+    starts; leaving the block stops them and drains calls in flight.
+    """
+    hosts = [ServiceHost(bus, service, **host_options) for service in services]
+    async with supervised(hosts, lambda host: host.serve, lambda host: host.stop()):
+        yield hosts

@@ -1,0 +1,413 @@
+"""Prometheus metrics for agent sessions and tool calls, and the ``/metrics`` endpoint.
+
+prometheus-client is an optional extra (``pip install 'toolbus[metrics]'``).
+Without it every recording method is a no-op, so code can record
+unconditionally. Names follow the tool-group specification:
+
+=============================================  =========  ==========================
+metric                                         type       labels
+=============================================  =========  ==========================
+``agent_tool_group_requests_total``            counter    ``group``
+``agent_tool_group_availability``              gauge      ``group``
+``agent_filtered_tools_count``                 histogram  (none)
+``agent_state_transitions_total``              counter    ``tool, from_state, to_state``
+``agent_workflow_duration_seconds``            histogram  ``state``
+``agent_state_availability``                   gauge      ``state``
+``agent_group_access_denied_total``            counter    ``group``
+``agent_invalid_state_transition_total``       counter    ``tool, reason``
+``agent_privilege_escalation_attempts_total``  counter    ``reason``
+``toolbus_tool_calls_total``                   counter    ``tool, service, outcome``
+``toolbus_tool_call_duration_seconds``         histogram  ``tool, service``
+``toolbus_tool_call_errors_total``             counter    ``tool, service, error_type``
+``toolbus_service_calls_total``                counter    ``service, outcome``
+``toolbus_service_call_duration_seconds``      histogram  ``service``
+``toolbus_service_call_errors_total``          counter    ``service, error_type``
+=============================================  =========  ==========================
+
+``docs/audit-and-metrics.md`` says when each one moves. Label values that come
+from requests (groups, states, error types) are capped per label: past
+:data:`MAX_LABEL_VALUES` distinct values, new ones are counted as ``"(other)"``,
+so that a client inventing group names cannot grow the metrics without bound.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from toolbus.application.calls.service_metrics import ServiceCallCollector, ServiceCallRecorder
+from toolbus.domain.config.registry import UNDEFINED_STATE, WILDCARD
+from toolbus.domain.errors import ToolbusError
+
+if TYPE_CHECKING:
+    from toolbus.domain.config.registry import Registry
+
+MAX_LABEL_VALUES = 200
+OTHER = "(other)"
+#: Label for a tool name the registry does not know (a model's invention).
+UNKNOWN_TOOL = "(unknown)"
+OK = "ok"
+ERROR = "error"
+
+_COUNT_BUCKETS = (0, 1, 2, 3, 5, 10, 20, 50, 100, 200, 500, 1000, 5000)
+_STATE_SECONDS_BUCKETS = (0.01, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800)
+_CALL_SECONDS_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+
+class MetricsUnavailable(ToolbusError, RuntimeError):
+    """prometheus-client is not installed, and something needs it."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(
+            f"{what} needs prometheus-client; install it with: pip install 'toolbus[metrics]'"
+        )
+
+
+def prometheus_available() -> bool:
+    """Whether prometheus-client can be imported."""
+    try:
+        import prometheus_client  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class _Noop:
+    """Stands in for a metric, or a labelled child of one, when metrics are off."""
+
+    def labels(self, *_: str, **__: str) -> _Noop:
+        return self
+
+    def inc(self, amount: float = 1) -> None:
+        pass
+
+    def set(self, value: float) -> None:
+        pass
+
+    def observe(self, value: float) -> None:
+        pass
+
+    def clear(self) -> None:
+        pass
+
+
+_NOOP = _Noop()
+
+
+class _CappedLabel:
+    """Keeps at most ``limit`` distinct values of one label; later ones become ``"(other)"``."""
+
+    __slots__ = ("_limit", "_lock", "_seen")
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._seen: set[str] = set()
+        self._lock = threading.Lock()  # the host may record from worker threads
+
+    def __call__(self, value: str) -> str:
+        if value in self._seen:
+            return value
+        with self._lock:
+            if len(self._seen) >= self._limit:
+                return OTHER
+            self._seen.add(value)
+        return value
+
+
+class ToolbusMetrics:
+    """Every toolbus metric, registered in one prometheus ``CollectorRegistry``.
+
+    ``ToolbusMetrics()`` registers in prometheus-client's default registry (the
+    one :func:`start_metrics_server` serves); use :func:`default_metrics` for the
+    process-wide instance rather than making a second one there, which
+    prometheus refuses. Tests pass a private ``CollectorRegistry``.
+    Without prometheus-client, or with ``enabled=False``, nothing is recorded.
+    """
+
+    def __init__(
+        self,
+        registry: Any | None = None,
+        *,
+        enabled: bool = True,
+        max_label_values: int = MAX_LABEL_VALUES,
+    ) -> None:
+        self.enabled = enabled and prometheus_available()
+        self.registry: Any | None = None
+        self._group = _CappedLabel(max_label_values)
+        self._state = _CappedLabel(max_label_values)
+        self._error_type = _CappedLabel(max_label_values)
+        self._last_registry: Registry | None = None
+        self._registry_lock = threading.Lock()
+        self._service_calls: ServiceCallCollector | None = None
+        self._service_recorders: dict[str, ServiceCallRecorder] = {}
+        if self.enabled:
+            self._register(registry)
+        else:
+            self.requests = self.group_availability = self.filtered_tools = _NOOP
+            self.transitions = self.state_duration = self.state_availability = _NOOP
+            self.access_denied = self.invalid_transitions = self.escalations = _NOOP
+            self.tool_calls = self.tool_call_duration = self.tool_call_errors = _NOOP
+
+    @classmethod
+    def disabled(cls) -> ToolbusMetrics:
+        """An instance that records nothing."""
+        return cls(enabled=False)
+
+    def _register(self, registry: Any | None) -> None:
+        from prometheus_client import REGISTRY, Counter, Gauge, Histogram
+
+        target = REGISTRY if registry is None else registry
+        self.registry = target
+
+        def counter(name: str, doc: str, labels: Iterable[str] = ()) -> Any:
+            return Counter(name, doc, list(labels), registry=target)
+
+        def gauge(name: str, doc: str, labels: Iterable[str] = ()) -> Any:
+            return Gauge(name, doc, list(labels), registry=target)
+
+        def histogram(
+            name: str, doc: str, labels: Iterable[str], buckets: tuple[float, ...]
+        ) -> Any:
+            return Histogram(name, doc, list(labels), registry=target, buckets=buckets)
+
+        self.requests = counter(
+            "agent_tool_group_requests_total",
+            "Agent sessions started, by requested tool group",
+            ["group"],
+        )
+        self.group_availability = gauge(
+            "agent_tool_group_availability",
+            "Configured tools in each tool group (live configuration)",
+            ["group"],
+        )
+        self.filtered_tools = histogram(
+            "agent_filtered_tools_count",
+            "Tools offered after group and state filtering, at session start and after "
+            "each state change",
+            [],
+            _COUNT_BUCKETS,
+        )
+        self.transitions = counter(
+            "agent_state_transitions_total",
+            "State changes after successful tool calls, by tool",
+            ["tool", "from_state", "to_state"],
+        )
+        self.state_duration = histogram(
+            "agent_workflow_duration_seconds",
+            "Time an agent session spent in a state before leaving it (or closing)",
+            ["state"],
+            _STATE_SECONDS_BUCKETS,
+        )
+        self.state_availability = gauge(
+            "agent_state_availability",
+            "Configured tools offered in each state, before group filtering (live configuration)",
+            ["state"],
+        )
+        self.access_denied = counter(
+            "agent_group_access_denied_total",
+            "Tool groups refused to agent requests by the permissions",
+            ["group"],
+        )
+        self.invalid_transitions = counter(
+            "agent_invalid_state_transition_total",
+            "Calls refused because the tool is not offered now (reason: state, group or unknown)",
+            ["tool", "reason"],
+        )
+        self.escalations = counter(
+            "agent_privilege_escalation_attempts_total",
+            "Requests beyond a user's permissions (groups, wildcard) and calls of tools "
+            "outside the session's groups (tool)",
+            ["reason"],
+        )
+        self.tool_calls = counter(
+            "toolbus_tool_calls_total",
+            "Tool calls made by agent sessions, by outcome",
+            ["tool", "service", "outcome"],
+        )
+        self.tool_call_duration = histogram(
+            "toolbus_tool_call_duration_seconds",
+            "Duration of tool calls made by agent sessions, as the caller saw it",
+            ["tool", "service"],
+            _CALL_SECONDS_BUCKETS,
+        )
+        self.tool_call_errors = counter(
+            "toolbus_tool_call_errors_total",
+            "Failed tool calls made by agent sessions, by error type",
+            ["tool", "service", "error_type"],
+        )
+        # Recorded on every request a service answers: plain counters behind a
+        # collector rather than prometheus metric objects (see service_metrics).
+        self._service_calls = ServiceCallCollector(_CALL_SECONDS_BUCKETS, self._error_type)
+        target.register(self._service_calls)
+
+    # ------------------------------------------------------------- configuration
+
+    def observe_registry(self, registry: Registry) -> None:
+        """Set the per-group and per-state availability gauges from ``registry``.
+
+        Cheap to call repeatedly: the gauges are recomputed only when a
+        different registry (a new configuration snapshot) is seen.
+        """
+        if not self.enabled or registry is self._last_registry:
+            return
+        with self._registry_lock:
+            if registry is self._last_registry:
+                return
+            self._last_registry = registry
+            self.group_availability.clear()
+            for group, members in registry.groups().items():
+                self.group_availability.labels(group=group).set(len(members))
+            self.state_availability.clear()
+            for state, count in _tools_per_state(registry).items():
+                self.state_availability.labels(state=state).set(count)
+
+    # ------------------------------------------------------------- agent sessions
+
+    def session_started(self, groups: Iterable[str], offered: int) -> None:
+        """A session passed the access check and offers ``offered`` tools."""
+        for group in groups:
+            self.requests.labels(group=self._group(group)).inc()
+        self.filtered_tools.observe(offered)
+
+    def access_denied_for(self, denied: Iterable[str]) -> None:
+        """A session request was refused; ``denied`` are the groups it may not have."""
+        denied = tuple(denied)
+        for group in denied:
+            self.access_denied.labels(group=self._group(group)).inc()
+        reason = "wildcard" if WILDCARD in denied else "groups"
+        self.escalations.labels(reason=reason).inc()
+
+    def call_refused(self, tool: str | None, reason: str) -> None:
+        """A call named a tool not offered now. ``reason``: state, group or unknown.
+
+        A tool outside the session's groups also counts as an escalation attempt:
+        the caller reached for something its request did not cover.
+        """
+        self.invalid_transitions.labels(tool=tool or UNKNOWN_TOOL, reason=reason).inc()
+        if reason == "group":
+            self.escalations.labels(reason="tool").inc()
+
+    def state_changed(
+        self, tool: str, from_state: str, to_state: str, seconds_in_from: float, offered: int
+    ) -> None:
+        """A successful call moved a session from one state to another."""
+        self.transitions.labels(
+            tool=tool, from_state=self._state(from_state), to_state=self._state(to_state)
+        ).inc()
+        self.state_duration.labels(state=self._state(from_state)).observe(seconds_in_from)
+        self.filtered_tools.observe(offered)
+
+    def session_closed(self, state: str, seconds_in_state: float) -> None:
+        """A session ended in ``state`` after ``seconds_in_state`` there."""
+        self.state_duration.labels(state=self._state(state)).observe(seconds_in_state)
+
+    # ------------------------------------------------------------- tool calls
+
+    def tool_call(self, tool: str, service: str, seconds: float, error_type: str | None) -> None:
+        """An agent session's call went over the bus; ``error_type`` ``None`` means success."""
+        outcome = OK if error_type is None else ERROR
+        self.tool_calls.labels(tool=tool, service=service, outcome=outcome).inc()
+        self.tool_call_duration.labels(tool=tool, service=service).observe(seconds)
+        if error_type is not None:
+            self.tool_call_errors.labels(
+                tool=tool, service=service, error_type=self._error_type(error_type)
+            ).inc()
+
+    def service_call(self, service: str, seconds: float, error_type: str | None = None) -> None:
+        """A service host answered one request; ``error_type`` is the wire error type, if any.
+
+        A host should record through its own :meth:`for_service` recorder instead:
+        this one is shared, and so takes a lock.
+        """
+        with self._registry_lock:
+            recorder = self._service_recorders.get(service)
+            if recorder is None:
+                recorder = self._service_recorders[service] = self.for_service(service)
+            recorder.record(seconds, error_type)
+
+    def for_service(self, service: str) -> ServiceCallRecorder:
+        """A recorder of one host's calls of ``service``, for its per-request path.
+
+        Use it from one event loop; every host gets its own.
+        """
+        if self._service_calls is None:  # metrics off: counts that nobody reads
+            return ServiceCallRecorder(service, _CALL_SECONDS_BUCKETS, self._error_type)
+        return self._service_calls.recorder(service)
+
+
+def _tools_per_state(registry: Registry) -> dict[str, int]:
+    """For each state configuration names, how many tools are offered there (any group)."""
+    tools = registry.tools.values()
+    states = {UNDEFINED_STATE}
+    for tool in tools:
+        if tool.state:
+            states.add(tool.state)
+        states.update(s for s in tool.applicable_states or () if s != WILDCARD)
+    counts = dict.fromkeys(sorted(states), 0)
+    for tool in tools:
+        applicable = tool.applicable_states
+        if applicable is None or WILDCARD in applicable:
+            for state in counts:
+                counts[state] += 1
+        else:
+            for state in applicable:
+                counts[state] += 1
+    return counts
+
+
+_default: ToolbusMetrics | None = None
+_default_lock = threading.Lock()
+
+
+def default_metrics() -> ToolbusMetrics:
+    """The process-wide metrics, in prometheus-client's default registry (no-op without it)."""
+    global _default
+    if _default is None:
+        with _default_lock:
+            if _default is None:
+                _default = ToolbusMetrics()
+    return _default
+
+
+@dataclass(slots=True)
+class MetricsServer:
+    """A running ``/metrics`` HTTP endpoint (a daemon thread). ``close()`` stops it."""
+
+    host: str
+    port: int
+    _server: Any
+    _thread: Any
+
+    def close(self) -> None:
+        """Stop serving and release the port."""
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+
+def start_metrics_server(
+    port: int, addr: str = "127.0.0.1", *, registry: Any | None = None
+) -> MetricsServer:
+    """Serve ``/metrics`` on ``addr:port`` from a daemon thread; ``port`` 0 picks a free one.
+
+    ``registry`` defaults to prometheus-client's default registry, where
+    :func:`default_metrics` records. The address defaults to loopback; pass
+    ``"0.0.0.0"`` for a scraper on another machine. Raises
+    :class:`MetricsUnavailable` without prometheus-client.
+    """
+    try:
+        from prometheus_client import REGISTRY, start_http_server
+    except ImportError:
+        raise MetricsUnavailable("serving /metrics") from None
+    try:
+        server, thread = start_http_server(
+            port, addr=addr, registry=REGISTRY if registry is None else registry
+        )
+    except OSError as exc:
+        raise ToolbusError(
+            f"cannot serve /metrics on {addr}:{port}: {exc.strerror or exc}; "
+            "pick another port (toolbus serve --metrics-port N)"
+        ) from exc
+    return MetricsServer(addr, int(server.server_port), server, thread)

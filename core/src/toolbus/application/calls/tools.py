@@ -1,0 +1,239 @@
+"""Calling configured tools by name: the configuration decides queues and config values."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from toolbus.application.calls.client import ToolServiceClient
+from toolbus.application.tracing import propagation as tracing
+from toolbus.domain.calls import wire
+from toolbus.domain.calls.arguments import PLACEHOLDERS, AppliedOptions, apply_options
+from toolbus.domain.calls.trace_context import TraceContext
+from toolbus.domain.config.loading import AFTER_EXECUTION_VALUES, ToolDescriptor
+from toolbus.domain.config.registry import Registry
+from toolbus.domain.errors import ToolbusError
+
+log = logging.getLogger("toolbus.tools")
+
+# Every known placeholder renders, as "" when this call has no value for it (a
+# call outside an agent session has no request id, tool call id or state).
+_NO_VALUES = dict.fromkeys(PLACEHOLDERS, "")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolInvocation:
+    """The outcome of one successful call of a configured tool."""
+
+    observation: str
+    #: "suspend" or "terminate": the service's per-response override, else the tool's.
+    after_execution: str
+    #: Which argument keys the tool's options set (names only, never values).
+    applied: AppliedOptions
+    #: The W3C trace id the call ran under.
+    trace_id: str = ""
+
+
+class Tools:
+    """``await tools.call("tell-joke", {"topic": "cats"}, user="alice")``.
+
+    Looks the tool up in the registry, applies its argument options, sends its
+    config values and the arguments to its service's request queue, and returns
+    the observation.
+
+    Every call continues the current trace (see :mod:`toolbus.application.tracing.propagation`)
+    or starts one. With an OpenTelemetry SDK configured, each call is an
+    ``execute_tool {name}`` span (INTERNAL, with ``gen_ai.tool.name``,
+    ``toolbus.tool`` and ``toolbus.service``), parent of the client's span.
+    """
+
+    def __init__(self, client: ToolServiceClient, registry: Registry) -> None:
+        self.client = client
+        #: The live registry; replace it to reconfigure (sessions keep their own).
+        self.registry = registry
+
+    def _route(self, tool: ToolDescriptor, registry: Registry) -> dict[str, Any]:
+        if tool.type != "tool-service" or tool.service is None:
+            raise ToolbusError(
+                f"tool {tool.name!r} has type {tool.type!r}, which is not served over the bus"
+            )
+        service = registry.service_for(tool)
+        return {
+            "request_queue": service.request_queue,
+            "response_queue": service.response_queue,
+            "config": tool.config,
+            "service": service.id,
+        }
+
+    def _prepare(
+        self,
+        tool: ToolDescriptor,
+        arguments: Mapping[str, Any] | None,
+        user: str,
+        context: Mapping[str, str] | None,
+        trace: TraceContext,
+        properties: Mapping[str, str] | None,
+    ) -> tuple[AppliedOptions, Mapping[str, str] | None]:
+        if not tool.options:
+            return AppliedOptions(dict(arguments or {})), properties
+        values = {**_NO_VALUES, **(context or {}), "user": user, "trace_id": trace.trace_id}
+        applied = apply_options(arguments or {}, tool.options, values)
+        if tool.options.envs:
+            # Only the variable names travel; the service reads the values from its
+            # own environment, so a secret never crosses the bus.
+            properties = {**(properties or {}), wire.PROP_ENV_ARGS: json.dumps(tool.options.envs)}
+        return applied, properties
+
+    async def invoke(
+        self,
+        tool: str | ToolDescriptor,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        user: str = "",
+        timeout: float | None = None,
+        properties: Mapping[str, str] | None = None,
+        context: Mapping[str, str] | None = None,
+        registry: Registry | None = None,
+    ) -> ToolInvocation:
+        """Call a tool (a name, or a descriptor of ``registry``) and report the details.
+
+        ``context`` fills the ``{request_id}``, ``{tool_call_id}`` and ``{state}``
+        placeholders of the tool's argument options (``{user}`` and ``{trace_id}``
+        are known here). A ``traceparent`` in ``properties`` is the parent of
+        the call; otherwise the current trace is.
+        """
+        registry = registry or self.registry
+        descriptor = registry.tool(tool) if isinstance(tool, str) else tool
+        route = self._route(descriptor, registry)
+        parent = _parent(properties)
+        if not tracing.recording():
+            trace = tracing.outgoing(parent)
+            properties = _with_trace(properties, trace)
+            return await self._send(
+                descriptor, route, arguments, user, timeout, properties, context, trace
+            )
+        attributes = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": descriptor.llm_name,
+            "toolbus.tool": descriptor.name,
+            "toolbus.service": route["service"],
+        }
+        if context and context.get("tool_call_id"):
+            attributes["gen_ai.tool.call.id"] = context["tool_call_id"]
+        with (
+            tracing.span(
+                f"execute_tool {descriptor.llm_name}",
+                parent,
+                kind="internal",
+                attributes=attributes,
+            ) as trace,
+            tracing.activated(trace),
+        ):
+            # The client's span is a child of this one (it is current now).
+            properties = _with_trace(properties, None)
+            return await self._send(
+                descriptor, route, arguments, user, timeout, properties, context, trace
+            )
+
+    async def _send(
+        self,
+        tool: ToolDescriptor,
+        route: dict[str, Any],
+        arguments: Mapping[str, Any] | None,
+        user: str,
+        timeout: float | None,
+        properties: Mapping[str, str] | None,
+        context: Mapping[str, str] | None,
+        trace: TraceContext,
+    ) -> ToolInvocation:
+        applied, properties = self._prepare(tool, arguments, user, context, trace, properties)
+        result = await self.client.invoke(
+            user=user,
+            arguments=applied.arguments,
+            timeout=timeout,
+            properties=properties,
+            **route,
+        )
+        after_execution = result.after_execution
+        if after_execution not in AFTER_EXECUTION_VALUES:
+            if after_execution is not None:
+                # Not from a toolbus service: its other answers may still be good.
+                log.warning(
+                    "service %r answered with after-execution %r, which is neither 'suspend' "
+                    "nor 'terminate'; using tool %r's setting %r",
+                    route["service"],
+                    after_execution[:64],
+                    tool.name,
+                    tool.after_execution,
+                )
+            after_execution = tool.after_execution
+        return ToolInvocation(result.text, after_execution, applied, trace.trace_id)
+
+    async def call(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        user: str = "",
+        timeout: float | None = None,
+        properties: Mapping[str, str] | None = None,
+    ) -> str:
+        """Call the tool ``name`` (its configured or LLM name) and return the observation."""
+        invocation = await self.invoke(
+            name, arguments, user=user, timeout=timeout, properties=properties
+        )
+        return invocation.observation
+
+    async def stream(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        user: str = "",
+        timeout: float | None = None,
+        properties: Mapping[str, str] | None = None,
+    ) -> AsyncIterator[str]:
+        """Call the tool ``name`` and yield its answer's chunks as they arrive.
+
+        A stream continues the current trace but is not a span of its own: a
+        span held open across ``yield`` would leak into the consumer's context.
+        """
+        tool = self.registry.tool(name)
+        route = self._route(tool, self.registry)
+        trace = tracing.outgoing(_parent(properties))
+        properties = _with_trace(properties, trace)
+        applied, properties = self._prepare(tool, arguments, user, None, trace, properties)
+        async for chunk in self.client.stream(
+            user=user,
+            arguments=applied.arguments,
+            timeout=timeout,
+            properties=properties,
+            **route,
+        ):
+            yield chunk
+
+
+def _parent(properties: Mapping[str, str] | None) -> TraceContext | None:
+    """The caller's explicit ``traceparent``, when valid; else the current trace."""
+    if properties and wire.PROP_TRACEPARENT in properties:
+        explicit = tracing.received(properties)
+        if explicit is not None:
+            return explicit
+    return tracing.current_trace()
+
+
+def _with_trace(
+    properties: Mapping[str, str] | None, trace: TraceContext | None
+) -> dict[str, str] | None:
+    """``properties`` with ``trace`` as the trace context to send (None: the client's)."""
+    clean = {
+        name: value
+        for name, value in (properties or {}).items()
+        if name not in (wire.PROP_TRACEPARENT, wire.PROP_TRACESTATE)
+    }
+    if trace is not None:
+        clean.update(tracing.as_properties(trace))
+    return clean or None

@@ -1,0 +1,1 @@
+"""Live configuration: config service, store, client, live registry, announcements, companions."""

@@ -1,0 +1,397 @@
+"""Live configuration for agents: follow the config service and announcements, swap atomically.
+
+A :class:`LiveRegistry` holds an agent's current :class:`~toolbus.domain.config.registry.Registry`
+and replaces it, whole, whenever one of its sources changes:
+
+* the **config service** pushes a new version (on
+  :data:`~toolbus.application.live.config_service.CONFIG_CHANGES_QUEUE`);
+* a tool service **announces** itself, **withdraws**, or its announcement
+  **expires** (no renewal within its TTL, by the injected clock).
+
+Precedence (see :mod:`toolbus.domain.live.layers`): config service over the local
+configuration over announcements; configured entries win every clash, and each
+clash is logged once while it lasts.
+
+Reloading never disturbs work in progress. The registry is an immutable value
+and replacing it is one attribute assignment: an
+:class:`~toolbus.application.agent.session.AgentSession` captures the registry it
+starts with and finishes on it, while sessions started afterwards get the new
+one. :meth:`LiveRegistry.attach` keeps a :class:`~toolbus.application.calls.tools.Tools`
+facade's ``registry`` current the same way.
+
+A new configuration that is invalid (which the config service prevents, but
+the local layer or this agent's tool types might not agree) is logged and the
+live registry stays as it was: a bad snapshot never replaces a good one.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import AsyncExitStack, contextmanager, suppress
+from types import TracebackType
+from typing import Any
+
+import anyio
+
+from toolbus.application.calls.client import ToolServiceClient
+from toolbus.application.calls.tools import Tools
+from toolbus.application.live.announcements import ANNOUNCEMENTS_QUEUE, PROBE_QUEUE
+from toolbus.application.live.config_client import ConfigClient
+from toolbus.application.live.config_service import CONFIG_CHANGES_QUEUE
+from toolbus.domain.config.loading import BUILTIN_TOOL_TYPES
+from toolbus.domain.config.registry import Registry
+from toolbus.domain.errors import BusClosed, ConfigError, ToolCallError
+from toolbus.domain.live import announcements as messages
+from toolbus.domain.live.announcements import (
+    DEFAULT_TTL,
+    Announcement,
+    AnnouncementTable,
+    Probe,
+    Withdrawal,
+)
+from toolbus.domain.live.items import ConfigVersion, decode_version
+from toolbus.domain.live.layers import Clash, Composition, compose, overlay
+from toolbus.ports import Bus, Subscription
+
+log = logging.getLogger("toolbus.live")
+
+#: Seconds to wait for the config service's snapshot when starting.
+DEFAULT_FETCH_TIMEOUT = 5.0
+
+RegistryListener = Callable[[Registry], None]
+
+
+class LiveRegistry:
+    """An agent's registry, kept current from the bus. Use it as an async context manager::
+
+        async with ToolServiceClient(bus) as client, LiveRegistry(bus, client=client) as live:
+            tools = live.tools(client)          # tools.registry follows every change
+            async with AgentSession(tools, user="alice") as session:
+                ...                             # this session keeps its snapshot
+
+    Args:
+        bus: where the config service and the tool services are.
+        local: the local configuration layer (a snapshot), e.g. read from a file;
+            it must be valid on its own. Default: nothing.
+        client: used to fetch the config service's snapshot at start; default a
+            client of its own.
+        follow_config: follow the config service (fetch its snapshot at start,
+            then apply every pushed version).
+        announcements: merge tools announced by running services.
+        tool_types: tool types to accept (the plugins' as well as ``tool-service``).
+        clock: monotonic seconds; announcements expire by it.
+        default_ttl: lifetime of an announcement that does not state its own.
+        fetch_timeout: how long starting waits for the config service. When it
+            does not answer, the agent starts on what it has and catches up with
+            the service's next push (it repeats the current version periodically).
+        probe: ask running services to announce themselves at once on start.
+
+    Raises :class:`ConfigError` when ``local`` is invalid.
+    """
+
+    def __init__(
+        self,
+        bus: Bus,
+        *,
+        local: Mapping[str, Any] | None = None,
+        client: ToolServiceClient | None = None,
+        follow_config: bool = True,
+        announcements: bool = True,
+        tool_types: Iterable[str] = BUILTIN_TOOL_TYPES,
+        clock: Callable[[], float] = time.monotonic,
+        default_ttl: float = DEFAULT_TTL,
+        fetch_timeout: float = DEFAULT_FETCH_TIMEOUT,
+        probe: bool = True,
+        changes_queue: str = CONFIG_CHANGES_QUEUE,
+        announcements_queue: str = ANNOUNCEMENTS_QUEUE,
+        probe_queue: str = PROBE_QUEUE,
+    ) -> None:
+        self.bus = bus
+        self.follow_config = follow_config
+        self.follow_announcements = announcements
+        self.tool_types = frozenset(tool_types)
+        self.clock = clock
+        self.default_ttl = default_ttl
+        self.fetch_timeout = fetch_timeout
+        self.probe = probe
+        self.changes_queue = changes_queue
+        self.announcements_queue = announcements_queue
+        self.probe_queue = probe_queue
+        self._local: dict[str, Any] = overlay(local or {})
+        self._client = client
+        #: The config service's version this agent has, ``None`` before the first.
+        self.config: ConfigVersion | None = None
+        self._table = AnnouncementTable()
+        self.composition: Composition = compose(self._local, tool_types=self.tool_types)
+        self._targets: list[Tools] = []
+        self._listeners: list[RegistryListener] = []
+        self._clashes: set[Clash] = set()
+        self._rejected: dict[str, str] = {}
+        self._changed = anyio.Event()
+        self._rescheduled = anyio.Event()
+        self._stack: AsyncExitStack | None = None
+        #: How many times the registry was replaced, for tests and metrics.
+        self.swaps = 0
+
+    def __repr__(self) -> str:
+        version = "no config service" if self.config is None else f"config v{self.version}"
+        return f"<LiveRegistry {version}, {len(self._table)} announcements: {self.registry!r}>"
+
+    # -- what agents use -------------------------------------------------------------
+
+    @property
+    def registry(self) -> Registry:
+        """The current registry. Take it once per request; it never changes under you."""
+        return self.composition.registry
+
+    @property
+    def version(self) -> int | None:
+        """The config service's version in use, ``None`` before one arrived."""
+        return None if self.config is None else self.config.version
+
+    @property
+    def announced(self) -> tuple[Announcement, ...]:
+        """The live announcements, one per service (its latest)."""
+        return self._table.current()
+
+    def attach(self, tools: Tools) -> Tools:
+        """Keep ``tools.registry`` equal to the live registry from now on; returns ``tools``."""
+        tools.registry = self.registry
+        self._targets.append(tools)
+        return tools
+
+    def detach(self, tools: Tools) -> None:
+        """Stop updating ``tools``."""
+        self._targets = [t for t in self._targets if t is not tools]
+
+    def tools(self, client: ToolServiceClient) -> Tools:
+        """A :class:`Tools` facade over ``client`` that follows this registry."""
+        return self.attach(Tools(client, self.registry))
+
+    def on_change(self, listener: RegistryListener) -> None:
+        """Call ``listener(registry)`` after every swap (synchronously; keep it quick)."""
+        self._listeners.append(listener)
+
+    async def wait_until(
+        self, predicate: Callable[[Registry], bool], *, timeout: float | None = None
+    ) -> Registry:
+        """Wait until ``predicate(registry)`` holds (checked now and after every swap).
+
+        Raises ``TimeoutError`` after ``timeout`` seconds.
+        """
+        with anyio.fail_after(timeout):
+            while not predicate(self.registry):
+                await self._changed.wait()
+        return self.registry
+
+    def expire(self) -> list[str]:
+        """Drop announcements whose TTL has run out by the clock now; returns the services gone.
+
+        Runs by itself when the next announcement is due to expire; tests with
+        a fake clock call it after moving the clock.
+        """
+        changed = self._table.expire(self.clock())
+        if changed:
+            log.info("announcements expired: %s", ", ".join(changed))
+            self._rebuild()
+        return changed
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    async def __aenter__(self) -> LiveRegistry:
+        async with AsyncExitStack() as stack:
+            tasks = await stack.enter_async_context(anyio.create_task_group())
+            stack.callback(tasks.cancel_scope.cancel)
+            if self.follow_config:
+                changes = await self._subscribe(stack, self.changes_queue)
+                tasks.start_soon(self._follow_config, changes)
+            if self.follow_announcements:
+                heard = await self._subscribe(stack, self.announcements_queue)
+                tasks.start_soon(self._listen, heard)
+                tasks.start_soon(self._expire_when_due)
+                if self.probe:
+                    await self._send_probe()
+            if self.follow_config:
+                await self._fetch(stack)
+            self._stack = stack.pop_all()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            # Not shielded as a whole: the task group's cancel scope must be exited
+            # from where it was entered. Closing each subscription is shielded.
+            await stack.aclose()
+
+    async def _subscribe(self, stack: AsyncExitStack, queue: str) -> Subscription:
+        subscription = await self.bus.subscribe(queue)
+        stack.push_async_callback(_close_quietly, subscription)
+        return subscription
+
+    async def _send_probe(self) -> None:
+        try:
+            await self.bus.publish(self.probe_queue, messages.encode(Probe()))
+        except Exception as exc:  # announcements still arrive at their interval
+            log.warning("could not ask services to announce themselves: %s", exc)
+
+    async def _fetch(self, stack: AsyncExitStack) -> None:
+        client = self._client
+        if client is None:
+            client = await stack.enter_async_context(ToolServiceClient(self.bus))
+        try:
+            version = await ConfigClient(client).snapshot(timeout=self.fetch_timeout)
+        except ToolCallError as exc:  # a timeout included
+            log.warning(
+                "no configuration from the config service (%s); going on with %s and "
+                "taking the service's next push",
+                exc,
+                "the local configuration" if self._local else "no configured tools",
+            )
+            return
+        self.offer_config(version)
+
+    # -- sources ---------------------------------------------------------------------
+
+    def offer_config(self, version: ConfigVersion) -> bool:
+        """Take a config-service version unless this agent has it or a newer one already.
+
+        Returns whether it was taken. (The bus listener calls this; so can a test
+        or an embedding that gets versions some other way.)
+        """
+        if not version.supersedes(self.config):
+            return False
+        if self.config is not None and version.store != self.config.store:
+            log.warning(
+                "the config service now serves another store (%s, version %d; was %s); "
+                "switching to it. Two config services on one bus would do this back and forth",
+                version.store,
+                version.version,
+                self.config.store,
+            )
+        self.config = version
+        self._rebuild()
+        return True
+
+    def offer(self, message: Announcement | Withdrawal) -> bool:
+        """Take an announcement or a withdrawal; returns whether the registry changed."""
+        if isinstance(message, Announcement):
+            changed = self._table.receive(message, self.clock())
+            self._rescheduled.set()
+        else:
+            changed = self._table.withdraw(message)
+            if changed:
+                log.info("%r withdrew (instance %s)", message.service, message.instance)
+        return self._rebuild() if changed else False
+
+    async def _follow_config(self, subscription: Subscription) -> None:
+        with _guarded("following the config service"):
+            await self._read_versions(subscription)
+
+    async def _read_versions(self, subscription: Subscription) -> None:
+        async for delivery in subscription:
+            await delivery.ack()
+            try:
+                version = decode_version(delivery.body, where=f"a message on {self.changes_queue}")
+            except ConfigError as exc:
+                log.warning("ignored %s", exc)
+                continue
+            self.offer_config(version)
+
+    async def _listen(self, subscription: Subscription) -> None:
+        with _guarded("hearing announcements"):
+            await self._read_announcements(subscription)
+
+    async def _read_announcements(self, subscription: Subscription) -> None:
+        async for delivery in subscription:
+            await delivery.ack()
+            try:
+                message = messages.decode(delivery.body, default_ttl=self.default_ttl)
+            except ValueError as exc:
+                log.warning("ignored a message on %s: %s", self.announcements_queue, exc)
+                continue
+            if not isinstance(message, Probe):
+                self.offer(message)
+
+    async def _expire_when_due(self) -> None:
+        with _guarded("expiring announcements"):
+            await self._expiry_loop()
+
+    async def _expiry_loop(self) -> None:
+        while True:
+            self._rescheduled = wake = anyio.Event()
+            due = self._table.next_expiry()
+            if due is None:
+                await wake.wait()
+                continue
+            delay = due - self.clock()
+            if delay > 0:
+                with anyio.move_on_after(delay):
+                    await wake.wait()
+                continue
+            self.expire()
+
+    # -- rebuilding ------------------------------------------------------------------
+
+    def _configured(self) -> dict[str, Any]:
+        if self.config is None:
+            return self._local
+        return overlay(self._local, self.config.snapshot)
+
+    def _rebuild(self) -> bool:
+        try:
+            composition = compose(
+                self._configured(), self._table.current(), tool_types=self.tool_types
+            )
+        except ConfigError as exc:
+            where = "" if self.config is None else f" (config service version {self.version})"
+            log.error("configuration%s not applied; the previous one stays live: %s", where, exc)
+            return False
+        self._report(composition)
+        self.composition = composition
+        registry = composition.registry
+        for tools in self._targets:
+            tools.registry = registry
+        self.swaps += 1
+        for listener in list(self._listeners):
+            try:
+                listener(registry)
+            except Exception:
+                log.exception("a registry listener failed")
+        changed, self._changed = self._changed, anyio.Event()
+        changed.set()
+        return True
+
+    def _report(self, composition: Composition) -> None:
+        clashes = set(composition.clashes)
+        for clash in sorted(clashes - self._clashes, key=str):
+            log.warning("%s (configured entries take precedence)", clash)
+        self._clashes = clashes
+        rejected = {service: str(exc) for service, exc in composition.rejected.items()}
+        for service, text in rejected.items():
+            if self._rejected.get(service) != text:
+                log.warning("announcement of %r ignored: %s", service, text)
+        self._rejected = rejected
+
+
+@contextmanager
+def _guarded(what: str) -> Iterator[None]:
+    # A listener runs in the task group the agent's own code runs in: letting an
+    # error out would cancel the agent. The registry just stops changing.
+    try:
+        yield
+    except BusClosed:
+        log.info("stopped %s: the bus is closed", what)
+    except Exception:
+        log.exception("stopped %s after an unexpected error; the registry stays as it is", what)
+
+
+async def _close_quietly(subscription: Subscription) -> None:
+    with anyio.CancelScope(shield=True), suppress(BusClosed):
+        await subscription.close()

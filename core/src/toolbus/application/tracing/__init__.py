@@ -1,0 +1,1 @@
+"""Trace context across hops, and OpenTelemetry spans when an SDK is configured."""

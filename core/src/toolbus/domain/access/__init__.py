@@ -1,0 +1,1 @@
+"""Who may call what: group access checks and permission rules."""

@@ -1,0 +1,1 @@
+"""Configured hooks: their configuration, and injecting results into a chat history."""

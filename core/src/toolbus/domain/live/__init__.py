@@ -1,0 +1,1 @@
+"""Live configuration, pure: stored items, layers over the files, settings, announcements."""
