@@ -1,0 +1,29 @@
+"""Old import paths kept for one release: each forwards a name to the module now holding it.
+
+A module that moved leaves behind a module-level ``__getattr__`` that calls
+:func:`forward`, so ``from toolbus.application.client import ToolServiceClient``
+still works and says where the name lives now. Pure (it imports by name only
+when an old path is used), so the domain may hold it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import warnings
+from typing import Any
+
+
+def forward(old: str, name: str, *new: str) -> Any:
+    """``name`` from the first of the ``new`` modules that has it, with a DeprecationWarning."""
+    if not name.startswith("__"):
+        for target in new:
+            module = importlib.import_module(target)
+            if hasattr(module, name):
+                warnings.warn(
+                    f"importing {name} from {old} is deprecated and stops working in the next"
+                    f" release: import it from {target}",
+                    DeprecationWarning,
+                    stacklevel=3,
+                )
+                return getattr(module, name)
+    raise AttributeError(f"module {old!r} has no attribute {name!r}")
