@@ -25,6 +25,7 @@ MOVED = [
     ("toolbus.application.tools", "Tools", "toolbus.application.calls.tools"),
     ("toolbus.application.supervision", "supervised", "toolbus.application.calls.supervision"),
     ("toolbus.application.session", "AgentSession", "toolbus.application.agent.session"),
+    ("toolbus.application.session", "CallOutcome", "toolbus.application.agent.outcomes"),
     ("toolbus.application.audit", "AuditRecord", "toolbus.application.agent.audit"),
     ("toolbus.application.code_hooks", "Deny", "toolbus.application.agent.code_hooks"),
     (
@@ -50,6 +51,9 @@ MOVED = [
     ("toolbus.domain.trace_context", "TraceContext", "toolbus.domain.calls.trace_context"),
     ("toolbus.domain.schemas", "export_tools", "toolbus.domain.config.schemas"),
     ("toolbus.domain.config", "load_registry", "toolbus.domain.config.loading"),
+    ("toolbus.domain.config", "ServiceDescriptor", "toolbus.domain.config.descriptors"),
+    ("toolbus.domain.config", "parse_json", "toolbus.domain.config.parsing"),
+    ("toolbus.domain.config", "read_snapshot", "toolbus.application.live.config_files"),
     ("toolbus.domain.registry", "Registry", "toolbus.domain.config.registry"),
     ("toolbus.domain.config_items", "ConfigRejected", "toolbus.domain.live.items"),
     ("toolbus.domain.layers", "overlay", "toolbus.domain.live.layers"),

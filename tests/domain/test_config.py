@@ -9,15 +9,14 @@ from typing import Any
 
 import pytest
 
-from toolbus.domain.config.loading import (
+from toolbus.application.live.config_files import load_registry_from_path, read_snapshot
+from toolbus.domain.config.descriptors import (
     BUILTIN_TOOL_TYPES,
     ConfigParam,
     ToolArgument,
     ToolDescriptor,
-    load_registry,
-    load_registry_from_path,
-    read_snapshot,
 )
+from toolbus.domain.config.loading import load_registry
 from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import ConfigError, Problem
 

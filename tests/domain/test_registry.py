@@ -7,13 +7,9 @@ from typing import Any
 
 import pytest
 
-from toolbus.domain.config.loading import (
-    BUILTIN_TOOL_TYPES,
-    ServiceDescriptor,
-    ToolDescriptor,
-    load_registry,
-    load_registry_from_path,
-)
+from toolbus.application.live.config_files import load_registry_from_path
+from toolbus.domain.config.descriptors import BUILTIN_TOOL_TYPES, ServiceDescriptor, ToolDescriptor
+from toolbus.domain.config.loading import load_registry
 from toolbus.domain.config.registry import (
     MAX_CACHED_SELECTIONS,
     Registry,

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from toolbus.domain.config.loading import ToolArgument, ToolDescriptor
+from toolbus.domain.config.descriptors import ToolArgument, ToolDescriptor
 from toolbus.domain.config.schemas import export_tools, json_schema
 
 JOKE = ToolDescriptor(

@@ -16,8 +16,9 @@ import pytest
 from toolbus import plugins
 from toolbus.application.agent.audit import AuditRecord, ListAuditSink
 from toolbus.application.agent.code_hooks import NO_HOOKS, CodeHook, CompiledHooks
-from toolbus.application.agent.session import AgentSession, CallOutcome
-from toolbus.domain.config.loading import ToolDescriptor
+from toolbus.application.agent.outcomes import CallOutcome
+from toolbus.application.agent.session import AgentSession
+from toolbus.domain.config.descriptors import ToolDescriptor
 from toolbus.domain.errors import PluginError
 from toolbus.hooks import CodeHooks, Deny, RewriteArguments, hookimpl
 from toolbus.testing.kit import ToolTestKit

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tests.live.support import WEATHER_SERVICE, weather_snapshot, weather_tool
-from toolbus.domain.config.loading import TOOL_SERVICE_TYPE
+from toolbus.domain.config.descriptors import TOOL_SERVICE_TYPE
 from toolbus.domain.errors import ConfigError
 from toolbus.domain.live.announcements import Announcement, announced_tools
 from toolbus.domain.live.layers import CONFIGURATION, compose, overlay

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from toolbus.application.live.config_files import read_snapshot
 from toolbus.domain.access.permissions import Permissions, load_permissions, parse_permissions
-from toolbus.domain.config.loading import read_snapshot
 from toolbus.domain.errors import AccessDenied, ConfigError
 
 SECTION: dict[str, Any] = {

@@ -370,9 +370,9 @@ async def test_the_agent_loop_in_the_docs_runs_as_printed(
 
 
 def test_the_shared_tool_list_cache_is_bounded_by_weight() -> None:
-    from toolbus.application.agent.session import _IdentityCache
+    from toolbus.application.agent.caches import IdentityCache
 
-    cache: _IdentityCache[object, list[int]] = _IdentityCache(5, weigh=len)
+    cache: IdentityCache[object, list[int]] = IdentityCache(5, weigh=len)
     keys = [object() for _ in range(3)]
     assert cache.get(keys[0], "f", lambda _: [1, 2]) == [1, 2]
     cache.get(keys[1], "f", lambda _: [3, 4])

@@ -7,22 +7,19 @@ Brokers are plugins picked by URL: ``memory://``, ``nats://``, ``pulsar://``,
 ``kafka://``.
 """
 
-from toolbus.application.agent.session import AgentSession, CallOutcome
+from toolbus.application.agent.outcomes import CallOutcome
+from toolbus.application.agent.session import AgentSession
 from toolbus.application.calls.client import CallResult, ToolServiceClient
 from toolbus.application.calls.host import ServiceHost, running
 from toolbus.application.calls.service import ToolResult, ToolService, tool_service
 from toolbus.application.calls.tools import ToolInvocation, Tools
 from toolbus.application.live.announcements import Announcer
 from toolbus.application.live.config_client import ConfigClient
+from toolbus.application.live.config_files import load_registry_from_path, read_snapshot
 from toolbus.application.live.registry import LiveRegistry
 from toolbus.domain.access.permissions import Permissions
-from toolbus.domain.config.loading import (
-    ServiceDescriptor,
-    ToolDescriptor,
-    load_registry,
-    load_registry_from_path,
-    read_snapshot,
-)
+from toolbus.domain.config.descriptors import ServiceDescriptor, ToolDescriptor
+from toolbus.domain.config.loading import load_registry
 from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import (
     AccessDenied,

@@ -36,9 +36,10 @@ from toolbus.ports import Bus, BusFactory
 if TYPE_CHECKING:
     from toolbus.application.agent.audit import AuditRecord
     from toolbus.application.agent.code_hooks import Deny, RewriteArguments
-    from toolbus.application.agent.session import AgentSession, CallOutcome
+    from toolbus.application.agent.outcomes import CallOutcome
+    from toolbus.application.agent.session import AgentSession
     from toolbus.cli.extensions import CommandLine
-    from toolbus.domain.config.loading import ToolDescriptor
+    from toolbus.domain.config.descriptors import ToolDescriptor
 
 log = logging.getLogger("toolbus.plugins")
 

@@ -12,8 +12,10 @@ from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.calls.host import running
 from toolbus.application.calls.service import ToolService
 from toolbus.application.calls.tools import Tools
+from toolbus.application.live.config_files import read_snapshot
 from toolbus.application.live.registry import LiveRegistry
-from toolbus.domain.config.loading import BUILTIN_TOOL_TYPES, load_registry, read_snapshot
+from toolbus.domain.config.descriptors import BUILTIN_TOOL_TYPES
+from toolbus.domain.config.loading import load_registry
 from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import PluginError
 from toolbus.plugins import ToolPlugin, connect, load_tool_plugins

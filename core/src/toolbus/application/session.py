@@ -11,4 +11,10 @@ from toolbus.domain._moved import forward
 
 
 def __getattr__(name: str) -> Any:
-    return forward(__name__, name, "toolbus.application.agent.session")
+    return forward(
+        __name__,
+        name,
+        "toolbus.application.agent.outcomes",
+        "toolbus.application.agent.caches",
+        "toolbus.application.agent.session",
+    )

@@ -27,10 +27,11 @@ import typer
 
 from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.live.config_client import DEFAULT_TIMEOUT, ChangeResult, ConfigClient
+from toolbus.application.live.config_files import read_snapshot
 from toolbus.application.live.config_service import CONFIG_REQUEST_QUEUE
 from toolbus.cli.app import app
 from toolbus.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, fail, run, setup_logging
-from toolbus.domain.config.loading import parse_json, read_snapshot
+from toolbus.domain.config.parsing import parse_json
 from toolbus.domain.errors import ConfigError, NotFound, ToolTimeout
 from toolbus.domain.live.items import ConfigRejected, ItemName, Put, parse_item, parse_type
 from toolbus.plugins import connect

@@ -14,9 +14,10 @@ from typing import Annotated, Any
 
 import typer
 
+from toolbus.application.live.config_files import load_registry_from_path
 from toolbus.cli.app import app
 from toolbus.cli.common import ConfigOption, config_path, fail
-from toolbus.domain.config.loading import ToolDescriptor, load_registry_from_path
+from toolbus.domain.config.descriptors import ToolDescriptor
 from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import ConfigError
 

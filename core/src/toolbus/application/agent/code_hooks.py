@@ -33,16 +33,27 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import anyio
 
 if TYPE_CHECKING:
     from toolbus.application.agent.audit import AuditRecord
-    from toolbus.application.agent.session import AgentSession, CallOutcome
-    from toolbus.domain.config.loading import ToolDescriptor
+    from toolbus.application.agent.outcomes import CallOutcome
+    from toolbus.domain.config.descriptors import ToolDescriptor
 
 log = logging.getLogger("toolbus.hooks")
+
+
+class HookSession(Protocol):
+    """What the seams need of the session they run in: hooks are handed the whole
+    :class:`~toolbus.application.agent.session.AgentSession`, but naming only this
+    keeps the session (which runs the hooks) and the hooks free of an import circle.
+    """
+
+    @property
+    def request_id(self) -> str: ...
+
 
 #: How long ``on_completion`` hooks may take together. They run shielded from
 #: the request's cancellation (so they see cancelled sessions too), hence bounded.
@@ -116,7 +127,7 @@ class CompiledHooks:
     # ------------------------------------------------------------- dispatch
 
     async def request_start(
-        self, session: AgentSession, messages: list[dict[str, Any]]
+        self, session: HookSession, messages: list[dict[str, Any]]
     ) -> list[dict[str, Any]]:
         """Run the ``on_request_start`` hooks; a hook that fails is logged and skipped."""
         for hook in self.on_request_start:
@@ -138,7 +149,7 @@ class CompiledHooks:
         return messages
 
     async def pre_tool_use(
-        self, session: AgentSession, tool: ToolDescriptor, arguments: dict[str, Any]
+        self, session: HookSession, tool: ToolDescriptor, arguments: dict[str, Any]
     ) -> Deny | dict[str, Any]:
         """Ask the ``on_pre_tool_use`` hooks: a :class:`Deny`, or the arguments to send."""
         for hook in self.on_pre_tool_use:
@@ -172,7 +183,7 @@ class CompiledHooks:
 
     async def post_tool_use(
         self,
-        session: AgentSession,
+        session: HookSession,
         tool: ToolDescriptor,
         arguments: dict[str, Any],
         outcome: CallOutcome,
@@ -205,7 +216,7 @@ class CompiledHooks:
             outcome = dataclasses.replace(outcome, observation=answer)
         return outcome
 
-    async def completion(self, session: AgentSession, record: AuditRecord) -> None:
+    async def completion(self, session: HookSession, record: AuditRecord) -> None:
         """Show the ``on_completion`` hooks the audit record; failures are logged."""
         with anyio.move_on_after(COMPLETION_SECONDS, shield=True) as scope:
             for hook in self.on_completion:

@@ -35,12 +35,12 @@ from typing import TYPE_CHECKING, Any, Final
 import anyio
 
 from toolbus.application.agent.audit import Refusal
-from toolbus.domain.config.loading import ToolDescriptor
+from toolbus.domain.config.descriptors import ToolDescriptor
 from toolbus.domain.hooks.configured import HookConfig
 from toolbus.domain.hooks.injection import inject, ttl_is_fresh
 
 if TYPE_CHECKING:
-    from toolbus.application.agent.session import CallOutcome
+    from toolbus.application.agent.outcomes import CallOutcome
 
 log = logging.getLogger("toolbus.hooks")
 

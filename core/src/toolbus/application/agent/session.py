@@ -39,11 +39,9 @@ import json
 import logging
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any
 
 import anyio
 
@@ -60,16 +58,18 @@ from toolbus.application.agent.audit import (
     StateTransition,
     timestamp,
 )
+from toolbus.application.agent.caches import SNAPSHOT_HOOKS, SNAPSHOT_PERMISSIONS, tool_list
 from toolbus.application.agent.code_hooks import NO_HOOKS, CompiledHooks, Deny
 from toolbus.application.agent.configured_hooks import run_request_start_hooks
+from toolbus.application.agent.outcomes import CallOutcome
 from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.calls.metrics import ToolbusMetrics, default_metrics
 from toolbus.application.calls.tools import ToolInvocation, Tools
 from toolbus.domain.access.permissions import Permissions, load_permissions
 from toolbus.domain.calls.arguments import AppliedOptions, apply_options
-from toolbus.domain.config.loading import ToolDescriptor
+from toolbus.domain.config.descriptors import ToolDescriptor
 from toolbus.domain.config.registry import WILDCARD, Availability, Registry, normalize_state
-from toolbus.domain.config.schemas import EXPORT_FORMATS, ExportFormat, export_tools
+from toolbus.domain.config.schemas import ExportFormat
 from toolbus.domain.errors import AccessDenied, ToolCallError, UnknownTool
 from toolbus.domain.hooks.configured import HookConfig, ToolCallHook, load_hooks
 
@@ -79,144 +79,6 @@ _audit_log = logging.getLogger(AUDIT_LOGGER)
 MAX_NAMES_IN_OBSERVATION = 20
 # A model may invent any name; the audit record keeps a bounded prefix of it.
 _MAX_AUDITED_NAME = 64
-
-#: How a call came out. Failures of the bus itself are exceptions, not outcomes.
-OutcomeStatus = Literal["ok", "error", "refused"]
-
-
-# ------------------------------------------------------------------ call outcome
-
-
-@dataclass(frozen=True, slots=True)
-class CallOutcome:
-    """What one :meth:`AgentSession.call` came to. ``str(outcome)`` is the observation.
-
-    ``status`` is ``"ok"``, ``"error"`` (the tool answered with an error, or
-    the arguments were not a JSON object) or ``"refused"`` (not offered now;
-    ``refusal`` says why: ``"state"``, ``"group"`` or ``"unknown"``; or denied
-    by a code hook: ``refusal`` is ``None``, the observation is its reason). ``tool``
-    is the configured name of the tool called, ``None`` when ``name`` names no
-    tool the session may see. ``state`` is the session state after the call,
-    ``transition`` the change this call made, if any.
-    """
-
-    name: str
-    observation: str
-    status: OutcomeStatus
-    state: str
-    tool: str | None = None
-    tool_call_id: str | None = None
-    error_type: str | None = None
-    refusal: Refusal | None = None
-    transition: StateTransition | None = None
-    #: For calls that ran: "terminate" means the observation is the agent's final
-    #: answer; "suspend" that the loop goes on.
-    after_execution: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        """True when the tool ran and succeeded."""
-        return self.status == "ok"
-
-    def __str__(self) -> str:
-        return self.observation
-
-    def as_openai_message(self) -> dict[str, Any]:
-        """The observation as an OpenAI chat ``tool`` message answering the tool call."""
-        return {
-            "role": "tool",
-            "tool_call_id": self._call_id("OpenAI"),
-            "content": self.observation,
-        }
-
-    def as_anthropic_result(self) -> dict[str, Any]:
-        """The observation as an Anthropic ``tool_result`` content block."""
-        block: dict[str, Any] = {
-            "type": "tool_result",
-            "tool_use_id": self._call_id("Anthropic"),
-            "content": self.observation,
-        }
-        if not self.ok:
-            block["is_error"] = True
-        return block
-
-    def as_mcp_result(self) -> dict[str, Any]:
-        """The observation as an MCP ``CallToolResult``."""
-        return {"content": [{"type": "text", "text": self.observation}], "isError": not self.ok}
-
-    def _call_id(self, api: str) -> str:
-        if self.tool_call_id is None:
-            raise ValueError(
-                f"a {api} tool result must answer a tool call id; pass tool_call_id=... "
-                f"to AgentSession.call for tool {self.name!r}"
-            )
-        return self.tool_call_id
-
-
-# ------------------------------------------------------------------ shared caches
-
-K = TypeVar("K")
-V = TypeVar("V")
-
-
-class _IdentityCache(Generic[K, V]):
-    """A small LRU cache keyed by object identity, bounded by total weight.
-
-    Keys are held strongly while cached, so an ``id`` cannot be reused by
-    another object while its entry exists. It holds what is derived from
-    immutable objects (registries, tools, availabilities) and is shared by
-    every session that uses them.
-    """
-
-    def __init__(self, capacity: int, weigh: Callable[[V], int] | None = None) -> None:
-        self._capacity = capacity
-        self._weigh = weigh
-        self._weight = 0
-        self._entries: OrderedDict[tuple[int, str], tuple[K, V, int]] = OrderedDict()
-
-    def get(self, key: K, variant: str, make: Callable[[K], V]) -> V:
-        slot = (id(key), variant)
-        entry = self._entries.get(slot)
-        if entry is not None:
-            self._entries.move_to_end(slot)
-            return entry[1]
-        value = make(key)
-        weight = 1 if self._weigh is None else self._weigh(value)
-        self._entries[slot] = (key, value, weight)
-        self._weight += weight
-        while self._weight > self._capacity and len(self._entries) > 1:
-            _, (_, _, dropped) = self._entries.popitem(last=False)
-            self._weight -= dropped
-        return value
-
-
-# Exporting a tool builds several dicts; with thousands of tools that is far too
-# slow for every LLM turn. Each tool is exported once per format, and each
-# selection's list is built once from those shared dicts, so a cached list
-# costs a pointer per tool however many selections include the tool.
-_TOOL_ENTRIES: _IdentityCache[ToolDescriptor, dict[str, Any]] = _IdentityCache(60_000)
-_TOOL_LISTS: _IdentityCache[Availability, list[dict[str, Any]]] = _IdentityCache(
-    2_000_000, weigh=lambda entries: len(entries) + 1
-)
-# Parsing the snapshot's permissions once per snapshot, not once per session.
-_SNAPSHOT_PERMISSIONS: _IdentityCache[Registry, Permissions] = _IdentityCache(8)
-# The same for the snapshot's hooks.
-_SNAPSHOT_HOOKS: _IdentityCache[Registry, tuple[HookConfig, ...]] = _IdentityCache(8)
-
-
-def _tool_list(availability: Availability, format: ExportFormat) -> list[dict[str, Any]]:
-    if format not in EXPORT_FORMATS:  # checked here too: an empty selection exports nothing
-        raise ValueError(
-            f"unknown tool-list format {format!r}; use one of {', '.join(EXPORT_FORMATS)}"
-        )
-
-    def export(tool: ToolDescriptor) -> dict[str, Any]:
-        return export_tools((tool,), format)[0]
-
-    def build(selection: Availability) -> list[dict[str, Any]]:
-        return [_TOOL_ENTRIES.get(tool, format, export) for tool in selection.available]
-
-    return _TOOL_LISTS.get(availability, format, build)
 
 
 _DEFAULT_SINK = LoggingAuditSink()
@@ -295,12 +157,12 @@ class AgentSession:
         self.permissions = (
             permissions
             if permissions is not None
-            else _SNAPSHOT_PERMISSIONS.get(registry, "", lambda r: load_permissions(r.snapshot))
+            else SNAPSHOT_PERMISSIONS.get(registry, "", lambda r: load_permissions(r.snapshot))
         )
         self.timeout = timeout
         #: The configured hooks :meth:`start` runs, in order.
         self.hooks: tuple[HookConfig, ...] = (
-            _SNAPSHOT_HOOKS.get(registry, "", lambda r: load_hooks(r.snapshot))
+            SNAPSHOT_HOOKS.get(registry, "", lambda r: load_hooks(r.snapshot))
             if hooks is None
             else _checked_hooks(hooks)
         )
@@ -370,7 +232,7 @@ class AgentSession:
         """
         found = self._lists.get(format)
         if found is None:
-            found = self._lists[format] = _tool_list(self._availability, format)
+            found = self._lists[format] = tool_list(self._availability, format)
         return list(found)
 
     # ------------------------------------------------------------- starting

@@ -25,9 +25,8 @@ import pydantic
 from typing_extensions import TypedDict
 
 from toolbus.domain.calls.queues import parse_queue
+from toolbus.domain.config.descriptors import AFTER_EXECUTION_VALUES
 from toolbus.domain.errors import BadRequest
-
-AFTER_EXECUTION = ("suspend", "terminate")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,9 +42,10 @@ class ToolResult:
     after_execution: str | None = None
 
     def __post_init__(self) -> None:
-        if self.after_execution not in (None, *AFTER_EXECUTION):
+        if self.after_execution not in (None, *AFTER_EXECUTION_VALUES):
             raise ValueError(
-                f"after_execution must be one of {AFTER_EXECUTION}, not {self.after_execution!r}"
+                f"after_execution must be one of {AFTER_EXECUTION_VALUES}, "
+                f"not {self.after_execution!r}"
             )
 
 

@@ -13,7 +13,7 @@ from toolbus.application.tracing import propagation as tracing
 from toolbus.domain.calls import wire
 from toolbus.domain.calls.arguments import PLACEHOLDERS, AppliedOptions, apply_options
 from toolbus.domain.calls.trace_context import TraceContext
-from toolbus.domain.config.loading import AFTER_EXECUTION_VALUES, ToolDescriptor
+from toolbus.domain.config.descriptors import AFTER_EXECUTION_VALUES, ToolDescriptor
 from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import ToolbusError
 

@@ -34,7 +34,8 @@ from anyio.abc import TaskStatus
 
 from toolbus.application.calls.service import FunctionToolService, ToolService
 from toolbus.application.calls.supervision import supervised
-from toolbus.domain.config.loading import BUILTIN_TOOL_TYPES, load_registry
+from toolbus.domain.config.descriptors import BUILTIN_TOOL_TYPES
+from toolbus.domain.config.loading import load_registry
 from toolbus.domain.errors import BusClosed
 from toolbus.domain.live import announcements as messages
 from toolbus.domain.live.announcements import Announcement, Probe, Withdrawal

@@ -23,7 +23,7 @@ from toolbus.application.calls.service import ToolService
 from toolbus.application.calls.supervision import supervised
 from toolbus.application.live.announcements import DEFAULT_INTERVAL, Announcer
 from toolbus.application.live.config_service import ConfigPublisher, ConfigService
-from toolbus.domain.config.loading import BUILTIN_TOOL_TYPES
+from toolbus.domain.config.descriptors import BUILTIN_TOOL_TYPES
 from toolbus.domain.live.announcements import tools_of
 from toolbus.ports import Bus
 

@@ -47,7 +47,7 @@ from anyio.abc import TaskStatus
 from toolbus.application.calls.host import running
 from toolbus.application.calls.service import ToolService
 from toolbus.application.live.config_store import ConfigStore
-from toolbus.domain.config.loading import BUILTIN_TOOL_TYPES
+from toolbus.domain.config.descriptors import BUILTIN_TOOL_TYPES
 from toolbus.domain.errors import BadRequest, BusClosed, ConfigError, NotFound
 from toolbus.domain.live.items import (
     ConfigRejected,

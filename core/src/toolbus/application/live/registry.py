@@ -40,7 +40,7 @@ from toolbus.application.calls.tools import Tools
 from toolbus.application.live.announcements import ANNOUNCEMENTS_QUEUE, PROBE_QUEUE
 from toolbus.application.live.config_client import ConfigClient
 from toolbus.application.live.config_service import CONFIG_CHANGES_QUEUE
-from toolbus.domain.config.loading import BUILTIN_TOOL_TYPES
+from toolbus.domain.config.descriptors import BUILTIN_TOOL_TYPES
 from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import BusClosed, ConfigError, ToolCallError
 from toolbus.domain.live import announcements as messages

@@ -37,7 +37,7 @@ from types import MappingProxyType
 from typing import Any
 
 from toolbus.domain.access.check import check_access
-from toolbus.domain.config.loading import section_in_one_place
+from toolbus.domain.config.parsing import section_in_one_place
 from toolbus.domain.config.registry import WILDCARD
 from toolbus.domain.errors import AccessDenied, ConfigError, Problem
 

@@ -1,7 +1,7 @@
 """Tool-service descriptors: models, loading and validation, the registry, tool lists for LLM APIs.
 
 Importing names from this package itself is deprecated
-(use :mod:`toolbus.domain.config.loading`);
+(use its modules);
 that path goes away in the next release.
 """
 
@@ -13,4 +13,12 @@ from toolbus.domain._moved import forward
 
 
 def __getattr__(name: str) -> Any:
-    return forward(__name__, name, "toolbus.domain.config.loading")
+    return forward(
+        __name__,
+        name,
+        "toolbus.domain.config.descriptors",
+        "toolbus.domain.config.parsing",
+        "toolbus.domain.config.loading",
+        # Reading files left the domain; the old path forwards by name only.
+        "toolbus.application.live.config_files",
+    )

@@ -1,317 +1,47 @@
-"""Configuration snapshots: the descriptor models, reading a snapshot, validating it.
+"""Validating a configuration snapshot and building the registry from it.
 
 A snapshot is ``{"tool-service": {id: descriptor}, "tool": {key: descriptor}}``
 (DESIGN.md §3), each descriptor a JSON object or a JSON string holding one, as
 TrustGraph's config service stores them. :func:`load_registry` turns a snapshot
-into an immutable :class:`~toolbus.domain.config.registry.Registry` or raises one
+into an immutable :class:`~toolbus.domain.config.registry.Registry` of
+:mod:`~toolbus.domain.config.descriptors` or raises one
 :class:`~toolbus.domain.errors.ConfigError` listing *every* problem: loading is
-all-or-nothing, so a bad snapshot can never half-replace a good one.
-
-Reading files lives here too (:func:`read_snapshot`) because it is plain,
-synchronous and shared by the CLI and the application layer; nothing here
-touches a network or an event loop.
+all-or-nothing, so a bad snapshot can never half-replace a good one. Reading a
+snapshot from files is :mod:`toolbus.application.live.config_files`.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
-import os
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
-from toolbus.domain.calls.arguments import NO_OPTIONS, ArgumentOptions, parse_options
+from toolbus.domain.calls.arguments import parse_options
 from toolbus.domain.calls.naming import sanitize_toolname
 from toolbus.domain.calls.queues import QueueName, parse_queue
-from toolbus.domain.config.registry import DEFAULT_GROUP, Registry
+from toolbus.domain.config.descriptors import (
+    AFTER_EXECUTION_VALUES,
+    APPLICABLE_STATES_KEYS,
+    BUILTIN_TOOL_TYPES,
+    DEFAULT_GROUP,
+    JSON_SCHEMA_TYPES,
+    SERVICES,
+    TOOL_FIELDS,
+    TOOL_SERVICE_TYPE,
+    TOOLS,
+    ConfigParam,
+    ServiceDescriptor,
+    ToolArgument,
+    ToolDescriptor,
+)
+from toolbus.domain.config.parsing import describe, parse_json
+from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import ConfigError, Problem, QueueNameError
 
-SERVICES = "tool-service"
-TOOLS = "tool"
-TOOL_SERVICE_TYPE = "tool-service"
-BUILTIN_TOOL_TYPES: frozenset[str] = frozenset({TOOL_SERVICE_TYPE})
-
-# The canonical key comes first: it is the one TrustGraph's code and CLI write.
-APPLICABLE_STATES_KEYS = ("applicable-states", "available_in_states", "available-in-states")
-JSON_SCHEMA_TYPES = frozenset({"string", "number", "integer", "boolean", "array", "object", "null"})
-TOOL_FIELDS = frozenset(
-    {
-        "type",
-        "name",
-        "description",
-        "service",
-        "arguments",
-        "group",
-        "state",
-        "options",
-        "after-execution",
-    }
-    | set(APPLICABLE_STATES_KEYS)
-)
-AFTER_EXECUTION_VALUES = ("suspend", "terminate")
 _ARGUMENT_FIELDS = frozenset({"name", "type", "description", "required"})
 _HAS_LETTER_OR_DIGIT = re.compile(r"[A-Za-z0-9]")
-
-
-# --------------------------------------------------------------------------- models
-
-
-@dataclass(frozen=True, slots=True)
-class ConfigParam:
-    """A configuration value a tool service accepts from each tool that uses it."""
-
-    name: str
-    required: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class ServiceDescriptor:
-    """Tier 1: where a tool service listens and which config values it accepts."""
-
-    id: str
-    request_queue: str
-    response_queue: str
-    config_params: tuple[ConfigParam, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class ToolArgument:
-    """One argument the LLM supplies, described the way JSON Schema describes a property."""
-
-    name: str
-    type: str
-    description: str = ""
-    required: bool = True
-    # Further JSON-Schema keywords (enum, default, minimum, items, ...), passed to the LLM as is.
-    schema_extras: Mapping[str, Any] = field(default_factory=dict, hash=False)
-
-    def __post_init__(self) -> None:
-        _freeze(self, "schema_extras")
-
-
-@dataclass(frozen=True, slots=True)
-class ToolDescriptor:
-    """Tier 2: a tool as the agent and the LLM see it.
-
-    ``llm_name`` is derived from ``name`` (:func:`~toolbus.domain.calls.naming.sanitize_toolname`),
-    so it always is a valid function name. ``groups`` is ``("default",)`` when the
-    descriptor has no ``group`` and ``()`` for an explicit empty list; those differ.
-    ``applicable_states`` is ``None`` when the tool is offered in every state.
-    ``config`` holds only the values the tool's service declares in
-    ``config-params``; ``raw`` is the whole descriptor, for tool types added by
-    plugins that read keys of their own.
-    """
-
-    key: str
-    type: str
-    name: str
-    llm_name: str = field(init=False)
-    description: str
-    service: str | None = None
-    arguments: tuple[ToolArgument, ...] = ()
-    groups: tuple[str, ...] = (DEFAULT_GROUP,)
-    state: str | None = None
-    applicable_states: tuple[str, ...] | None = None
-    config: Mapping[str, Any] = field(default_factory=dict, hash=False)
-    raw: Mapping[str, Any] = field(default_factory=dict, hash=False)
-    #: ``options``: argument defaults, fixed values and environment values.
-    options: ArgumentOptions = field(default=NO_OPTIONS, hash=False)
-    #: ``after-execution``: "suspend" (the agent goes on) or "terminate" (final answer).
-    after_execution: str = "suspend"
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "llm_name", sanitize_toolname(self.name))
-        _freeze(self, "config")
-        _freeze(self, "raw")
-
-
-def _freeze(instance: object, attribute: str) -> None:
-    # Descriptors are shared by every request that uses a registry: give out
-    # read-only views so one caller cannot change what the next one sees.
-    value = getattr(instance, attribute)
-    if not isinstance(value, MappingProxyType):
-        object.__setattr__(instance, attribute, MappingProxyType(dict(value)))
-
-
-# --------------------------------------------------------------------------- reading
-
-
-def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    # json.loads silently keeps the last of two equal keys; in configuration that
-    # hides a mistake, so we refuse it.
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise ValueError(f"key {key!r} appears twice in one object; keep one")
-        result[key] = value
-    return result
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON; write a number or a string")
-
-
-def parse_json(text: str) -> Any:
-    """Parse strict JSON: no duplicate keys, no ``NaN``/``Infinity``. Raises ``ValueError``."""
-    try:
-        return json.loads(
-            text, object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant
-        )
-    except json.JSONDecodeError as exc:
-        raise ValueError(
-            f"is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
-        ) from None
-    except RecursionError:
-        raise ValueError("is not valid JSON: nested too deeply") from None
-
-
-def section_in_one_place(
-    section: str,
-    snapshot: Mapping[str, Any] | None,
-    settings: Mapping[str, Any] | None,
-    *,
-    settings_name: str,
-    settings_table: str,
-) -> tuple[Any, str] | None:
-    """``section`` from a snapshot or from ``toolbus.toml`` (``settings``), and where it was.
-
-    At most one of the two may hold it: two sources would leave the reader
-    guessing which applies (:class:`ConfigError` names both). None when neither does.
-    """
-    in_snapshot = snapshot is not None and section in snapshot
-    in_settings = settings is not None and section in settings
-    if in_snapshot and in_settings:
-        message = (
-            f"are given both in the configuration snapshot and in {settings_name}; "
-            "keep them in one place"
-        )
-        raise ConfigError([Problem(section, "", message)])
-    if in_snapshot:
-        assert snapshot is not None
-        return snapshot[section], f"snapshot section {section!r}"
-    if in_settings:
-        assert settings is not None
-        return settings[section], f"{settings_name} {settings_table}"
-    return None
-
-
-def _read_json_file(path: Path, problems: list[Problem]) -> tuple[bool, Any]:
-    where = f"file '{path}'"
-    try:
-        text = path.read_text(encoding="utf-8-sig")  # tolerate the BOM some editors write
-    except UnicodeDecodeError as exc:
-        problems.append(Problem(where, "", f"is not UTF-8 text ({exc.reason} at byte {exc.start})"))
-        return False, None
-    except OSError as exc:
-        problems.append(Problem(where, "", f"cannot be read: {exc.strerror or exc}"))
-        return False, None
-    try:
-        return True, parse_json(text)
-    except ValueError as exc:
-        problems.append(Problem(where, "", str(exc)))
-        return False, None
-
-
-def read_snapshot(source: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a snapshot from a JSON file or a directory.
-
-    A file holds the whole snapshot: ``{"tool-service": {...}, "tool": {...}}``.
-    A directory holds one file per descriptor, ``tool-service/<id>.json`` and
-    ``tool/<key>.json``; the file name (without ``.json``) is the key. Every
-    other sub-directory becomes a section the same way, and a top-level
-    ``<name>.json`` becomes section ``<name>``, so later features (hooks,
-    permissions) can keep their configuration alongside. Hidden entries and
-    files not ending in ``.json`` are ignored.
-
-    The result is not validated; pass it to :func:`load_registry`. Raises
-    :class:`ConfigError` naming every file that is missing, unreadable or not JSON.
-    """
-    path = Path(source)
-    problems: list[Problem] = []
-    if path.is_dir():
-        snapshot = _read_directory(path, problems)
-    elif path.exists():
-        ok, value = _read_json_file(path, problems)
-        snapshot = {}
-        if ok and not isinstance(value, dict):
-            problems.append(
-                Problem(
-                    f"file '{path}'",
-                    "",
-                    f"holds {_describe(value)}; a snapshot is a JSON object like "
-                    '{"tool-service": {...}, "tool": {...}}',
-                )
-            )
-        elif ok:
-            snapshot = value
-    else:
-        problems.append(
-            Problem(
-                f"file '{path}'",
-                "",
-                "does not exist; give a snapshot JSON file or a directory holding "
-                "tool-service/ and tool/",
-            )
-        )
-    if problems:
-        raise ConfigError(problems)
-    return snapshot
-
-
-def _visible(entries: Iterable[Path]) -> list[Path]:
-    return sorted(p for p in entries if not p.name.startswith("."))
-
-
-def _read_directory(root: Path, problems: list[Problem]) -> dict[str, Any]:
-    snapshot: dict[str, Any] = {}
-    try:
-        entries = _visible(root.iterdir())
-    except OSError as exc:
-        problems.append(Problem(f"directory '{root}'", "", f"cannot be read: {exc.strerror}"))
-        return snapshot
-    for entry in entries:
-        if entry.is_dir():
-            section: dict[str, Any] = {}
-            try:
-                files = _visible(entry.iterdir())
-            except OSError as exc:
-                problems.append(
-                    Problem(f"directory '{entry}'", "", f"cannot be read: {exc.strerror}")
-                )
-                continue
-            for item in files:
-                if item.suffix == ".json" and item.is_file():
-                    ok, value = _read_json_file(item, problems)
-                    if ok:
-                        section[item.stem] = value
-            _add_section(snapshot, entry.name, section, entry, problems)
-        elif entry.suffix == ".json":
-            ok, value = _read_json_file(entry, problems)
-            if ok:
-                _add_section(snapshot, entry.stem, value, entry, problems)
-    return snapshot
-
-
-def _add_section(
-    snapshot: dict[str, Any], name: str, value: Any, origin: Path, problems: list[Problem]
-) -> None:
-    if name in snapshot:
-        problems.append(
-            Problem(
-                f"'{origin}'",
-                "",
-                f"section {name!r} is given both as a directory and as a file; keep one",
-            )
-        )
-        return
-    snapshot[name] = value
-
-
-# --------------------------------------------------------------------------- validation
 
 
 class _Problems:
@@ -325,21 +55,6 @@ class _Problems:
 
     def __len__(self) -> int:
         return len(self.items)
-
-
-def _describe(value: Any) -> str:
-    """A value as the user wrote it in JSON, for messages: ``the string "x"``, ``an array``."""
-    if value is None or isinstance(value, bool):
-        return json.dumps(value)
-    if isinstance(value, dict):
-        return "an object"
-    if isinstance(value, list | tuple):
-        return "an array"
-    kind = "the string" if isinstance(value, str) else "the number"
-    text = json.dumps(value) if isinstance(value, str | int | float) else repr(value)
-    if len(text) > 40:
-        text = text[:37] + "..."
-    return f"{kind} {text}"
 
 
 def _did_you_mean(word: str, choices: Iterable[str]) -> str:
@@ -360,7 +75,7 @@ def _descriptor(value: Any, where: str, problems: _Problems) -> dict[str, Any] |
         problems.add(
             where,
             "",
-            f"must be a JSON object (or a JSON string holding one), not {_describe(value)}",
+            f"must be a JSON object (or a JSON string holding one), not {describe(value)}",
         )
         return None
     return value
@@ -374,7 +89,7 @@ def _section(snapshot: Mapping[str, Any], name: str, problems: _Problems) -> dic
         problems.add(
             f"snapshot section {name!r}",
             "",
-            f"must be an object mapping each key to a descriptor, not {_describe(value)}",
+            f"must be an object mapping each key to a descriptor, not {describe(value)}",
         )
         return {}
     return dict(value)
@@ -387,7 +102,7 @@ def _string_list(value: Any, where: str, field_name: str, problems: _Problems) -
     problems.add(
         where,
         field_name,
-        f'must be a list of strings like ["a", "b"], not {_describe(value)}{hint}',
+        f'must be a list of strings like ["a", "b"], not {describe(value)}{hint}',
     )
     return ()
 
@@ -398,7 +113,7 @@ def _required_text(raw: Mapping[str, Any], name: str, where: str, problems: _Pro
         problems.add(where, name, "is required")
         return ""
     if not isinstance(value, str) or not value.strip():
-        problems.add(where, name, f"must be a non-empty string, not {_describe(value)}")
+        problems.add(where, name, f"must be a non-empty string, not {describe(value)}")
         return ""
     return value
 
@@ -411,7 +126,7 @@ def _config_params(value: Any, where: str, problems: _Problems) -> tuple[ConfigP
             where,
             "config-params",
             f'must be a list like [{{"name": "collection", "required": true}}, "style"], '
-            f"not {_describe(value)}",
+            f"not {describe(value)}",
         )
         return ()
     params: list[ConfigParam] = []
@@ -426,18 +141,18 @@ def _config_params(value: Any, where: str, problems: _Problems) -> tuple[ConfigP
             name, required = item.get("name"), item.get("required", False)
             if not isinstance(required, bool):
                 problems.add(
-                    where, at, f"'required' must be true or false, not {_describe(required)}"
+                    where, at, f"'required' must be true or false, not {describe(required)}"
                 )
                 continue
         else:
             problems.add(
                 where,
                 at,
-                f'must be a name or {{"name": ..., "required": ...}}, not {_describe(item)}',
+                f'must be a name or {{"name": ..., "required": ...}}, not {describe(item)}',
             )
             continue
         if not isinstance(name, str) or not name:
-            problems.add(where, at, f"needs a non-empty string 'name', not {_describe(name)}")
+            problems.add(where, at, f"needs a non-empty string 'name', not {describe(name)}")
             continue
         if name in seen:
             problems.add(where, at, f"declares {name!r} twice; keep one")
@@ -455,7 +170,7 @@ def _service(key: str, raw: Mapping[str, Any], problems: _Problems) -> ServiceDe
         problems.add(
             where,
             "id",
-            f"is {_describe(declared_id)}, but the service is stored under key {key!r}, "
+            f"is {describe(declared_id)}, but the service is stored under key {key!r}, "
             "which tools use to find it; make them the same",
         )
     queues: list[QueueName] = []
@@ -466,7 +181,7 @@ def _service(key: str, raw: Mapping[str, Any], problems: _Problems) -> ServiceDe
             problems.add(where, name, f"is required; {example}")
         elif not isinstance(value, str) or not value:
             problems.add(
-                where, name, f"must be a non-empty queue name ({example}), not {_describe(value)}"
+                where, name, f"must be a non-empty queue name ({example}), not {describe(value)}"
             )
         else:
             try:
@@ -496,7 +211,7 @@ def _arguments(value: Any, where: str, problems: _Problems) -> tuple[ToolArgumen
             where,
             "arguments",
             f'must be a list like [{{"name": "topic", "type": "string", "description": "..."}}], '
-            f"not {_describe(value)}",
+            f"not {describe(value)}",
         )
         return ()
     arguments: list[ToolArgument] = []
@@ -507,7 +222,7 @@ def _arguments(value: Any, where: str, problems: _Problems) -> tuple[ToolArgumen
             problems.add(
                 where,
                 at,
-                f"must be an object with 'name', 'type', 'description', not {_describe(item)}",
+                f"must be an object with 'name', 'type', 'description', not {describe(item)}",
             )
             continue
         name: Any = item.get("name")
@@ -516,7 +231,7 @@ def _arguments(value: Any, where: str, problems: _Problems) -> tuple[ToolArgumen
         required: Any = item.get("required", True)
         before = len(problems)
         if not isinstance(name, str) or not name:
-            problems.add(where, at, f"needs a non-empty string 'name', not {_describe(name)}")
+            problems.add(where, at, f"needs a non-empty string 'name', not {describe(name)}")
         elif name in seen:
             problems.add(where, at, f"argument {name!r} is declared twice; keep one")
         else:
@@ -530,7 +245,7 @@ def _arguments(value: Any, where: str, problems: _Problems) -> tuple[ToolArgumen
             else:
                 suggestion = _did_you_mean(kind, JSON_SCHEMA_TYPES) if isinstance(kind, str) else ""
                 message = (
-                    f"{of}'type' is {_describe(kind)}, not a JSON Schema type; "
+                    f"{of}'type' is {describe(kind)}, not a JSON Schema type; "
                     + (f"{suggestion} " if suggestion else "")
                     + f"Use one of: {types}"
                 )
@@ -540,11 +255,11 @@ def _arguments(value: Any, where: str, problems: _Problems) -> tuple[ToolArgumen
                 where,
                 at,
                 f"{of}needs a string 'description' telling the LLM what to pass, "
-                f"not {_describe(description)}",
+                f"not {describe(description)}",
             )
         if not isinstance(required, bool):
             problems.add(
-                where, at, f"{of}'required' must be true or false, not {_describe(required)}"
+                where, at, f"{of}'required' must be true or false, not {describe(required)}"
             )
         if len(problems) > before:
             continue
@@ -616,7 +331,7 @@ def _tool(
         problems.add(
             where,
             "type",
-            f"{_describe(tool_type)} is not a known tool type; "
+            f"{describe(tool_type)} is not a known tool type; "
             + (f"{_did_you_mean(tool_type, tool_types)} " if isinstance(tool_type, str) else "")
             + f"Known types: {', '.join(sorted(tool_types)) or 'none'} (plugins add more)",
         )
@@ -639,7 +354,7 @@ def _tool(
                 where, "service", "is required for a 'tool-service' tool; name a tool-service id"
             )
     elif not isinstance(service_id, str):
-        problems.add(where, "service", f"must be a tool-service id, not {_describe(service_id)}")
+        problems.add(where, "service", f"must be a tool-service id, not {describe(service_id)}")
     elif service_id in services:
         service = services[service_id]
     elif service_id not in broken_services:  # its own problems are reported already
@@ -668,7 +383,7 @@ def _tool(
     state = raw.get("state")
     if state is not None and not isinstance(state, str):
         problems.add(
-            where, "state", f"must be a string naming the next state, not {_describe(state)}"
+            where, "state", f"must be a string naming the next state, not {describe(state)}"
         )
     applicable = _applicable_states(raw, where, problems)
 
@@ -695,7 +410,7 @@ def _tool(
         problems.add(
             where,
             "after-execution",
-            f"{_describe(after_execution)} is not allowed; use 'suspend' (the agent goes on, "
+            f"{describe(after_execution)} is not allowed; use 'suspend' (the agent goes on, "
             "the default) or 'terminate' (the result is the final answer)",
         )
 
@@ -767,7 +482,7 @@ def load_registry(
             "snapshot",
             "",
             f'must be an object like {{"tool-service": ..., "tool": ...}}, '
-            f"not {_describe(snapshot)}",
+            f"not {describe(snapshot)}",
         )
         raise ConfigError(problems.items)
     known_types = frozenset(tool_types)
@@ -799,10 +514,3 @@ def load_registry(
     if problems:
         raise ConfigError(problems.items)
     return Registry(services, tools, snapshot)
-
-
-def load_registry_from_path(
-    source: str | os.PathLike[str], *, tool_types: Iterable[str] = BUILTIN_TOOL_TYPES
-) -> Registry:
-    """:func:`read_snapshot` then :func:`load_registry`; raises :class:`ConfigError`."""
-    return load_registry(read_snapshot(source), tool_types=tool_types)

@@ -23,12 +23,13 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from toolbus.domain.config.descriptors import DEFAULT_GROUP
 from toolbus.domain.errors import ToolbusError, UnknownTool
 
 if TYPE_CHECKING:
-    from toolbus.domain.config.loading import ServiceDescriptor, ToolDescriptor
+    from toolbus.domain.config.descriptors import ServiceDescriptor, ToolDescriptor
 
-DEFAULT_GROUP = "default"
+
 UNDEFINED_STATE = "undefined"
 WILDCARD = "*"
 # Requested groups come from users, so the number of distinct (groups, state)

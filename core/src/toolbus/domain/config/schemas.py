@@ -6,7 +6,7 @@ import copy
 from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
-from toolbus.domain.config.loading import ToolDescriptor
+from toolbus.domain.config.descriptors import ToolDescriptor
 
 ExportFormat = Literal["openai", "mcp", "anthropic"]
 

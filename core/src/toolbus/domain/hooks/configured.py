@@ -31,7 +31,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 
 from toolbus.domain.calls.naming import sanitize_toolname
-from toolbus.domain.config.loading import section_in_one_place
+from toolbus.domain.config.parsing import section_in_one_place
 from toolbus.domain.errors import ConfigError, Problem
 from toolbus.domain.hooks.injection import InjectionFrequency
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from toolbus.domain.config.loading import JSON_SCHEMA_TYPES, SERVICES, TOOL_SERVICE_TYPE, TOOLS
+from toolbus.domain.config.descriptors import JSON_SCHEMA_TYPES, SERVICES, TOOL_SERVICE_TYPE, TOOLS
 
 ANNOUNCE = "announce"
 WITHDRAW = "withdraw"

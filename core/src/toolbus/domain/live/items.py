@@ -24,7 +24,9 @@ from typing import Any
 
 from toolbus.domain.access.permissions import SECTION as PERMISSIONS_SECTION
 from toolbus.domain.access.permissions import parse_permissions
-from toolbus.domain.config.loading import BUILTIN_TOOL_TYPES, load_registry, parse_json
+from toolbus.domain.config.descriptors import BUILTIN_TOOL_TYPES
+from toolbus.domain.config.loading import load_registry
+from toolbus.domain.config.parsing import parse_json
 from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import ConfigError, Problem, ToolCallError
 

@@ -31,7 +31,8 @@ from types import MappingProxyType
 from typing import Any
 
 from toolbus.domain.calls.naming import sanitize_toolname
-from toolbus.domain.config.loading import BUILTIN_TOOL_TYPES, SERVICES, TOOLS, load_registry
+from toolbus.domain.config.descriptors import BUILTIN_TOOL_TYPES, SERVICES, TOOLS
+from toolbus.domain.config.loading import load_registry
 from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import ConfigError
 from toolbus.domain.live.announcements import Announcement

@@ -1,0 +1,118 @@
+"""Tool-service descriptors: the immutable models a validated snapshot becomes.
+
+A snapshot is ``{"tool-service": {id: descriptor}, "tool": {key: descriptor}}``;
+:func:`~toolbus.domain.config.loading.load_registry` validates one and builds
+these. The constants name the snapshot's sections and the fields a tool may have.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from toolbus.domain.calls.arguments import NO_OPTIONS, ArgumentOptions
+from toolbus.domain.calls.naming import sanitize_toolname
+
+DEFAULT_GROUP = "default"
+SERVICES = "tool-service"
+TOOLS = "tool"
+TOOL_SERVICE_TYPE = "tool-service"
+BUILTIN_TOOL_TYPES: frozenset[str] = frozenset({TOOL_SERVICE_TYPE})
+
+# The canonical key comes first: it is the one TrustGraph's code and CLI write.
+APPLICABLE_STATES_KEYS = ("applicable-states", "available_in_states", "available-in-states")
+JSON_SCHEMA_TYPES = frozenset({"string", "number", "integer", "boolean", "array", "object", "null"})
+TOOL_FIELDS = frozenset(
+    {
+        "type",
+        "name",
+        "description",
+        "service",
+        "arguments",
+        "group",
+        "state",
+        "options",
+        "after-execution",
+    }
+    | set(APPLICABLE_STATES_KEYS)
+)
+AFTER_EXECUTION_VALUES = ("suspend", "terminate")
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigParam:
+    """A configuration value a tool service accepts from each tool that uses it."""
+
+    name: str
+    required: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceDescriptor:
+    """Tier 1: where a tool service listens and which config values it accepts."""
+
+    id: str
+    request_queue: str
+    response_queue: str
+    config_params: tuple[ConfigParam, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ToolArgument:
+    """One argument the LLM supplies, described the way JSON Schema describes a property."""
+
+    name: str
+    type: str
+    description: str = ""
+    required: bool = True
+    # Further JSON-Schema keywords (enum, default, minimum, items, ...), passed to the LLM as is.
+    schema_extras: Mapping[str, Any] = field(default_factory=dict, hash=False)
+
+    def __post_init__(self) -> None:
+        _freeze(self, "schema_extras")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDescriptor:
+    """Tier 2: a tool as the agent and the LLM see it.
+
+    ``llm_name`` is derived from ``name`` (:func:`~toolbus.domain.calls.naming.sanitize_toolname`),
+    so it always is a valid function name. ``groups`` is ``("default",)`` when the
+    descriptor has no ``group`` and ``()`` for an explicit empty list; those differ.
+    ``applicable_states`` is ``None`` when the tool is offered in every state.
+    ``config`` holds only the values the tool's service declares in
+    ``config-params``; ``raw`` is the whole descriptor, for tool types added by
+    plugins that read keys of their own.
+    """
+
+    key: str
+    type: str
+    name: str
+    llm_name: str = field(init=False)
+    description: str
+    service: str | None = None
+    arguments: tuple[ToolArgument, ...] = ()
+    groups: tuple[str, ...] = (DEFAULT_GROUP,)
+    state: str | None = None
+    applicable_states: tuple[str, ...] | None = None
+    config: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    raw: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    #: ``options``: argument defaults, fixed values and environment values.
+    options: ArgumentOptions = field(default=NO_OPTIONS, hash=False)
+    #: ``after-execution``: "suspend" (the agent goes on) or "terminate" (final answer).
+    after_execution: str = "suspend"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "llm_name", sanitize_toolname(self.name))
+        _freeze(self, "config")
+        _freeze(self, "raw")
+
+
+def _freeze(instance: object, attribute: str) -> None:
+    # Descriptors are shared by every request that uses a registry: give out
+    # read-only views so one caller cannot change what the next one sees.
+    value = getattr(instance, attribute)
+    if not isinstance(value, MappingProxyType):
+        object.__setattr__(instance, attribute, MappingProxyType(dict(value)))
