@@ -231,3 +231,150 @@ def test_the_layer_check_catches_a_planted_bad_import() -> None:
     assert not layer_violations(
         "from toolbus.ports import Bus", "toolbus.application.x", banned, False
     )
+
+
+# -- no import circles, and the arrows between concerns --------------------------------
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Each module of the core and the adapters -> the modules it imports (type-only too)."""
+    paths = {module: path for top in ROOTS for module, path in modules_of(top)}
+    graph: dict[str, set[str]] = {}
+    for module, path in paths.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        graph[module] = set()
+        for _, _, candidates in _imported(tree, module, path.name == "__init__.py"):
+            # "from toolbus.domain.calls import wire" imports the module wire;
+            # "from toolbus.domain.errors import Problem" imports errors.
+            found = [c for c in reversed(candidates) if c in paths]
+            if found:
+                graph[module].add(found[0])
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of ``graph``: its strongly connected parts of two or more modules,
+    and modules importing themselves (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                part = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    part.append(member)
+                    if member == node:
+                        break
+                if len(part) > 1 or node in graph.get(node, ()):
+                    found.append(sorted(part))
+    return found
+
+
+def test_no_module_imports_its_way_back_to_itself() -> None:
+    assert circles(import_graph()) == []
+
+
+def test_the_circle_check_catches_a_planted_circle() -> None:
+    graph = import_graph()
+    graph["toolbus.domain.errors"] = {"toolbus.domain.calls.wire"}  # wire imports errors
+
+    assert ["toolbus.domain.calls.wire", "toolbus.domain.errors"] in circles(graph)
+    assert circles({"a": {"a"}}) == [["a"]]
+
+
+# The concerns inside a layer, and which others each may import. Anything not
+# listed is off limits, so a new arrow is a decision made here, in review.
+CONCERN_ARROWS: dict[str, set[str]] = {
+    # domain: errors <- calls <- config <- access <- live; hooks beside access
+    "toolbus.domain.calls": {"toolbus.domain.errors"},
+    "toolbus.domain.config": {"toolbus.domain.calls", "toolbus.domain.errors"},
+    "toolbus.domain.access": {"toolbus.domain.config", "toolbus.domain.errors"},
+    "toolbus.domain.hooks": {
+        "toolbus.domain.calls",
+        "toolbus.domain.config",
+        "toolbus.domain.errors",
+    },
+    "toolbus.domain.live": {
+        "toolbus.domain.access",
+        "toolbus.domain.calls",
+        "toolbus.domain.config",
+        "toolbus.domain.errors",
+    },
+    # application (each may use the whole domain and the ports): tracing <- calls <- agent, live
+    "toolbus.application.tracing": set(),
+    "toolbus.application.calls": {"toolbus.application.tracing"},
+    "toolbus.application.agent": {"toolbus.application.calls"},
+    "toolbus.application.live": {"toolbus.application.calls"},
+}
+
+
+def concern_of(module: str) -> str | None:
+    """The concern package holding ``module`` (``toolbus.domain.calls.wire`` -> ``...calls``)."""
+    for concern in CONCERN_ARROWS:
+        if _within(module, concern):
+            return concern
+    if _within(module, "toolbus.domain"):
+        return ".".join(module.split(".")[:3])  # errors, and the old paths' forwarding
+    return None
+
+
+def concern_violations(graph: dict[str, set[str]]) -> list[str]:
+    found = []
+    for module, imported in sorted(graph.items()):
+        source = concern_of(module)
+        if source not in CONCERN_ARROWS:
+            continue
+        layer = source.rpartition(".")[0]
+        for target in sorted(imported):
+            destination = concern_of(target)
+            if destination in (None, source, "toolbus.domain._moved"):
+                continue  # within the concern, or an old path forwarding to its new one
+            if not _within(destination, layer) and layer == "toolbus.application":
+                continue  # the application may use the whole domain; layers are checked above
+            if destination not in CONCERN_ARROWS[source]:
+                found.append(f"{module} -> {target}")
+    return found
+
+
+def test_each_concern_imports_only_the_concerns_below_it() -> None:
+    graph = import_graph()
+    assert set(CONCERN_ARROWS) <= {concern_of(module) for module in graph}
+
+    assert concern_violations(graph) == []
+
+
+def test_the_concern_check_catches_a_planted_arrow() -> None:
+    graph = import_graph()
+    graph["toolbus.application.calls.host"].add("toolbus.application.agent.session")
+    graph["toolbus.domain.config.registry"].add("toolbus.domain.live.items")
+
+    assert concern_violations(graph) == [
+        "toolbus.application.calls.host -> toolbus.application.agent.session",
+        "toolbus.domain.config.registry -> toolbus.domain.live.items",
+    ]
