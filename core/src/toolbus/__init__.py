@@ -1,10 +1,18 @@
 """toolbus: agent tools behind message brokers.
 
-Write a tool service as a decorated function or a :class:`ToolService`
-subclass, serve it with :class:`ServiceHost` (or ``toolbus serve``), and call it
-with :class:`ToolServiceClient`, or by tool name through :class:`Tools`.
-Brokers are plugins picked by URL: ``memory://``, ``nats://``, ``pulsar://``,
-``kafka://``.
+The names a user needs, by job (docs/architecture.md has the table):
+
+* call tools by name: :func:`open_tools` (the quickest start), or :class:`Tools`
+  over a :class:`ToolServiceClient` on a bus from :func:`connect`;
+* answer an agent request: :class:`AgentSession`, kept current by :class:`LiveRegistry`;
+* write and serve tool services: :func:`tool_service` or :class:`ToolService`,
+  served with :func:`running`, :class:`ServiceHost` or ``toolbus serve``;
+* configuration: :func:`load_registry`, :func:`load_registry_from_path`;
+* errors: :class:`ToolbusError` and its kinds.
+
+Everything else is importable from its concern package (``toolbus.application.calls``,
+``.agent``, ``.live``; ``toolbus.domain.*``). Brokers are plugins picked by URL:
+``memory://``, ``nats://``, ``pulsar://``, ``kafka://``.
 """
 
 from toolbus.application.agent.outcomes import CallOutcome

@@ -10,6 +10,13 @@ or, through the plugin registry, ``toolbus.plugins.connect("kafka://...")``.
 A queue maps to the topic ``tenant.namespace.name``; services are consumer
 groups; offsets are committed once a request is acked. See
 ``docs/adapters/kafka.md`` for the URL, the options and the delivery rules.
+
+Modules: ``bus``, ``options``, ``errors`` and ``plugin`` do the jobs their
+namesakes do in every adapter. The rest is split by what Kafka makes the
+adapter do itself: ``subscription`` (consumer groups and fan-out),
+``topics`` (creating topics before use; NATS does this in ``jetstream``),
+``tracking`` (which offsets may be committed when acks arrive out of order) and
+``inbox`` (fetched deliveries shared by a subscription's readers; NATS's ``buffer``).
 """
 
 from toolbus_kafka.bus import KafkaBus, connect
