@@ -311,7 +311,7 @@ def test_the_circle_check_catches_a_planted_circle() -> None:
 # The concerns inside a layer, and which others each may import. Anything not
 # listed is off limits, so a new arrow is a decision made here, in review.
 CONCERN_ARROWS: dict[str, set[str]] = {
-    # domain: errors <- calls <- config <- access <- live; hooks beside access
+    # domain: errors <- calls <- config <- access <- live; hooks beside access; identity on errors
     "toolbus.domain.calls": {"toolbus.domain.errors"},
     "toolbus.domain.config": {"toolbus.domain.calls", "toolbus.domain.errors"},
     "toolbus.domain.access": {"toolbus.domain.config", "toolbus.domain.errors"},
@@ -320,16 +320,19 @@ CONCERN_ARROWS: dict[str, set[str]] = {
         "toolbus.domain.config",
         "toolbus.domain.errors",
     },
+    "toolbus.domain.identity": {"toolbus.domain.errors"},
     "toolbus.domain.live": {
         "toolbus.domain.access",
         "toolbus.domain.calls",
         "toolbus.domain.config",
         "toolbus.domain.errors",
     },
-    # application (each may use the whole domain and the ports): tracing <- calls <- agent, live
+    # application (each may use the whole domain and the ports):
+    # tracing, identity <- calls <- agent, live
     "toolbus.application.tracing": set(),
-    "toolbus.application.calls": {"toolbus.application.tracing"},
-    "toolbus.application.agent": {"toolbus.application.calls"},
+    "toolbus.application.identity": set(),
+    "toolbus.application.calls": {"toolbus.application.tracing", "toolbus.application.identity"},
+    "toolbus.application.agent": {"toolbus.application.calls", "toolbus.application.identity"},
     "toolbus.application.live": {"toolbus.application.calls"},
 }
 

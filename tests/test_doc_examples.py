@@ -8,7 +8,7 @@ import pytest
 
 from tests.support.doc_examples import DOCS, Example, assert_runs_as_documented, examples
 
-PAGES = ["tool-services.md", "testing.md", "hooks.md", "architecture.md"]
+PAGES = ["tool-services.md", "testing.md", "hooks.md", "architecture.md", "security.md"]
 
 
 @pytest.mark.parametrize(

@@ -138,7 +138,7 @@ async def test_stream_yields_chunks_then_raises_a_later_error(bus: MemoryBus) ->
 
     async with running(bus, half), ToolServiceClient(bus) as client:
         chunks: list[str] = []
-        with pytest.raises(ToolServiceError, match="broke mid-stream"):
+        with pytest.raises(ToolServiceError, match="internal error in tool service 'half-stream'"):
             async for chunk in client.stream(
                 request_queue=half.request_queue, response_queue=half.response_queue
             ):

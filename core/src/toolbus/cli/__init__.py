@@ -9,7 +9,17 @@ from toolbus.cli.extensions import CommandLine, add_missing_first_party
 from toolbus.plugins import load_command_plugins
 
 # Importing a command module registers its commands on ``app``.
-_COMMAND_MODULES = ("tools", "groups", "serve", "call", "config", "plugins", "demo", "bench")
+_COMMAND_MODULES = (
+    "tools",
+    "groups",
+    "serve",
+    "call",
+    "config",
+    "plugins",
+    "demo",
+    "bench",
+    "keys",
+)
 
 
 _assembled = False

@@ -12,6 +12,7 @@ import typer
 from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.calls.host import running
 from toolbus.application.calls.tools import Tools
+from toolbus.application.identity import CallSigner, CallVerifier, SigningKeyError, public_jwk
 from toolbus.cli.app import app
 from toolbus.cli.common import EXIT_FAILED, fail, run, setup_logging
 from toolbus.domain.errors import ConfigError, PluginError, ToolCallError, UnknownTool
@@ -67,6 +68,18 @@ def call(
         str | None,
         typer.Option(help="Configuration file or directory; default: installed plugins' tools."),
     ] = None,
+    sign_key: Annotated[
+        str | None,
+        typer.Option(
+            help="Sign the call with this private key: a JWK or PEM file, or env:VARIABLE "
+            "(needs toolbus[signing]). Services that verify callers require it.",
+            show_default=False,
+        ),
+    ] = None,
+    group: Annotated[
+        list[str] | None,
+        typer.Option("--group", "-g", help="A group the signed call vouches for (repeatable)."),
+    ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO level.")] = False,
 ) -> None:
     """Call a tool and print its observation.
@@ -81,8 +94,11 @@ def call(
         plugins = load_tool_plugins()
         registry = build_registry(settings, plugins)
         text = {a.name for a in registry.tool(tool).arguments if a.type == "string"}
-    except (ConfigError, PluginError, UnknownTool) as exc:
+        signer = None if sign_key is None else CallSigner.load(sign_key, groups=group or ())
+    except (ConfigError, PluginError, UnknownTool, SigningKeyError) as exc:
         fail(str(exc))
+    if group and signer is None:
+        fail("--group is what a signed call vouches for: give --sign-key too")
     arguments = parse_arguments(arg or [], json_arguments, text)
 
     async def main() -> None:
@@ -93,8 +109,12 @@ def call(
                 services = [s for p in plugins for s in p.services]
                 # drain_timeout=0: once this command has its answer (or gave up),
                 # nothing the in-process services still do matters.
-                await stack.enter_async_context(running(bus, *services, drain_timeout=0))
-            client = await stack.enter_async_context(ToolServiceClient(bus))
+                # A signed call is verified by them too, with the signer's own key.
+                verifier = None if signer is None else CallVerifier([public_jwk(signer.key)])
+                await stack.enter_async_context(
+                    running(bus, *services, drain_timeout=0, verifier=verifier)
+                )
+            client = await stack.enter_async_context(ToolServiceClient(bus, signer=signer))
             tools = Tools(client, registry)
             try:
                 if stream:

@@ -11,6 +11,7 @@ import typer
 
 from toolbus.application.calls.host import DEFAULT_CONCURRENCY, ServiceHost
 from toolbus.application.calls.metrics import MetricsUnavailable, start_metrics_server
+from toolbus.application.identity import CallVerifier, SigningKeyError
 from toolbus.application.live.companions import alongside
 from toolbus.cli.app import SERVE_SERVICES, serve_app
 from toolbus.cli.common import fail, redact_url, run, setup_logging
@@ -72,10 +73,41 @@ def serve(
             show_default=False,
         ),
     ] = None,
+    verify_key: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Verify callers: accept only calls signed by one of these public keys (a "
+            "JWK, JWK Set or PEM file, or env:VARIABLE; repeatable, for rotation). Needs "
+            "toolbus[signing].",
+            show_default=False,
+        ),
+    ] = None,
+    allow_unsigned: Annotated[
+        bool,
+        typer.Option(
+            help="With --verify-key: also serve unsigned calls, unverified (while callers "
+            "switch to signing).",
+        ),
+    ] = False,
+    expose_errors: Annotated[
+        bool,
+        typer.Option(
+            help="Answer unexpected exceptions with their text, not a log reference "
+            "(development only: the text may hold secrets).",
+        ),
+    ] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO level.")] = False,
 ) -> None:
     """Serve tool services (the default: toolbus serve SERVICE...)."""
     setup_logging(verbose)
+    if allow_unsigned and not verify_key:
+        fail("--allow-unsigned relaxes --verify-key: give the keys to verify with too")
+    try:
+        verifier = (
+            CallVerifier.load(verify_key, required=not allow_unsigned) if verify_key else None
+        )
+    except SigningKeyError as exc:
+        fail(str(exc))
     try:
         settings = load_settings(broker)
         plan = plan_services(
@@ -95,7 +127,14 @@ def serve(
     async def main() -> None:
         bus = await connect(settings.broker, settings.broker_options)
         hosts = [
-            ServiceHost(bus, s, concurrency=concurrency, drain_timeout=drain_timeout)
+            ServiceHost(
+                bus,
+                s,
+                concurrency=concurrency,
+                drain_timeout=drain_timeout,
+                verifier=verifier,
+                expose_errors=expose_errors,
+            )
             for s in resolved
         ]
         try:
@@ -114,6 +153,8 @@ def serve(
                                 f"via {redact_url(settings.broker)}",
                                 err=True,
                             )
+                        if verifier is not None:
+                            typer.echo(_checks(verifier), err=True)
                         for companion in extra:
                             typer.echo(describe(companion), err=True)
                         async for signum in signals:
@@ -133,3 +174,11 @@ def serve(
     finally:
         if metrics_server is not None:
             metrics_server.close()
+
+
+def _checks(verifier: CallVerifier) -> str:
+    """How the services treat callers, for the start-up lines."""
+    keys = ", ".join(verifier.key_ids)
+    if verifier.required:
+        return f"verifying callers: signed calls only, keys {keys}"
+    return f"verifying callers: keys {keys}; unsigned calls served unverified"

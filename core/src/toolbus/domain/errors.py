@@ -105,6 +105,12 @@ class ToolAccessDenied(ToolCallError):
     error_type = "access-denied"
 
 
+class Unauthorized(ToolCallError):
+    """The call carried no valid call token, and the service requires one."""
+
+    error_type = "unauthorized"
+
+
 class DeadlineExceeded(ToolCallError):
     """The caller's deadline passed before the service could start the work."""
 
@@ -144,6 +150,7 @@ ERROR_TYPES: dict[str, type[ToolCallError]] = {
         BadRequest,
         NotFound,
         ToolAccessDenied,
+        Unauthorized,
         DeadlineExceeded,
         Unavailable,
         InternalError,

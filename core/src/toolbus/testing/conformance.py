@@ -472,7 +472,7 @@ class BusConformance:
             "request_queue": fragile.request_queue,
             "response_queue": fragile.response_queue,
         }
-        with pytest.raises(ToolServiceError, match="boom"):
+        with pytest.raises(ToolServiceError, match="internal error in tool service"):
             await client.call(**route, arguments={"fail": True})
         assert await client.call(**route, arguments={"fail": False}) == "fine"
 

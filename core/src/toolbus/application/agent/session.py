@@ -65,6 +65,7 @@ from toolbus.application.agent.outcomes import CallOutcome
 from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.calls.metrics import ToolbusMetrics, default_metrics
 from toolbus.application.calls.tools import ToolInvocation, Tools
+from toolbus.application.identity.caller import granting
 from toolbus.domain.access.permissions import Permissions, load_permissions
 from toolbus.domain.calls.arguments import AppliedOptions, apply_options
 from toolbus.domain.config.descriptors import ToolDescriptor
@@ -363,14 +364,16 @@ class AgentSession:
             "state": state,
         }
         try:
-            invocation = await self._tools.invoke(
-                tool,
-                arguments,
-                user=self.user,
-                timeout=self.timeout if timeout is None else timeout,
-                context=context,
-                registry=self.registry,
-            )
+            # A signing client vouches for the groups this session was granted.
+            with granting(self.groups):
+                invocation = await self._tools.invoke(
+                    tool,
+                    arguments,
+                    user=self.user,
+                    timeout=self.timeout if timeout is None else timeout,
+                    context=context,
+                    registry=self.registry,
+                )
         except ToolCallError as exc:
             seconds = self._timer() - started
             self._metrics.tool_call(tool.name, service, seconds, exc.error_type)

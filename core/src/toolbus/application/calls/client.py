@@ -25,9 +25,11 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
+from toolbus.application.identity.signing import CallSigner
 from toolbus.application.tracing import propagation as tracing
 from toolbus.domain.calls import wire
 from toolbus.domain.errors import ToolCallError, ToolServiceError, ToolTimeout, WireError, error_for
+from toolbus.domain.identity import PROP_CALL_TOKEN
 from toolbus.ports import Bus, Delivery, Listener, PushBus, Subscription
 
 log = logging.getLogger("toolbus.client")
@@ -169,8 +171,11 @@ class ToolServiceClient:
         *,
         default_timeout: float = DEFAULT_TIMEOUT,
         clock: Callable[[], float] = time.time,
+        signer: CallSigner | None = None,
     ) -> None:
         self.bus = bus
+        #: Signs a call token onto every request, for services that verify callers.
+        self.signer = signer
         self.default_timeout = default_timeout
         self.clock = clock
         self._listeners: dict[str, _ResponseListener] = {}
@@ -386,6 +391,10 @@ class ToolServiceClient:
         listener = self._listeners.get(response_queue) or await self._listener(response_queue)
         body = wire.encode_request(user, config, arguments)
         call_id, waiter, props = self._register(listener, limit, properties, watch=True)
+        if self.signer is not None:
+            props[PROP_CALL_TOKEN] = self.signer.sign(
+                call_id=call_id, audience=service or request_queue, user=user, body=body
+            )
         task = asyncio.current_task(waiter.loop)
         try:
             waiter.sending = task
@@ -428,6 +437,10 @@ class ToolServiceClient:
         listener = await self._listener(response_queue)
         body = wire.encode_request(user, config, arguments)
         call_id, waiter, props = self._register(listener, limit, properties, watch=False)
+        if self.signer is not None:
+            props[PROP_CALL_TOKEN] = self.signer.sign(
+                call_id=call_id, audience=service or request_queue, user=user, body=body
+            )
         deadline = asyncio.get_running_loop().time() + limit
         try:
             async with asyncio.timeout_at(deadline):

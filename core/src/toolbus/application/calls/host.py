@@ -20,6 +20,8 @@ import json
 import logging
 import os
 import time
+import traceback
+import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -31,6 +33,8 @@ from anyio.abc import TaskStatus
 from toolbus.application.calls.metrics import ToolbusMetrics, default_metrics
 from toolbus.application.calls.service import ToolResult, ToolService
 from toolbus.application.calls.supervision import supervised
+from toolbus.application.identity.caller import enter_caller, leave_caller
+from toolbus.application.identity.verifying import CallVerifier
 from toolbus.application.tracing import propagation as tracing
 from toolbus.domain.calls import wire
 from toolbus.domain.calls.queues import parse_queue
@@ -38,8 +42,10 @@ from toolbus.domain.errors import (
     BadRequest,
     DeadlineExceeded,
     ToolCallError,
+    Unauthorized,
     WireError,
 )
+from toolbus.domain.identity import PROP_CALL_TOKEN, Caller
 from toolbus.ports import Bus, Delivery
 
 log = logging.getLogger("toolbus.service")
@@ -70,6 +76,8 @@ class ServiceHost:
         environ: Mapping[str, str] = os.environ,
         idempotency_calls: int = DEFAULT_IDEMPOTENCY_CALLS,
         idempotency_bytes: int = DEFAULT_IDEMPOTENCY_BYTES,
+        verifier: CallVerifier | None = None,
+        expose_errors: bool = False,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -90,11 +98,21 @@ class ServiceHost:
             "toolbus.service": service.id,
             "messaging.destination.name": service.request_queue,
         }
+        persistent = parse_queue(service.request_queue).persistent
         self._answers = (
             _AnswerMemory(idempotency_calls, idempotency_bytes)
-            if parse_queue(service.request_queue).persistent and idempotency_calls > 0
+            if persistent and idempotency_calls > 0
             else None
         )
+        #: Checks call tokens; None serves every call as its body's (unverified) user.
+        self.verifier = verifier
+        # A token seen twice on an at-most-once queue is a replay, not a redelivery.
+        self._once = not persistent
+        self._audiences = frozenset({service.id, service.request_queue})
+        self._warned_unverified = False
+        #: Answer unexpected exceptions with their text (development only: it may
+        #: hold secrets); by default a generic message and a log reference.
+        self.expose_errors = expose_errors
         # A pool of ``concurrency`` workers, each reading the subscription and
         # handling a request inline: no task spawn, semaphore or cancel scope per
         # call, and the fewest event-loop hops per round trip.
@@ -200,11 +218,13 @@ class ServiceHost:
                 await self._answer(reply, delivery)
             except ToolCallError as exc:
                 error_type = exc.error_type
-                await reply.error(exc.error_type, exc.message)
+                if isinstance(exc, Unauthorized):
+                    # The reason only: never the token, which could be replayed.
+                    log.warning("%r: refused call %s: %s", self.service.id, call_id, exc)
+                await reply.error(exc.error_type, str(exc))
             except Exception as exc:
                 error_type = wire.GENERIC_ERROR
-                reply.log_failure(exc)
-                await reply.error(wire.GENERIC_ERROR, _describe(exc))
+                await reply.error(wire.GENERIC_ERROR, reply.log_failure(exc, self.expose_errors))
             self._call_metrics.record(time.perf_counter() - started, error_type)
             if answers is not None:
                 answers.remember(key, reply.sent)
@@ -241,10 +261,51 @@ class ServiceHost:
             request = wire.decode_request(body)
         except WireError as exc:
             raise BadRequest(str(exc)) from None
+        caller = self._identify(properties, reply.call_id, request.user, body)
         arguments = request.arguments
         env_names = properties.get(wire.PROP_ENV_ARGS)
         if env_names:
             arguments = self._inject_environment(reply, arguments, env_names)
+        # Set and reset by hand: no context manager on the per-call path.
+        serving = enter_caller(caller)
+        try:
+            await self._run(reply, request, arguments, properties)
+        finally:
+            leave_caller(serving)
+
+    def _identify(
+        self, properties: Mapping[str, str], call_id: str, user: str, body: bytes
+    ) -> Caller:
+        """Who the call is for: verified by its token, or the body's word where not checked."""
+        token = properties.get(PROP_CALL_TOKEN)
+        verifier = self.verifier
+        if verifier is not None:
+            return verifier.verify(
+                token,
+                call_id=call_id,
+                audiences=self._audiences,
+                user=user,
+                body=body,
+                once=self._once,
+            )
+        if token is not None and not self._warned_unverified:
+            self._warned_unverified = True
+            log.warning(
+                "%r receives signed calls but verifies no tokens: it serves unsigned calls "
+                "from anyone who can publish to %s as whichever user they name; give it "
+                "verification keys (ServiceHost verifier=, toolbus serve --verify-key)",
+                self.service.id,
+                self.service.request_queue,
+            )
+        return Caller(user)
+
+    async def _run(
+        self,
+        reply: _Reply,
+        request: wire.ToolRequest,
+        arguments: dict[str, Any],
+        properties: Mapping[str, str],
+    ) -> None:
         if tracing.recording():
             with (
                 tracing.span(
@@ -375,18 +436,25 @@ class _Reply:
             self.sent.append((body, properties))
         return self.host.bus.publish(self.host.service.response_queue, body, properties)
 
-    def log_failure(self, exc: BaseException) -> None:
+    def log_failure(self, exc: BaseException, expose: bool) -> str:
+        """Log an unexpected failure in full under a fresh reference; the answer's text.
+
+        The answer names only the reference, unless ``expose``: an exception's
+        text can hold anything (a password in a connection string), and the
+        answer goes to the caller, and from there to an LLM.
+        """
         service = self.host.service.id
-        if self.secrets:
-            # The traceback could quote a secret; log the redacted message only.
-            log.error(
-                "%r: tool raised for call %s: %s",
-                service,
-                self.call_id,
-                self.redact(_describe(exc)),
-            )
-        else:
-            log.exception("%r: tool raised for call %s", service, self.call_id)
+        reference = uuid.uuid4().hex[:12]
+        details = self.redact("".join(traceback.format_exception(exc)).rstrip())
+        log.error(
+            "%r: tool raised for call %s (ref %s)\n%s", service, self.call_id, reference, details
+        )
+        if expose:
+            return _describe(exc)
+        return (
+            f"internal error in tool service {service!r} (ref {reference}); "
+            "the service's log has the details under this reference"
+        )
 
 
 class _AnswerMemory:

@@ -7,7 +7,7 @@ exception becomes TrustGraph's generic ``tool-service-error``.
 
 A decorated function whose parameters are exactly ``user, config, arguments``
 gets the raw dicts, as in TrustGraph. Any other signature is *typed*: the
-parameters (except ``user`` and ``config``, which are passed when named) are the
+parameters (except ``user``, ``config`` and ``caller``, passed when named) are the
 tool's arguments, validated by pydantic, and their JSON Schema is the tool's
 argument schema — the way the MCP SDK does it. Sync functions run in a worker
 thread so that they never block the event loop.
@@ -24,6 +24,7 @@ import anyio.to_thread
 import pydantic
 from typing_extensions import TypedDict
 
+from toolbus.application.identity.caller import current_caller
 from toolbus.domain.calls.queues import parse_queue
 from toolbus.domain.config.descriptors import AFTER_EXECUTION_VALUES
 from toolbus.domain.errors import BadRequest
@@ -50,7 +51,9 @@ class ToolResult:
 
 
 _RAW_SIGNATURE = ("user", "config", "arguments")
-_INJECTED = frozenset({"user", "config"})
+#: Parameters filled by the host, not from arguments: ``caller`` is the
+#: :class:`~toolbus.domain.identity.Caller` (verified where the service checks tokens).
+_INJECTED = frozenset({"user", "config", "caller"})
 
 
 def default_queues(service_id: str) -> tuple[str, str]:
@@ -160,6 +163,8 @@ class FunctionToolService(ToolService):
             kwargs["user"] = user
         if "config" in self._injected:
             kwargs["config"] = config
+        if "caller" in self._injected:
+            kwargs["caller"] = current_caller()
         return kwargs
 
     async def handle(

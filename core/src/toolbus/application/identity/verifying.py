@@ -1,0 +1,183 @@
+"""Verifying calls: a :class:`CallVerifier` decides who a request is really from.
+
+Every way a token can be wrong ends in :class:`~toolbus.domain.errors.Unauthorized`
+with a reason that never quotes the token: missing (where required), malformed,
+signed by an unknown key or with another algorithm than the key's, a signature
+that does not verify, or claims that do not fit the call (see
+:mod:`toolbus.domain.identity.claims`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Collection, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from toolbus.application.identity.keys import (
+    SigningKeyError,
+    algorithm_for,
+    as_key,
+    jose,
+    load_keys,
+)
+from toolbus.domain.errors import Unauthorized
+from toolbus.domain.identity import Caller, check_claims
+
+if TYPE_CHECKING:
+    from joserfc.jwk import Key
+
+#: Seconds of clock difference between a caller and a service that are forgiven.
+DEFAULT_LEEWAY = 5.0
+#: Token ids remembered (until they expire) to refuse replays on at-most-once queues.
+DEFAULT_REPLAY_MEMORY = 100_000
+
+UNSIGNED = (
+    "the call carries no call token, and this service serves signed calls only; "
+    "callers must sign with a trusted key (TrustGraph callers cannot: serve them from "
+    "a service that does not require tokens)"
+)
+
+
+def _shown(value: object) -> str:
+    """An attacker-chosen header value, short enough to log and answer."""
+    return repr(value)[:64]
+
+
+class CallVerifier:
+    """Checks call tokens with a set of trusted keys (key objects or JWK dicts), by key id.
+
+    ``required`` (the default): a call without a token is refused. Otherwise
+    unsigned calls are served unverified (a rollout step), while a token that
+    is present must still be valid.
+    """
+
+    def __init__(
+        self,
+        keys: Iterable[Key | Mapping[str, Any]],
+        *,
+        required: bool = True,
+        leeway: float = DEFAULT_LEEWAY,
+        clock: Callable[[], float] = time.time,
+        replay_memory: int = DEFAULT_REPLAY_MEMORY,
+    ) -> None:
+        _, jws = jose()
+        self._keys: dict[str, Key] = {}
+        self._algorithms: dict[str, str] = {}
+        for given in keys:
+            key = as_key(given)
+            key.ensure_kid()
+            kid = str(key.kid)
+            if kid in self._keys:
+                raise SigningKeyError(f"key id {kid!r} is given twice; every key needs its own")
+            self._keys[kid] = key
+            self._algorithms[kid] = algorithm_for(key)
+        if not self._keys:
+            raise SigningKeyError("a verifier needs at least one key")
+        self.required = required
+        self.leeway = leeway
+        self.clock = clock
+        self.replay_memory = replay_memory
+        self._registries = {a: jws.JWSRegistry(algorithms=[a]) for a in self._algorithms.values()}
+        self._extract = jws.extract_compact
+        self._validate = jws.validate_compact
+        #: Token ids seen on at-most-once queues -> their expiry, oldest first.
+        self._seen: OrderedDict[str, float] = OrderedDict()
+
+    @classmethod
+    def load(
+        cls,
+        sources: Iterable[str],
+        *,
+        environ: Mapping[str, str] | None = None,
+        **options: Any,
+    ) -> CallVerifier:
+        """A verifier trusting every key in ``sources`` (files, or ``env:NAME``)."""
+        return cls(load_keys(sources, environ), **options)
+
+    @property
+    def key_ids(self) -> tuple[str, ...]:
+        return tuple(self._keys)
+
+    def verify(
+        self,
+        token: str | None,
+        *,
+        call_id: str,
+        audiences: Collection[str],
+        user: str,
+        body: bytes,
+        once: bool = False,
+    ) -> Caller:
+        """The caller of one request, or :class:`Unauthorized`.
+
+        ``once``: the request queue delivers at most once, so a token seen
+        before is a replay (on an at-least-once queue it is a redelivery, which
+        the service host answers from its memory of answers).
+        """
+        if token is None:
+            if self.required:
+                raise Unauthorized(UNSIGNED)
+            return Caller(user)
+        key_id, claims = self._verified_claims(token)
+        now = self.clock()
+        caller = check_claims(
+            claims,
+            audiences=audiences,
+            call_id=call_id,
+            user=user,
+            body=body,
+            now=now,
+            leeway=self.leeway,
+            key_id=key_id,
+        )
+        if once:
+            self._use_once(call_id, float(claims["exp"]) + self.leeway, now)
+        return caller
+
+    def _verified_claims(self, token: str) -> tuple[str, dict[str, Any]]:
+        try:
+            signed = self._extract(token.encode())
+            header = signed.headers()
+        except Exception:
+            raise Unauthorized("call token is malformed (not a JWS compact token)") from None
+        key_id = header.get("kid")
+        key = self._keys.get(key_id) if isinstance(key_id, str) else None
+        if key is None:
+            raise Unauthorized(
+                f"call token is signed by an unknown key (kid {_shown(key_id)}); "
+                "add the signer's public key to this service's verification keys"
+            )
+        algorithm = self._algorithms[key_id]
+        if header.get("alg") != algorithm:
+            raise Unauthorized(
+                f"call token's algorithm {_shown(header.get('alg'))} is not key "
+                f"{key_id!r}'s ({algorithm})"
+            )
+        try:
+            valid = self._validate(signed, key, registry=self._registries[algorithm])
+        except Exception:
+            valid = False
+        if not valid:
+            raise Unauthorized(f"call token's signature does not verify with key {key_id!r}")
+        try:
+            claims = json.loads(signed.payload)
+        except ValueError:
+            claims = None
+        if not isinstance(claims, dict):
+            raise Unauthorized("call token's claims are not a JSON object")
+        return key_id, claims
+
+    def _use_once(self, call_id: str, until: float, now: float) -> None:
+        seen = self._seen
+        if call_id in seen:
+            raise Unauthorized("call token was used before; every call needs a token of its own")
+        # Forget what has expired (expiries arrive nearly in order), and the oldest
+        # beyond the memory's size: an expired token is refused anyway.
+        while seen and (next(iter(seen.values())) < now or len(seen) >= self.replay_memory):
+            seen.popitem(last=False)
+        seen[call_id] = until
+
+    def __repr__(self) -> str:
+        return f"<CallVerifier keys={list(self._keys)!r} required={self.required}>"
