@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+import toolbus
+from toolbus import AgentSession, load_registry, open_tools
 from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.calls.host import running
 from toolbus.application.calls.metrics import ToolbusMetrics
@@ -256,3 +258,33 @@ async def test_trustgraph_callers_are_refused_clearly_or_served(
     # The lenient service still refuses a bad token: only its absence is allowed.
     with pytest.raises(ToolCallError, match="unknown key"):
         await call(stack, bus, lenient.service, key_pair().signer())
+
+
+async def test_an_agent_session_signs_its_calls_with_the_groups_it_was_granted() -> None:
+    gateway = key_pair()
+    tool = whoami()
+    registry = load_registry(
+        {
+            "tool-service": {tool.service.id: tool.service.descriptor()},
+            "tool": {
+                "whoami": {
+                    "type": "tool-service",
+                    "name": "whoami",
+                    "description": "who is calling",
+                    "service": tool.service.id,
+                    "group": ["support"],
+                }
+            },
+        }
+    )
+    broker = f"memory://signed-{uuid.uuid4().hex[:8]}"
+    bus = await toolbus.connect(broker)
+    verifier = CallVerifier([gateway.public])
+    async with (
+        running(bus, tool.service, verifier=verifier),
+        open_tools(broker, registry, signer=gateway.signer()) as tools,
+        AgentSession(tools, user="alice", groups=["support"]) as session,
+    ):
+        outcome = await session.call("whoami", {}, tool_call_id="t1")
+    await bus.close()
+    assert outcome.observation == "alice support verified=True"

@@ -11,8 +11,8 @@ The names a user needs, by job (docs/architecture.md has the table):
 * errors: :class:`ToolbusError` and its kinds.
 
 Everything else is importable from its concern package (``toolbus.application.calls``,
-``.agent``, ``.live``; ``toolbus.domain.*``). Brokers are plugins picked by URL:
-``memory://``, ``nats://``, ``pulsar://``, ``kafka://``.
+``.agent``, ``.live``, ``.identity`` for signed calls; ``toolbus.domain.*``). Brokers
+are plugins picked by URL: ``memory://``, ``nats://``, ``pulsar://``, ``kafka://``.
 """
 
 from toolbus.application.agent.outcomes import CallOutcome
@@ -41,6 +41,7 @@ from toolbus.domain.errors import (
     ToolCallError,
     ToolServiceError,
     ToolTimeout,
+    Unauthorized,
     Unavailable,
 )
 from toolbus.plugins import connect
@@ -74,6 +75,7 @@ __all__ = [
     "ToolTimeout",
     "ToolbusError",
     "Tools",
+    "Unauthorized",
     "Unavailable",
     "connect",
     "load_registry",

@@ -12,6 +12,7 @@ from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.calls.host import running
 from toolbus.application.calls.service import ToolService
 from toolbus.application.calls.tools import Tools
+from toolbus.application.identity.signing import CallSigner
 from toolbus.application.live.config_files import read_snapshot
 from toolbus.application.live.registry import LiveRegistry
 from toolbus.domain.config.descriptors import BUILTIN_TOOL_TYPES
@@ -95,6 +96,7 @@ async def open_tools(
     serve: Iterable[ToolService] = (),
     options: Mapping[str, Any] | None = None,
     live: bool = False,
+    signer: CallSigner | None = None,
 ) -> AsyncIterator[Tools]:
     """Connect to ``broker`` and call configured tools by name; the quickest start.
 
@@ -108,6 +110,8 @@ async def open_tools(
     With ``live=True`` the tools follow the config service and the tool
     services announcing on the broker, ``config`` being the local layer beneath
     them (docs/configuration.md); ``tools.registry`` is swapped on every change.
+
+    ``signer`` signs every call for services that verify callers (docs/security.md).
     """
     registry = registry_from(config)
     async with AsyncExitStack() as stack:
@@ -116,7 +120,7 @@ async def open_tools(
         services = tuple(serve)
         if services:
             await stack.enter_async_context(running(bus, *services))
-        client = await stack.enter_async_context(ToolServiceClient(bus))
+        client = await stack.enter_async_context(ToolServiceClient(bus, signer=signer))
         if not live:
             yield Tools(client, registry)
             return
