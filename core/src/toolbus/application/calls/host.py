@@ -33,7 +33,7 @@ from anyio.abc import TaskStatus
 from toolbus.application.calls.metrics import ToolbusMetrics, default_metrics
 from toolbus.application.calls.service import ToolResult, ToolService
 from toolbus.application.calls.supervision import supervised
-from toolbus.application.identity.caller import enter_caller, leave_caller
+from toolbus.application.identity.caller import serving as _serving
 from toolbus.application.identity.verifying import CallVerifier
 from toolbus.application.tracing import propagation as tracing
 from toolbus.domain.calls import wire
@@ -57,6 +57,8 @@ DEFAULT_DRAIN_TIMEOUT = 30.0
 #: redelivered requests idempotent.
 DEFAULT_IDEMPOTENCY_CALLS = 10_000
 DEFAULT_IDEMPOTENCY_BYTES = 64 * 1024 * 1024
+#: Distinct users whose unverified Caller a host keeps, to make none per call.
+_UNVERIFIED_CALLERS = 1024
 
 
 class ServiceHost:
@@ -110,6 +112,7 @@ class ServiceHost:
         self._once = not persistent
         self._audiences = frozenset({service.id, service.request_queue})
         self._warned_unverified = False
+        self._unverified: dict[str, Caller] = {}
         #: Answer unexpected exceptions with their text (development only: it may
         #: hold secrets); by default a generic message and a log reference.
         self.expose_errors = expose_errors
@@ -261,17 +264,49 @@ class ServiceHost:
             request = wire.decode_request(body)
         except WireError as exc:
             raise BadRequest(str(exc)) from None
-        caller = self._identify(properties, reply.call_id, request.user, body)
+        if self.verifier is None and PROP_CALL_TOKEN not in properties:
+            # The usual unverified call: one Caller per user, not one per call.
+            caller = self._unverified.get(request.user) or self._unverified_caller(request.user)
+        else:
+            caller = self._identify(properties, reply.call_id, request.user, body)
         arguments = request.arguments
         env_names = properties.get(wire.PROP_ENV_ARGS)
         if env_names:
             arguments = self._inject_environment(reply, arguments, env_names)
-        # Set and reset by hand: no context manager on the per-call path.
-        serving = enter_caller(caller)
+        # Set and reset by hand: no context manager (nor coroutine) on the per-call path.
+        serving = _serving.set(caller)
         try:
-            await self._run(reply, request, arguments, properties)
+            if tracing.recording():
+                with (
+                    tracing.span(
+                        f"toolbus serve {self.service.id}",
+                        tracing.received(properties),
+                        server=True,
+                        attributes=self._span_attributes,
+                    ) as context,
+                    tracing.activated(context),
+                ):
+                    result = await self.service.handle(request.user, request.config, arguments)
+                    await self._send_result(reply, result)
+            else:
+                # The same, minus OpenTelemetry, without context managers on the hot path.
+                token = tracing.enter_served(properties)
+                try:
+                    result = await self.service.handle(request.user, request.config, arguments)
+                    if isinstance(result, str):  # the common case first: no further checks
+                        await reply.send(result)
+                    else:
+                        await self._send_result(reply, result)
+                finally:
+                    tracing.leave(token)
         finally:
-            leave_caller(serving)
+            _serving.reset(serving)
+
+    def _unverified_caller(self, user: str) -> Caller:
+        if len(self._unverified) >= _UNVERIFIED_CALLERS:
+            self._unverified.clear()
+        caller = self._unverified[user] = Caller(user)
+        return caller
 
     def _identify(
         self, properties: Mapping[str, str], call_id: str, user: str, body: bytes
@@ -298,37 +333,6 @@ class ServiceHost:
                 self.service.request_queue,
             )
         return Caller(user)
-
-    async def _run(
-        self,
-        reply: _Reply,
-        request: wire.ToolRequest,
-        arguments: dict[str, Any],
-        properties: Mapping[str, str],
-    ) -> None:
-        if tracing.recording():
-            with (
-                tracing.span(
-                    f"toolbus serve {self.service.id}",
-                    tracing.received(properties),
-                    server=True,
-                    attributes=self._span_attributes,
-                ) as context,
-                tracing.activated(context),
-            ):
-                result = await self.service.handle(request.user, request.config, arguments)
-                await self._send_result(reply, result)
-        else:
-            # The same, minus OpenTelemetry, without context managers on the hot path.
-            token = tracing.enter_served(properties)
-            try:
-                result = await self.service.handle(request.user, request.config, arguments)
-                if isinstance(result, str):  # the common case first: no further checks
-                    await reply.send(result)
-                else:
-                    await self._send_result(reply, result)
-            finally:
-                tracing.leave(token)
 
     async def _send_result(self, reply: _Reply, result: Any) -> None:
         """Answer with what the tool returned: a value, a ``ToolResult``, or a stream."""

@@ -9,17 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from contextvars import ContextVar, Token
+from contextvars import ContextVar
 
 from toolbus.domain.identity import Caller
 
-_serving: ContextVar[Caller | None] = ContextVar("toolbus_caller", default=None)
+#: The caller of the call being served; the service host sets and resets it per call.
+serving: ContextVar[Caller | None] = ContextVar("toolbus_caller", default=None)
 _granted: ContextVar[tuple[str, ...] | None] = ContextVar("toolbus_granted", default=None)
 
 
 def current_caller() -> Caller:
     """Who the call being served is for. Only inside a tool service's call."""
-    caller = _serving.get()
+    caller = serving.get()
     if caller is None:
         raise RuntimeError("current_caller() is only known while a tool service is serving a call")
     return caller
@@ -46,12 +47,3 @@ def granting(groups: Sequence[str]) -> Iterator[None]:
 def granted_groups() -> tuple[str, ...] | None:
     """The groups of the innermost :func:`granting` block, or None outside one."""
     return _granted.get()
-
-
-def enter_caller(caller: Caller) -> Token[Caller | None]:
-    """Make ``caller`` the :func:`current_caller` until :func:`leave_caller` (the host's part)."""
-    return _serving.set(caller)
-
-
-def leave_caller(token: Token[Caller | None]) -> None:
-    _serving.reset(token)
