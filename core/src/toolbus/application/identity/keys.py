@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -78,10 +79,13 @@ def _read(source: str, environ: Mapping[str, str]) -> str:
 def _import(source: str, data: Any) -> Key:
     jwk, _ = jose()
     try:
-        if isinstance(data, dict):
-            key: Key = jwk.JWKRegistry.import_key(data)
-        else:
-            key = _import_pem(jwk, data)
+        # The library warns about weak keys; the checks below refuse them with a reason.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if isinstance(data, dict):
+                key: Key = jwk.JWKRegistry.import_key(data)
+            else:
+                key = _import_pem(source, jwk, data)
     except SigningKeyError:
         raise
     except Exception as exc:
@@ -106,14 +110,16 @@ def _import(source: str, data: Any) -> Key:
     return key
 
 
-def _import_pem(jwk: Any, text: str) -> Key:
+def _import_pem(source: str, jwk: Any, text: str) -> Key:
     for kind in ("OKP", "EC"):
         try:
             key: Key = jwk.JWKRegistry.import_key(text, kind)
             return key
         except Exception:
             continue
-    raise SigningKeyError("not a JWK, a JWK Set or a PEM key of type Ed25519 or EC P-256")
+    raise SigningKeyError(
+        f"key source {source}: not a JWK, a JWK Set or a PEM key of type Ed25519 or EC P-256"
+    )
 
 
 def as_key(key: Key | Mapping[str, Any]) -> Key:
