@@ -4,7 +4,13 @@ Every request gets exactly one outcome. Bad input (not JSON, wrong shape, no
 ``id``, too large) is answered with a ``bad-request`` error where a reply target
 exists, or logged and dropped where it does not; it is acked either way so that
 a poison message cannot cause a redelivery storm. A tool that raises answers
-with an error and the service goes on. Concurrency is bounded by a semaphore.
+with an error and the service goes on: a deliberate ``ToolCallError`` with its
+message, anything else with a reference to the log entry that holds the
+details. Concurrency is bounded by a semaphore.
+
+Given a :class:`~toolbus.application.identity.CallVerifier`, a host answers
+``unauthorized`` to a call without a valid call token before anything runs;
+the tool learns its caller from ``current_caller()`` (docs/security.md).
 
 Stopping (``stop()``, SIGTERM in the CLI, or cancellation of ``serve``) first
 stops taking new requests, then lets calls in flight finish for up to
