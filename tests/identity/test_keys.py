@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -126,3 +128,35 @@ def test_a_signer_needs_a_private_key_and_never_shows_it() -> None:
         generate_key("RS256")
     with pytest.raises(TypeError, match="not the string"):
         CallSigner(key, groups="admin")
+
+
+def test_without_the_signing_extra_the_core_works_and_signing_says_what_to_install() -> None:
+    script = """
+import sys
+sys.modules["joserfc"] = None  # as if toolbus[signing] were not installed
+import asyncio, toolbus
+from toolbus.application.identity import SigningKeyError, generate_key
+
+async def main():
+    @toolbus.tool_service("echo")
+    async def echo(text: str) -> str:
+        return text
+    bus = await toolbus.connect("memory://")
+    async with toolbus.running(bus, echo), toolbus.ToolServiceClient(bus) as client:
+        print(await client.call(request_queue=echo.request_queue,
+                                response_queue=echo.response_queue, arguments={"text": "ok"}))
+
+asyncio.run(main())
+try:
+    generate_key()
+except SigningKeyError as exc:
+    print(exc)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "ok",
+        "call signing needs the JOSE library: pip install 'toolbus[signing]'",
+    ]

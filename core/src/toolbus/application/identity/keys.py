@@ -43,7 +43,7 @@ def jose() -> Any:
     """joserfc's modules, or a clear error naming the extra to install."""
     try:
         from joserfc import jwk, jws
-    except ImportError as exc:  # pragma: no cover - the test environment has it
+    except ImportError as exc:
         raise SigningKeyError(INSTALL_HINT) from exc
     return jwk, jws
 
