@@ -8,3 +8,7 @@ import pytest
 @pytest.fixture(scope="session")
 def anyio_backend() -> str:
     return "asyncio"
+
+
+# The scripted model server (``model_server``), for every test that needs a model.
+pytest_plugins = ["tests.support.model_server"]

@@ -1,6 +1,6 @@
 """Plugins: broker adapters and tool plugins, found through entry points, run by pluggy.
 
-Three entry-point groups:
+Four entry-point groups:
 
 * ``toolbus.adapters``: one entry point per broker, **named after its URL
   scheme** (``memory``, ``nats``, ``pulsar``, ``kafka``). Only the adapter a
@@ -12,6 +12,9 @@ Three entry-point groups:
   the code hooks (``toolbus_on_request_start``, ``toolbus_on_pre_tool_use``,
   ``toolbus_on_post_tool_use``, ``toolbus_on_completion``); see
   :class:`toolbus.hooks.CodeHooks` and docs/hooks.md.
+* ``toolbus.llms``: one entry point per LLM adapter, **named after its URL
+  scheme** (``openai``, ``anthropic``, ``scripted``), found like broker
+  adapters. The module implements :meth:`Spec.toolbus_register_llms`.
 * ``toolbus.commands``: command-line commands. Each implements
   :meth:`Spec.toolbus_register_commands`; see :mod:`toolbus.cli.extensions`.
 
@@ -36,6 +39,7 @@ from toolbus.ports import Bus, BusFactory
 if TYPE_CHECKING:
     from toolbus.application.agent.audit import AuditRecord
     from toolbus.application.agent.code_hooks import Deny, RewriteArguments
+    from toolbus.application.agent.llm import LLM, LLMFactory
     from toolbus.application.agent.outcomes import CallOutcome
     from toolbus.application.agent.session import AgentSession
     from toolbus.cli.extensions import CommandLine
@@ -47,12 +51,14 @@ PROJECT = "toolbus"
 ADAPTER_GROUP = "toolbus.adapters"
 PLUGIN_GROUP = "toolbus.plugins"
 COMMAND_GROUP = "toolbus.commands"
+LLM_GROUP = "toolbus.llms"
 
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
 #: The extra that installs each first-party adapter, for the "please install" message.
 _EXTRAS = {"nats": "nats", "pulsar": "pulsar", "kafka": "kafka"}
+_LLM_EXTRAS = {"openai": "openai", "anthropic": "anthropic"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +82,17 @@ class ToolPlugin:
     tool_types: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class LLMInfo:
+    """An LLM adapter: the URL schemes it serves and how to make a model from a URL."""
+
+    schemes: tuple[str, ...]
+    connect: LLMFactory
+    distribution: str
+
+
 AdapterRegistrar = Callable[[AdapterInfo], None]
+LLMRegistrar = Callable[[LLMInfo], None]
 
 
 class ToolRegistrar:
@@ -108,6 +124,10 @@ class Spec:
     @hookspec
     def toolbus_register_adapters(self, register: AdapterRegistrar) -> None:
         """Register broker adapters by calling ``register(AdapterInfo(...))``."""
+
+    @hookspec
+    def toolbus_register_llms(self, register: LLMRegistrar) -> None:
+        """Register LLM adapters by calling ``register(LLMInfo(...))``."""
 
     @hookspec
     def toolbus_register_tools(self, register: ToolRegistrar) -> None:
@@ -211,6 +231,45 @@ async def connect(url: str, options: Mapping[str, Any] | None = None) -> Bus:
     return await adapter_for(url).connect(url, dict(options or {}))
 
 
+def llm_adapter_for(url: str) -> LLMInfo:
+    """The LLM adapter serving ``url``'s scheme, importing that adapter only."""
+    scheme = urlsplit(url).scheme
+    if not scheme:
+        raise PluginError(
+            f"LLM URL {url!r} has no scheme; use openai://MODEL, "
+            "openai+http://HOST:PORT/PATH/MODEL, anthropic://MODEL or scripted://NAME"
+        )
+    base = scheme.split("+", 1)[0]
+    found = [ep for ep in _entry_points(LLM_GROUP) if ep.name == base]
+    if not found:
+        installed = sorted(ep.name for ep in _entry_points(LLM_GROUP))
+        hint = (
+            f"install it with: pip install 'toolbus[{_LLM_EXTRAS[base]}]'"
+            if base in _LLM_EXTRAS
+            else "install a plugin that provides it"
+        )
+        raise PluginError(
+            f"no LLM adapter for {scheme}:// is installed; {hint} "
+            f"(installed LLM adapters: {', '.join(installed) or 'none'})"
+        )
+    pm = _manager()
+    try:
+        pm.register(found[0].load(), name=found[0].name)
+    except Exception as exc:
+        raise PluginError(f"LLM adapter {base!r} failed to load: {exc}") from exc
+    adapters: list[LLMInfo] = []
+    pm.hook.toolbus_register_llms(register=adapters.append)
+    for info in adapters:
+        if scheme in info.schemes or base in info.schemes:
+            return info
+    raise PluginError(f"the {base!r} LLM adapter does not serve {scheme}:// URLs")
+
+
+async def connect_llm(url: str, options: Mapping[str, Any] | None = None) -> LLM:
+    """The LLM ``url`` names, made by the adapter its scheme names."""
+    return await llm_adapter_for(url).connect(url, dict(options or {}))
+
+
 def load_tool_plugins() -> list[ToolPlugin]:
     """Import every installed tool plugin and collect what it contributes.
 
@@ -294,7 +353,7 @@ def _is_hookimpl(function: object) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class InstalledPlugin:
-    kind: str  # "adapter", "tools" or "commands"
+    kind: str  # "adapter", "llm", "tools" or "commands"
     name: str
     distribution: str
     version: str
@@ -303,7 +362,12 @@ class InstalledPlugin:
 def installed_plugins() -> list[InstalledPlugin]:
     """Every installed adapter and tool plugin with its distribution and version (no imports)."""
     found = []
-    groups = (("adapter", ADAPTER_GROUP), ("tools", PLUGIN_GROUP), ("commands", COMMAND_GROUP))
+    groups = (
+        ("adapter", ADAPTER_GROUP),
+        ("llm", LLM_GROUP),
+        ("tools", PLUGIN_GROUP),
+        ("commands", COMMAND_GROUP),
+    )
     for kind, group in groups:
         for ep in _entry_points(group):
             distribution, version = _distribution(ep)

@@ -16,13 +16,17 @@ from toolbus.plugins import InstalledPlugin, installed_plugins
 def plugins(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """List installed broker adapters, tool plugins and command plugins."""
+    """List installed broker adapters, LLM adapters, tool plugins and command plugins."""
     found = installed_plugins()
     if as_json:
         typer.echo(json.dumps([dataclasses.asdict(p) for p in found], indent=2))
         return
     width = max((len(p.name) for p in found), default=4)
-    for kind, title in (("adapter", "Broker adapters"), ("tools", "Tool plugins")):
+    for kind, title in (
+        ("adapter", "Broker adapters"),
+        ("llm", "LLM adapters"),
+        ("tools", "Tool plugins"),
+    ):
         _section(title, [p for p in found if p.kind == kind], width)
     commands = [p for p in found if p.kind == "commands"]
     if commands:

@@ -80,6 +80,15 @@ class AccessDenial(_Model):
     wildcard: bool
 
 
+class AgentRun(_Model):
+    """What the agent loop did for a session: the model, its turns and the tokens used."""
+
+    model: str
+    iterations: int
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
 class AuditRecord(_Model):
     """The audit record of one agent session (one agent request).
 
@@ -104,6 +113,8 @@ class AuditRecord(_Model):
     state_transitions: list[StateTransition]
     calls: list[CallRecord]
     access_denied: AccessDenial | None = None
+    #: Set when an agent loop ran the session (absent for sessions driven by hand).
+    agent: AgentRun | None = None
     outcome: SessionOutcome
     error: str | None = None
     started_at: datetime

@@ -48,6 +48,7 @@ import anyio
 from toolbus.application.agent.audit import (
     AUDIT_LOGGER,
     AccessDenial,
+    AgentRun,
     AuditRecord,
     AuditSink,
     CallRecord,
@@ -179,6 +180,7 @@ class AgentSession:
         self._transitions: list[StateTransition] = []
         self._calls: list[CallRecord] = []
         self._lists: dict[str, list[dict[str, Any]]] = {}
+        self._agent_run: AgentRun | None = None
 
         try:
             #: The groups tools are filtered with: the request after defaulting.
@@ -548,6 +550,21 @@ class AgentSession:
 
     # ------------------------------------------------------------- ending
 
+    def record_agent_run(
+        self, model: str, iterations: int, *, input_tokens: int = 0, output_tokens: int = 0
+    ) -> None:
+        """Note the agent loop's model, turns and token usage for the audit record.
+
+        An agent loop calls it after every model turn, so that a session that is
+        cancelled or times out still records what it cost.
+        """
+        self._agent_run = AgentRun(
+            model=model,
+            iterations=iterations,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+        )
+
     async def close(self) -> None:
         """End the session and write its audit record (once; later calls do nothing)."""
         await self._completed(self._finish("completed", None))
@@ -632,6 +649,7 @@ class AgentSession:
             state_transitions=list(self._transitions),
             calls=list(self._calls),
             access_denied=denial,
+            agent=self._agent_run,
             outcome=outcome,
             error=error,
             started_at=timestamp(self._started_at),

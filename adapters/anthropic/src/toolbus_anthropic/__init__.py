@@ -1,0 +1,1 @@
+"""toolbus LLM adapter: the Anthropic Messages API through the official ``anthropic`` SDK."""

@@ -1,0 +1,1 @@
+"""toolbus LLM adapter: OpenAI-compatible Chat Completions through the official ``openai`` SDK."""

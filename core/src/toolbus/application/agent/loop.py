@@ -1,0 +1,392 @@
+"""The agent loop: a model, a session's tools, and turns until there is an answer.
+
+One :meth:`AgentLoop.run` answers one :class:`~toolbus.domain.agent.wire.AgentRequest`::
+
+    loop = AgentLoop(llm, tools)
+    result = await loop.run(AgentRequest(question="...", user="alice"), emit=send)
+
+Each request gets its own :class:`~toolbus.application.agent.session.AgentSession`
+(access check, groups and states, audit record). The configured
+``on_request_start`` hooks run once, before the first turn. Every iteration
+offers the model the session's tools *for the current state*, so a transition
+made by one call changes what the model sees on the next turn. The tool calls
+of one turn run concurrently; their observations go back to the model in the
+order it made the calls. A successful call whose ``after-execution`` is
+``terminate`` answers the request with its observation.
+
+Every step is reported through ``emit`` as an
+:class:`~toolbus.domain.agent.wire.AgentEvent` (thought, action, observation,
+answer, error); the last one has ``end_of_stream`` set and carries the final
+state, so that a caller can continue the workflow with its next request.
+
+Limits: at most ``max_iterations`` model turns, and ``time_limit`` seconds of
+wall clock for the whole request; either ends it with an ``error`` event.
+Cancelling ``run`` cancels the tool calls in flight; the audit record says
+``cancelled``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import anyio
+
+from toolbus.application.agent.audit import AuditSink
+from toolbus.application.agent.code_hooks import CompiledHooks
+from toolbus.application.agent.llm import LLM, LLMError, ToolCallStarted
+from toolbus.application.agent.outcomes import CallOutcome
+from toolbus.application.agent.session import AgentSession
+from toolbus.application.calls.metrics import ToolbusMetrics
+from toolbus.application.calls.tools import Tools
+from toolbus.domain.access.permissions import Permissions
+from toolbus.domain.agent.conversation import assistant_message, initial_messages
+from toolbus.domain.agent.decisions import (
+    Answer,
+    CallTools,
+    Observed,
+    Stop,
+    StopReason,
+    TextRouting,
+    after_calls,
+    after_turn,
+)
+from toolbus.domain.agent.turns import ModelTurn, TextDelta, ToolCall, Usage
+from toolbus.domain.agent.wire import AgentEvent, AgentRequest, EventError, EventUsage
+from toolbus.domain.errors import AccessDenied
+
+log = logging.getLogger("toolbus.agent")
+
+#: Where events go: a bus publisher, a list, a terminal.
+Emit = Callable[[AgentEvent], Awaitable[None]]
+
+DEFAULT_MAX_ITERATIONS = 10
+DEFAULT_TIME_LIMIT = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class AgentLimits:
+    """How far one request may go.
+
+    ``max_iterations``: model turns per request. ``time_limit``: seconds of wall
+    clock per request, model and tools included. ``answer_hold``: characters of
+    streamed text held back until a turn shows whether it is a thought or the
+    answer (see :class:`~toolbus.domain.agent.decisions.TextRouting`).
+    """
+
+    max_iterations: int = DEFAULT_MAX_ITERATIONS
+    time_limit: float = DEFAULT_TIME_LIMIT
+    answer_hold: int = 200
+
+    def __post_init__(self) -> None:
+        if self.max_iterations < 1:
+            raise ValueError(f"max_iterations must be at least 1, not {self.max_iterations}")
+        if not self.time_limit > 0:
+            raise ValueError(
+                f"time_limit must be a positive number of seconds, not {self.time_limit}"
+            )
+        if self.answer_hold < 0:
+            raise ValueError(f"answer_hold must not be negative, not {self.answer_hold}")
+
+
+@dataclass(slots=True)
+class AgentResult:
+    """How a request ended: the answer or the error, the final state, and what it cost."""
+
+    request_id: str
+    state: str
+    answer: str | None = None
+    error: EventError | None = None
+    model: str = ""
+    iterations: int = 0
+    usage: Usage = field(default_factory=Usage)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+async def _discard(event: AgentEvent) -> None:
+    return None
+
+
+class AgentLoop:
+    """Answers agent requests with ``llm`` and the tools of ``tools``.
+
+    Args:
+        llm: the model (any :class:`~toolbus.application.agent.llm.LLM`).
+        tools: the tools facade (client and configuration) sessions call through.
+        limits: iterations, wall-clock limit, held-back text.
+        system_prompt: sent first in every chat, when given.
+        audit, metrics, permissions, code_hooks: passed to each session
+            (:class:`~toolbus.application.agent.session.AgentSession`).
+        tool_timeout: per-call time limit in seconds; default the client's.
+        default_user: the user of requests that name none.
+    """
+
+    def __init__(
+        self,
+        llm: LLM,
+        tools: Tools,
+        *,
+        limits: AgentLimits | None = None,
+        system_prompt: str | None = None,
+        audit: AuditSink | None = None,
+        metrics: ToolbusMetrics | None = None,
+        permissions: Permissions | None = None,
+        code_hooks: CompiledHooks | None = None,
+        tool_timeout: float | None = None,
+        default_user: str = "anonymous",
+    ) -> None:
+        self.llm = llm
+        self.tools = tools
+        self.limits = limits or AgentLimits()
+        self.system_prompt = system_prompt
+        self._audit = audit
+        self._metrics = metrics
+        self._permissions = permissions
+        self._code_hooks = code_hooks
+        self._tool_timeout = tool_timeout
+        self._default_user = default_user
+
+    async def run(
+        self, request: AgentRequest, *, emit: Emit = _discard, request_id: str | None = None
+    ) -> AgentResult:
+        """Answer ``request``, reporting each step through ``emit``; returns how it ended.
+
+        Refused access, model failures, the iteration and time limits all end in
+        an ``error`` event (and ``result.error``), never an exception. Failures of
+        the bus itself propagate, as from :meth:`AgentSession.call`.
+        """
+        request_id = request_id or str(uuid.uuid4())
+        run = _Run(self, request, emit, request_id)
+        try:
+            session = AgentSession(
+                self.tools,
+                user=request.user or self._default_user,
+                groups=request.group,
+                state=request.state,
+                request_id=request_id,
+                permissions=self._permissions,
+                audit=self._audit,
+                metrics=self._metrics,
+                code_hooks=self._code_hooks,
+                timeout=self._tool_timeout,
+            )
+        except AccessDenied as exc:
+            return await run.stop(
+                Stop("access-denied", str(exc)), state=request.state or "undefined"
+            )
+        async with session:
+            return await run.answer(session)
+
+
+class _Run:
+    """One request's run of the loop: its chat, counters and events."""
+
+    def __init__(self, loop: AgentLoop, request: AgentRequest, emit: Emit, request_id: str) -> None:
+        self.loop = loop
+        self.llm = loop.llm
+        self.limits = loop.limits
+        self.request = request
+        self.emit = emit
+        self.request_id = request_id
+        self.iterations = 0
+        self.usage = Usage()
+        #: Answer text of the current turn already sent in chunks.
+        self._streamed = ""
+
+    async def answer(self, session: AgentSession) -> AgentResult:
+        outcome: Answer | Stop
+        started = time.monotonic()
+        with anyio.move_on_after(self.limits.time_limit) as deadline:
+            try:
+                messages = await session.start(
+                    initial_messages(self.request, self.loop.system_prompt)
+                )
+                outcome = await self._iterate(session, messages)
+            except LLMError as exc:
+                outcome = Stop("model-error", f"the model {self.llm.model!r} failed: {exc}")
+        if deadline.cancelled_caught:
+            seconds = time.monotonic() - started
+            outcome = Stop(
+                "deadline",
+                f"the request ran out of time after {seconds:.1f} s (the limit is "
+                f"{self.limits.time_limit:g} s); tool calls in flight were cancelled",
+            )
+        if isinstance(outcome, Stop):
+            return await self.stop(outcome, state=session.state)
+        text = outcome.text
+        unsent = text[len(self._streamed) :] if text.startswith(self._streamed) else text
+        await self.emit(self._final("answer", unsent, session.state))
+        return self._result(session.state, answer=outcome.text)
+
+    async def stop(self, stop: Stop, *, state: str) -> AgentResult:
+        error = EventError(type=stop.reason, message=stop.message)
+        event = self._final("error", stop.message, state)
+        await self.emit(event.model_copy(update={"error": error}))
+        return self._result(state, error=error)
+
+    async def _iterate(
+        self, session: AgentSession, messages: list[dict[str, Any]]
+    ) -> Answer | Stop:
+        for iteration in range(1, self.limits.max_iterations + 1):
+            turn = await self._turn(session, messages)
+            self.iterations = iteration
+            self.usage += turn.usage
+            session.record_agent_run(
+                self.llm.model,
+                iteration,
+                input_tokens=self.usage.input_tokens,
+                output_tokens=self.usage.output_tokens,
+            )
+            decision = after_turn(
+                turn, iteration=iteration, max_iterations=self.limits.max_iterations
+            )
+            if not isinstance(decision, CallTools):
+                return decision
+            messages.append(assistant_message(turn))
+            outcomes = await self._call(session, decision.calls)
+            messages.extend(outcome.as_openai_message() for outcome in outcomes)
+            answered = after_calls(
+                [Observed(o.ok, o.observation, o.after_execution) for o in outcomes]
+            )
+            if answered is not None:
+                return answered
+        raise AssertionError("after_turn stops at the last iteration")  # pragma: no cover
+
+    async def _turn(self, session: AgentSession, messages: list[dict[str, Any]]) -> ModelTurn:
+        """One model turn; streamed text goes out as thought or answer chunks as it comes."""
+        streaming = self.request.streaming
+        routing = TextRouting(hold=self.limits.answer_hold)
+        self._streamed = ""
+        opened = False
+        turn: ModelTurn | None = None
+        async for item in self.llm.stream(messages, session.tools(self.llm.tool_format)):
+            if isinstance(item, ModelTurn):
+                turn = item
+            elif not streaming:
+                continue
+            elif isinstance(item, TextDelta):
+                opened |= await self._chunk(routing.text(item.text), session.state)
+            elif isinstance(item, ToolCallStarted):
+                opened |= await self._chunk(routing.tool_call(), session.state)
+        if turn is None:
+            raise LLMError(f"the {self.llm.model!r} adapter ended a turn without a result")
+        if not turn.tool_calls:
+            return turn  # the answer: the final event sends what was not streamed yet
+        if streaming:
+            opened |= await self._chunk(routing.tool_call(), session.state)
+            kind, rest = routing.end()
+            if opened or rest:
+                await self.emit(AgentEvent(chunk_type=kind, content=rest, state=session.state))
+        elif turn.text:
+            await self.emit(
+                AgentEvent(chunk_type="thought", content=turn.text, state=session.state)
+            )
+        self._streamed = ""
+        return turn
+
+    async def _chunk(
+        self, released: tuple[Literal["thought", "answer"], str] | None, state: str
+    ) -> bool:
+        """Send a piece of streamed text; True when something was sent."""
+        if released is None or not released[1]:
+            return False
+        kind, text = released
+        if kind == "answer":
+            self._streamed += text
+        await self.emit(
+            AgentEvent(chunk_type=kind, content=text, end_of_message=False, state=state)
+        )
+        return True
+
+    async def _call(self, session: AgentSession, calls: Sequence[ToolCall]) -> list[CallOutcome]:
+        """Run one turn's calls concurrently; report actions first, observations in call order."""
+        for call in calls:
+            await self.emit(
+                AgentEvent(
+                    chunk_type="action",
+                    content=call.name,
+                    tool=call.name,
+                    arguments=_arguments_for_event(call.arguments),
+                    tool_call_id=call.id,
+                    state=session.state,
+                )
+            )
+        outcomes: list[CallOutcome | None] = [None] * len(calls)
+
+        async def one(index: int, call: ToolCall) -> None:
+            outcomes[index] = await session.call(call.name, call.arguments, call.id)
+
+        if len(calls) == 1:
+            await one(0, calls[0])
+        else:
+            async with anyio.create_task_group() as group:
+                for index, call in enumerate(calls):
+                    group.start_soon(one, index, call)
+        done = [outcome for outcome in outcomes if outcome is not None]
+        for outcome in done:
+            await self.emit(
+                AgentEvent(
+                    chunk_type="observation",
+                    content=outcome.observation,
+                    tool=outcome.name,
+                    tool_call_id=outcome.tool_call_id,
+                    status=outcome.status,
+                    state=outcome.state,
+                )
+            )
+        return done
+
+    def _final(self, kind: Literal["answer", "error"], content: str, state: str) -> AgentEvent:
+        return AgentEvent(
+            chunk_type=kind,
+            content=content,
+            end_of_message=True,
+            end_of_dialog=True,
+            end_of_stream=True,
+            state=state,
+            model=self.llm.model,
+            iterations=self.iterations,
+            usage=EventUsage(
+                input_tokens=self.usage.input_tokens, output_tokens=self.usage.output_tokens
+            ),
+        )
+
+    def _result(
+        self, state: str, *, answer: str | None = None, error: EventError | None = None
+    ) -> AgentResult:
+        return AgentResult(
+            request_id=self.request_id,
+            state=state,
+            answer=answer,
+            error=error,
+            model=self.llm.model,
+            iterations=self.iterations,
+            usage=self.usage,
+        )
+
+
+def _arguments_for_event(arguments: str) -> dict[str, Any] | str:
+    """The call's arguments for the ``action`` event: the object, or the text as written."""
+
+    try:
+        parsed = json.loads(arguments) if arguments.strip() else {}
+    except json.JSONDecodeError:
+        return arguments
+    return parsed if isinstance(parsed, dict) else arguments
+
+
+__all__ = [
+    "AgentLimits",
+    "AgentLoop",
+    "AgentResult",
+    "Emit",
+    "StopReason",
+]

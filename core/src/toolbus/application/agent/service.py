@@ -1,0 +1,227 @@
+"""Agents on the bus: a service that answers agent requests, and a client that asks.
+
+:class:`AgentService` reads :class:`~toolbus.domain.agent.wire.AgentRequest` bodies
+from a request queue as a *competing consumer* (every replica subscribes with
+the same group, so each request is answered once and agents scale out like
+tool services) and publishes the :class:`~toolbus.domain.agent.wire.AgentEvent`
+stream to the response queue, each event carrying the request's ``id``
+property. :class:`AgentClient` sends requests and yields their events.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import uuid
+from collections.abc import AsyncIterator
+from types import TracebackType
+
+import anyio
+from anyio.abc import TaskGroup, TaskStatus
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from toolbus.application.agent.loop import AgentLoop
+from toolbus.domain.agent.wire import (
+    DEFAULT_REQUEST_QUEUE,
+    DEFAULT_RESPONSE_QUEUE,
+    AgentEvent,
+    AgentRequest,
+    BadAgentRequest,
+    EventError,
+    decode_event,
+    decode_request,
+    encode_event,
+    encode_request,
+)
+from toolbus.ports import Bus, Delivery, Subscription
+
+log = logging.getLogger("toolbus.agent")
+
+#: The competing-consumer group every agent replica joins.
+AGENT_GROUP = "toolbus-agent"
+DEFAULT_CONCURRENCY = 8
+
+
+class AgentService:
+    """Serves agent requests from ``request_queue`` with ``loop``, ``concurrency`` at a time.
+
+    A request that cannot be read (bad JSON, no question) is answered with one
+    ``error`` event of type ``bad-request``; one without an ``id`` property has
+    nowhere to be answered and is logged and dropped. Nothing a request does
+    stops the service.
+    """
+
+    def __init__(
+        self,
+        bus: Bus,
+        loop: AgentLoop,
+        *,
+        request_queue: str = DEFAULT_REQUEST_QUEUE,
+        response_queue: str = DEFAULT_RESPONSE_QUEUE,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        group: str = AGENT_GROUP,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, not {concurrency}")
+        self.bus = bus
+        self.loop = loop
+        self.request_queue = request_queue
+        self.response_queue = response_queue
+        self.concurrency = concurrency
+        self.group = group
+        #: Requests answered so far (finished, whatever the outcome).
+        self.answered = 0
+
+    async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Serve until cancelled; started (subscribed) once ``task_status.started()`` is called."""
+        subscription = await self.bus.subscribe(self.request_queue, group=self.group)
+        try:
+            task_status.started()
+            async with anyio.create_task_group() as workers:
+                for _ in range(self.concurrency):
+                    workers.start_soon(self._work, subscription)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await subscription.close()
+
+    async def _work(self, subscription: Subscription) -> None:
+        async for delivery in subscription:
+            try:
+                await self.handle(delivery)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await delivery.ack()
+
+    async def handle(self, delivery: Delivery) -> None:
+        """Answer one request delivery (never raises for anything the request did)."""
+        request_id = delivery.properties.get("id")
+        if not request_id:
+            log.warning("agent request without an 'id' property on %s dropped", self.request_queue)
+            return
+
+        async def emit(event: AgentEvent) -> None:
+            await self.bus.publish(self.response_queue, encode_event(event), {"id": request_id})
+
+        try:
+            request = decode_request(delivery.body)
+        except BadAgentRequest as exc:
+            await emit(_error_event("bad-request", str(exc)))
+            return
+        try:
+            await self.loop.run(request, emit=emit, request_id=request_id)
+        except Exception as exc:
+            # The bus or a tool host failed under the loop. The type only: a
+            # message may quote arguments or configuration.
+            log.exception("agent request %s failed", request_id)
+            try:
+                await emit(
+                    _error_event(
+                        "agent-failed",
+                        f"the agent failed ({type(exc).__name__}); see the agent service's log",
+                    )
+                )
+            except Exception:
+                log.warning("could not report the failure of agent request %s", request_id)
+        finally:
+            self.answered += 1
+
+
+def _error_event(kind: str, message: str) -> AgentEvent:
+    return AgentEvent(
+        chunk_type="error",
+        content=message,
+        end_of_dialog=True,
+        end_of_stream=True,
+        error=EventError(type=kind, message=message),
+    )
+
+
+class AgentClient:
+    """Asks agent services: one response subscription, events routed by request id.
+
+    >>> async with AgentClient(bus) as agents:
+    ...     async for event in agents.ask(AgentRequest(question="...", user="alice")):
+    ...         print(event.chunk_type, event.content)
+    """
+
+    def __init__(
+        self,
+        bus: Bus,
+        *,
+        request_queue: str = DEFAULT_REQUEST_QUEUE,
+        response_queue: str = DEFAULT_RESPONSE_QUEUE,
+    ) -> None:
+        self.bus = bus
+        self.request_queue = request_queue
+        self.response_queue = response_queue
+        self._waiting: dict[str, MemoryObjectSendStream[AgentEvent]] = {}
+        self._group: TaskGroup | None = None
+        self._subscription: Subscription | None = None
+
+    @property
+    def pending(self) -> int:
+        """Requests still waiting for their last event."""
+        return len(self._waiting)
+
+    async def __aenter__(self) -> AgentClient:
+        self._subscription = await self.bus.subscribe(self.response_queue)
+        self._group = anyio.create_task_group()
+        await self._group.__aenter__()
+        self._group.start_soon(self._route, self._subscription)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        assert self._group is not None and self._subscription is not None
+        self._group.cancel_scope.cancel()
+        await self._group.__aexit__(exc_type, exc, tb)
+        await self._subscription.close()
+
+    async def _route(self, subscription: Subscription) -> None:
+        async for delivery in subscription:
+            waiting = self._waiting.get(delivery.properties.get("id", ""))
+            if waiting is None:
+                continue  # another client's request
+            try:
+                event = decode_event(delivery.body)
+            except ValueError:
+                log.warning("unreadable agent event on %s dropped", self.response_queue)
+                continue
+            waiting.send_nowait(event)
+
+    async def ask(
+        self, request: AgentRequest, *, timeout: float | None = None, request_id: str | None = None
+    ) -> AsyncIterator[AgentEvent]:
+        """Send ``request``; yield its events up to and including the last.
+
+        ``timeout`` bounds the wait for each event (a ``TimeoutError`` naming the
+        agent queue when it passes); ``None`` waits as long as the agent runs.
+        """
+        if self._group is None:
+            raise RuntimeError("use AgentClient in 'async with' before asking")
+        request_id = request_id or str(uuid.uuid4())
+        send: MemoryObjectSendStream[AgentEvent]
+        receive: MemoryObjectReceiveStream[AgentEvent]
+        send, receive = anyio.create_memory_object_stream(math.inf)
+        self._waiting[request_id] = send
+        try:
+            await self.bus.publish(self.request_queue, encode_request(request), {"id": request_id})
+            while True:
+                with anyio.move_on_after(math.inf if timeout is None else timeout) as waited:
+                    event = await receive.receive()
+                if waited.cancelled_caught:
+                    raise TimeoutError(
+                        f"no event from the agent on {self.request_queue!r} for {timeout:g} s; "
+                        "check that an agent service is running on this broker"
+                    )
+                yield event
+                if event.last:
+                    return
+        finally:
+            del self._waiting[request_id]
+            send.close()
+            receive.close()
