@@ -74,8 +74,7 @@ async def test_events_on_the_wire_use_trustgraphs_field_names(
     await toolbus.bus.publish(DEFAULT_REQUEST_QUEUE, json.dumps(body).encode(), {"id": request_id})
 
     with anyio.fail_after(10):
-        async for delivery in replies:
-            break
+        delivery = await anext(aiter(replies))
     await replies.close()
 
     assert delivery.properties["id"] == request_id
@@ -104,8 +103,7 @@ async def test_a_bad_request_gets_one_error_event_and_the_service_goes_on(
     replies = await toolbus.bus.subscribe(DEFAULT_RESPONSE_QUEUE)
     await toolbus.bus.publish(DEFAULT_REQUEST_QUEUE, body, {"id": "bad-1"})
     with anyio.fail_after(10):
-        async for delivery in replies:
-            break
+        delivery = await anext(aiter(replies))
     await replies.close()
     event = decode_event(delivery.body)
     assert event.chunk_type == "error" and event.last

@@ -27,7 +27,7 @@ from typer.testing import CliRunner, Result
 import toolbus.cli
 import toolbus.plugins as plugins
 from toolbus.cli.app import app
-from toolbus.plugins import ADAPTER_GROUP, PLUGIN_GROUP, ToolRegistrar, hookimpl
+from toolbus.plugins import ADAPTER_GROUP, LLM_GROUP, PLUGIN_GROUP, ToolRegistrar, hookimpl
 from toolbus.settings import SETTINGS_FILE
 from toolbus.testing import ToolTestKit
 from toolbus_joke.jokes import JOKES
@@ -368,7 +368,7 @@ def test_a_bad_configuration_exits_2_with_a_readable_error(
 def installed() -> list[tuple[str, str, str, str]]:
     """(kind, name, distribution, version) for every installed plugin, from metadata."""
     rows = []
-    for kind, group in (("adapter", ADAPTER_GROUP), ("tools", PLUGIN_GROUP)):
+    for kind, group in (("adapter", ADAPTER_GROUP), ("llm", LLM_GROUP), ("tools", PLUGIN_GROUP)):
         for ep in metadata.entry_points(group=group):
             assert ep.dist is not None
             name = ep.dist.metadata["Name"]
@@ -381,16 +381,24 @@ def test_plugins_lists_adapters_and_tool_plugins_with_versions(toolbus_cli: Invo
 
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    tools_at = lines.index("Tool plugins:")
     assert lines[0] == "Broker adapters:"
+    titles = {"adapter": "Broker adapters:", "llm": "LLM adapters:", "tools": "Tool plugins:"}
+    sections: dict[str, list[str]] = {}
+    current: list[str] = []
+    for line in lines:
+        if not line.startswith(" "):
+            current = sections.setdefault(line, [])
+        else:
+            current.append(line)
     for kind, name, distribution, version in installed():
-        section = lines[1:tools_at] if kind == "adapter" else lines[tools_at + 1 :]
+        section = sections[titles[kind]]
         assert any(line.split() == [name, distribution, version] for line in section), (
             name,
             lines,
         )
     names = {name for _, name, _, _ in installed()}
     assert {"memory", "nats", "pulsar", "kafka", "joke", "calculator"} <= names
+    assert {"openai", "anthropic", "scripted"} <= names
 
 
 def test_plugins_json(toolbus_cli: Invoke) -> None:

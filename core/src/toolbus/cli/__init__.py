@@ -14,6 +14,7 @@ _COMMAND_MODULES = (
     "groups",
     "serve",
     "call",
+    "agent",
     "config",
     "plugins",
     "demo",

@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from typing import Annotated, Any
 
 import typer
 
+from toolbus.application.agent.loop import AgentLoop
 from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.calls.host import running
 from toolbus.application.calls.tools import Tools
+from toolbus.cli.agent import LLM_VARIABLE
+from toolbus.cli.agent_output import EventPrinter
 from toolbus.cli.app import app
-from toolbus.cli.common import run
+from toolbus.cli.common import redact_url, run
 from toolbus.domain.access.check import check_access
+from toolbus.domain.agent.wire import AgentEvent, AgentRequest
 from toolbus.domain.config.loading import load_registry
 from toolbus.domain.config.registry import Registry, normalize_state
 from toolbus.domain.errors import AccessDenied
 from toolbus.memory.bus import connect
+from toolbus.plugins import connect_llm
 from toolbus.runtime import resolve_service
 
 # Two services, three tools: two of them share the joke service with different config.
@@ -69,12 +75,15 @@ DEMO_CONFIG: dict[str, Any] = {
 
 PERMISSIONS = {"alice": ["fun", "math"], "bob": ["fun"]}
 
+#: What alice asks the agent (the scripted model's turns are written for it).
+AGENT_QUESTION = "What is 6 * 7? Celebrate the result."
+
 
 def _names(registry: Registry, groups: list[str], state: str) -> str:
     return ", ".join(t.name for t in registry.available(groups, state)) or "(none)"
 
 
-async def _demo() -> None:
+async def _demo(llm_url: str | None) -> None:
     say = typer.echo
     registry = load_registry(DEMO_CONFIG)
     bus = await connect("memory://demo")
@@ -113,14 +122,58 @@ async def _demo() -> None:
         say("\nbob's session:")
         joke = await tools.call("tell-joke", {"topic": "llamas"}, user="bob")
         say("  tell-joke(llamas) ->\n    " + joke.replace("\n", "\n    "))
+        await _agent_section(tools, llm_url)
         say(
             "\nNext: `toolbus tools --config DIR`, `toolbus serve joke-service --broker "
-            "nats://127.0.0.1:4222`, and the docs/ folder."
+            "nats://127.0.0.1:4222`, `toolbus agent serve --llm URL`, and the docs/ folder."
         )
     await bus.close()
 
 
+async def _agent_section(tools: Tools, llm_url: str | None) -> None:
+    """The agent loop answering alice, with the configured model or the scripted one."""
+    say = typer.echo
+    if llm_url is None:
+        say(
+            "\nThe agent loop, with a SCRIPTED model (deterministic turns, not an LLM; "
+            f"pass --llm URL or set {LLM_VARIABLE} for a real one):"
+        )
+        url = "scripted://demo"
+    else:
+        say(f"\nThe agent loop, with the model {redact_url(llm_url)}:")
+        url = llm_url
+    llm = await connect_llm(url)
+    try:
+        loop = AgentLoop(llm, tools)
+        say(f"  alice asks: {AGENT_QUESTION}")
+        printer = EventPrinter(indent="  ")
+        request = AgentRequest(
+            question=AGENT_QUESTION,
+            user="alice",
+            group=["fun", "math"],
+            # A real model's answer is worth watching as it comes; the script's is short.
+            streaming=llm_url is not None,
+        )
+
+        async def show(event: AgentEvent) -> None:
+            printer.show(event)
+
+        await loop.run(request, emit=show)
+    finally:
+        await llm.aclose()
+
+
 @app.command("demo")
-def demo() -> None:
-    """Run a short tour on the in-memory bus: services, tools, groups, states."""
-    run(_demo)
+def demo(
+    llm: Annotated[
+        str | None,
+        typer.Option(
+            "--llm",
+            help="A model for the agent section (e.g. openai://gpt-4.1-mini); default "
+            "TOOLBUS_LLM, else a scripted model.",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Run a short tour on the in-memory bus: services, tools, groups, states, the agent loop."""
+    run(_demo, llm or os.environ.get(LLM_VARIABLE) or None)

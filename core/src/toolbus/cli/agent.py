@@ -1,0 +1,258 @@
+"""``toolbus agent serve`` and ``toolbus ask``: the agent loop on the bus, and asking it."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Annotated
+
+import anyio
+import typer
+
+from toolbus.application.agent.llm import LLM
+from toolbus.application.agent.loop import (
+    DEFAULT_MAX_ITERATIONS,
+    DEFAULT_TIME_LIMIT,
+    AgentLimits,
+    AgentLoop,
+)
+from toolbus.application.agent.service import DEFAULT_CONCURRENCY, AgentClient, AgentService
+from toolbus.application.calls.client import ToolServiceClient
+from toolbus.application.calls.host import running
+from toolbus.application.calls.tools import Tools
+from toolbus.cli.agent_output import EventPrinter
+from toolbus.cli.app import app
+from toolbus.cli.common import EXIT_FAILED, fail, redact_url, run, setup_logging
+from toolbus.domain.agent.wire import (
+    DEFAULT_REQUEST_QUEUE,
+    DEFAULT_RESPONSE_QUEUE,
+    AgentRequest,
+)
+from toolbus.domain.config.registry import Registry
+from toolbus.domain.errors import ConfigError, PluginError
+from toolbus.plugins import ToolPlugin, connect, connect_llm, load_tool_plugins
+from toolbus.ports import Bus
+from toolbus.runtime import build_registry
+from toolbus.settings import Settings, load_settings
+
+#: Where ``--llm`` comes from when it is not given.
+LLM_VARIABLE = "TOOLBUS_LLM"
+
+agent_app = typer.Typer(
+    name="agent",
+    no_args_is_help=True,
+    help="Run the agent loop as a service on the bus (toolbus ask talks to it).",
+)
+app.add_typer(agent_app)
+
+BrokerOption = Annotated[
+    str | None, typer.Option(help="Broker URL; default from TOOLBUS_BROKER or toolbus.toml.")
+]
+LLMOption = Annotated[
+    str | None,
+    typer.Option(
+        "--llm",
+        help="The model: openai://MODEL, openai+http://HOST:PORT/v1/MODEL, anthropic://MODEL, "
+        "scripted://demo...; default from TOOLBUS_LLM. API keys come from environment "
+        "variables (OPENAI_API_KEY, ANTHROPIC_API_KEY).",
+        show_default=False,
+    ),
+]
+ConfigOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--config",
+        "-c",
+        help="Configuration file or directory; default TOOLBUS_CONFIG, toolbus.toml, "
+        "else the installed plugins' tools.",
+    ),
+]
+RequestQueue = Annotated[str, typer.Option(help="The queue agent requests go to.")]
+ResponseQueue = Annotated[str, typer.Option(help="The queue agent events come back on.")]
+
+
+def _llm_url(option: str | None) -> str | None:
+    return option or os.environ.get(LLM_VARIABLE) or None
+
+
+def _plan(broker: str | None, config: str | None) -> tuple[Settings, list[ToolPlugin], Registry]:
+    try:
+        settings = load_settings(broker, config)
+        plugins = load_tool_plugins()
+        return settings, plugins, build_registry(settings, plugins)
+    except (ConfigError, PluginError) as exc:
+        fail(str(exc))
+
+
+@asynccontextmanager
+async def _agent(
+    stack: AsyncExitStack,
+    bus: Bus,
+    settings: Settings,
+    plugins: list[ToolPlugin],
+    registry: Registry,
+    llm_url: str,
+    limits: AgentLimits,
+    system_prompt: str | None,
+) -> AsyncIterator[AgentLoop]:
+    """A loop over ``bus``; on memory:// the installed plugins' services run in this process."""
+    if settings.broker.startswith("memory:"):
+        services = [service for plugin in plugins for service in plugin.services]
+        await stack.enter_async_context(running(bus, *services, drain_timeout=0))
+    llm: LLM = await connect_llm(llm_url)
+    stack.push_async_callback(llm.aclose)
+    client = await stack.enter_async_context(ToolServiceClient(bus))
+    yield AgentLoop(llm, Tools(client, registry), limits=limits, system_prompt=system_prompt)
+
+
+def _limits(max_iterations: int, time_limit: float) -> AgentLimits:
+    try:
+        return AgentLimits(max_iterations=max_iterations, time_limit=time_limit)
+    except ValueError as exc:
+        fail(str(exc))
+
+
+@agent_app.command("serve")
+def serve_agent(
+    llm: LLMOption = None,
+    broker: BrokerOption = None,
+    config: ConfigOpt = None,
+    concurrency: Annotated[
+        int, typer.Option(min=1, help="Requests this process answers at once.")
+    ] = DEFAULT_CONCURRENCY,
+    max_iterations: Annotated[
+        int, typer.Option(min=1, help="Model turns per request.")
+    ] = DEFAULT_MAX_ITERATIONS,
+    time_limit: Annotated[
+        float, typer.Option(help="Seconds of wall clock per request.")
+    ] = DEFAULT_TIME_LIMIT,
+    system_prompt: Annotated[
+        str | None, typer.Option(help="A system prompt sent first in every chat.")
+    ] = None,
+    request_queue: RequestQueue = DEFAULT_REQUEST_QUEUE,
+    response_queue: ResponseQueue = DEFAULT_RESPONSE_QUEUE,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO level.")] = False,
+) -> None:
+    """Serve agent requests from the agent queue until SIGTERM or Ctrl-C.
+
+    Replicas on one broker share the requests (competing consumers), as tool
+    services do.
+    """
+    setup_logging(verbose)
+    url = _llm_url(llm)
+    if url is None:
+        fail(f"no model given: pass --llm URL or set {LLM_VARIABLE} (e.g. openai://gpt-4.1-mini)")
+    limits = _limits(max_iterations, time_limit)
+    settings, plugins, registry = _plan(broker, config)
+
+    async def main() -> None:
+        async with AsyncExitStack() as stack:
+            bus = await connect(settings.broker, settings.broker_options)
+            stack.push_async_callback(bus.close)
+            loop = await stack.enter_async_context(
+                _agent(stack, bus, settings, plugins, registry, url, limits, system_prompt)
+            )
+            service = AgentService(
+                bus,
+                loop,
+                request_queue=request_queue,
+                response_queue=response_queue,
+                concurrency=concurrency,
+            )
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async with anyio.create_task_group() as tasks:
+                    await tasks.start(service.serve)
+                    typer.echo(
+                        f"serving agent ({loop.llm.model}) on {request_queue} via "
+                        f"{redact_url(settings.broker)}",
+                        err=True,
+                    )
+                    async for signum in signals:
+                        typer.echo(f"{signal.Signals(signum).name}: stopping", err=True)
+                        break
+                    tasks.cancel_scope.cancel()
+
+    run(main)
+
+
+@app.command("ask")
+def ask(
+    question: Annotated[str, typer.Argument(help="The question.", show_default=False)],
+    user: Annotated[str, typer.Option(help="Who asks; checked against permissions.")] = "cli",
+    group: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--group", "-g", help="A tool group the agent may use (repeat); default: 'default'."
+        ),
+    ] = None,
+    state: Annotated[
+        str, typer.Option(help="The workflow state to start in (a previous answer's state).")
+    ] = "",
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print each event as a JSON line.")
+    ] = False,
+    timeout: Annotated[
+        float, typer.Option(help="Seconds to wait for each event from the agent.")
+    ] = 120.0,
+    broker: BrokerOption = None,
+    llm: LLMOption = None,
+    config: ConfigOpt = None,
+    max_iterations: Annotated[
+        int, typer.Option(min=1, help="Model turns (memory:// only: the agent runs here).")
+    ] = DEFAULT_MAX_ITERATIONS,
+    request_queue: RequestQueue = DEFAULT_REQUEST_QUEUE,
+    response_queue: ResponseQueue = DEFAULT_RESPONSE_QUEUE,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO level.")] = False,
+) -> None:
+    """Ask the agent a question; print the answer as it comes, thoughts and tool calls dimmed.
+
+    On a real broker an agent service (toolbus agent serve) answers. On memory://
+    (the default) the agent and the installed plugins' tools run in this process,
+    with the model --llm names.
+    """
+    setup_logging(verbose)
+    settings, plugins, registry = _plan(broker, config)
+    in_process = settings.broker.startswith("memory:")
+    url = _llm_url(llm)
+    if in_process and url is None:
+        fail(
+            f"on memory:// the agent runs in this process and needs a model: pass --llm URL "
+            f"or set {LLM_VARIABLE} (scripted://demo needs no API key), or --broker for a "
+            "broker where 'toolbus agent serve' runs"
+        )
+    limits = _limits(max_iterations, DEFAULT_TIME_LIMIT)
+    request = AgentRequest(question=question, user=user, group=group, state=state, streaming=True)
+    printer = EventPrinter(as_json=as_json)
+    failed = False
+
+    async def main() -> None:
+        nonlocal failed
+        async with AsyncExitStack() as stack:
+            bus = await connect(settings.broker, settings.broker_options)
+            stack.push_async_callback(bus.close)
+            if in_process:
+                assert url is not None
+                loop = await stack.enter_async_context(
+                    _agent(stack, bus, settings, plugins, registry, url, limits, None)
+                )
+                service = AgentService(
+                    bus, loop, request_queue=request_queue, response_queue=response_queue
+                )
+                tasks = await stack.enter_async_context(anyio.create_task_group())
+                stack.callback(tasks.cancel_scope.cancel)
+                await tasks.start(service.serve)
+            agents = await stack.enter_async_context(
+                AgentClient(bus, request_queue=request_queue, response_queue=response_queue)
+            )
+            try:
+                async for event in agents.ask(request, timeout=timeout):
+                    printer.show(event)
+                    failed = failed or event.chunk_type == "error"
+            except TimeoutError as exc:
+                fail(str(exc), EXIT_FAILED)
+
+    run(main)
+    if failed:
+        raise typer.Exit(EXIT_FAILED)

@@ -1,0 +1,74 @@
+"""Showing agent events in a terminal: the answer as it comes, the rest dimmed."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+
+from toolbus.domain.agent.wire import AgentEvent
+
+#: Observations longer than this are cut in the terminal (``--json`` shows them whole).
+MAX_OBSERVATION = 300
+
+
+class EventPrinter:
+    """Prints events one by one; remembers whether a streamed message is still open."""
+
+    def __init__(self, *, as_json: bool = False, indent: str = "") -> None:
+        self.as_json = as_json
+        self.indent = indent
+        self._open = False
+
+    def show(self, event: AgentEvent) -> None:
+        if self.as_json:
+            typer.echo(event.model_dump_json(exclude_none=True))
+            return
+        kind = event.chunk_type
+        if kind == "answer":
+            self._write(event.content, event.end_of_message)
+        elif kind == "thought":
+            self._write(typer.style(event.content, dim=True), event.end_of_message)
+        elif kind == "action":
+            self._close()
+            arguments = (
+                event.arguments
+                if isinstance(event.arguments, str)
+                else json.dumps(event.arguments or {}, ensure_ascii=False)
+            )
+            typer.echo(self.indent + typer.style(f"→ {event.tool}({arguments})", dim=True))
+        elif kind == "observation":
+            self._close()
+            text = event.content.replace("\n", " ")
+            if len(text) > MAX_OBSERVATION:
+                text = text[: MAX_OBSERVATION - 1] + "…"
+            mark = "←" if event.status == "ok" else f"← [{event.status}]"
+            typer.echo(self.indent + typer.style(f"{mark} {text}", dim=True))
+        elif kind == "error":
+            self._close()
+            kind_of = event.error.type if event.error else "error"
+            typer.echo(f"{self.indent}error ({kind_of}): {event.content}", err=True)
+        if event.last:
+            self._close()
+            self._summary(event)
+
+    def _write(self, text: str, end: bool) -> None:
+        typer.echo(text if self._open else self.indent + text, nl=end)
+        self._open = not end
+
+    def _close(self) -> None:
+        if self._open:
+            typer.echo()
+            self._open = False
+
+    def _summary(self, event: AgentEvent) -> None:
+        parts = [f"state: {event.state}"] if event.state else []
+        if event.model:
+            parts.append(f"model: {event.model}")
+        if event.iterations is not None:
+            parts.append(f"{event.iterations} iteration{'s' * (event.iterations != 1)}")
+        if event.usage is not None:
+            parts.append(f"{event.usage.input_tokens}+{event.usage.output_tokens} tokens")
+        if parts:
+            summary = typer.style(f"[{' · '.join(parts)}]", dim=True)
+            typer.echo(self.indent + summary, err=True)

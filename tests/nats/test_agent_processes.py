@@ -1,0 +1,65 @@
+"""``toolbus agent serve`` and ``toolbus ask`` as real processes on NATS, with a tool process."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import uuid
+from pathlib import Path
+
+import anyio
+import pytest
+
+from tests.nats.processes import ServeProcess, _stop, serve
+from tests.nats.server import NatsServer
+from tests.support.model_server import ModelServer
+
+pytestmark = [pytest.mark.anyio, pytest.mark.broker, pytest.mark.slow]
+
+TOOLBUS = str(Path(sys.executable).parent / "toolbus")
+
+
+async def test_ask_gets_its_answer_from_an_agent_serve_process(
+    nats_server: NatsServer, model_server: ModelServer, tmp_path: Path
+) -> None:
+    suffix = uuid.uuid4().hex[:8]
+    queues = [
+        "--request-queue",
+        f"non-persistent://tg/request/agent-{suffix}",
+        "--response-queue",
+        f"non-persistent://tg/response/agent-{suffix}",
+    ]
+    broker = ["--broker", nats_server.url]
+    model_server.play(
+        [
+            {"calls": [{"name": "calculate", "arguments": {"expression": "6 * 7"}}]},
+            {"text": "6 * 7 is 42."},
+        ]
+    )
+    env = {**os.environ, "TOOLBUS_LLM": model_server.openai_url()}
+    async with serve(["calculator"], nats_server.url, workdir=tmp_path):
+        agent = await anyio.open_process(
+            [TOOLBUS, "agent", "serve", *broker, *queues], cwd=tmp_path, env=env
+        )
+        served = ServeProcess(agent)
+        try:
+            async with anyio.create_task_group() as readers:
+                readers.start_soon(served.read_stderr)
+                with anyio.fail_after(60):
+                    await served.wait_for("serving agent (scripted-gpt)")
+                    asked = await anyio.run_process(
+                        [TOOLBUS, "ask", "What is 6 * 7?", "--json", *broker, *queues],
+                        cwd=tmp_path,
+                        check=False,
+                    )
+                readers.cancel_scope.cancel()
+        finally:
+            await _stop(agent)
+
+    assert asked.returncode == 0, asked.stderr.decode()
+    events = [json.loads(line) for line in asked.stdout.decode().splitlines()]
+    assert [e["chunk_type"] for e in events] == ["action", "observation", "answer"]
+    assert events[1]["content"] == "42"
+    assert events[-1]["content"] == "6 * 7 is 42." and events[-1]["end_of_stream"]
+    assert agent.returncode == 0  # SIGTERM: a clean stop
