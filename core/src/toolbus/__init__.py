@@ -4,7 +4,9 @@ The names a user needs, by job (docs/architecture.md has the table):
 
 * call tools by name: :func:`open_tools` (the quickest start), or :class:`Tools`
   over a :class:`ToolServiceClient` on a bus from :func:`connect`;
-* answer an agent request: :class:`AgentSession`, kept current by :class:`LiveRegistry`;
+* answer an agent request: :class:`AgentLoop` with a model from :func:`connect_llm`
+  (served on the bus by :class:`AgentService`, asked with :class:`AgentClient`), or
+  your own loop around :class:`AgentSession`, kept current by :class:`LiveRegistry`;
 * write and serve tool services: :func:`tool_service` or :class:`ToolService`,
   served with :func:`running`, :class:`ServiceHost` or ``toolbus serve``;
 * configuration: :func:`load_registry`, :func:`load_registry_from_path`;
@@ -15,7 +17,10 @@ Everything else is importable from its concern package (``toolbus.application.ca
 are plugins picked by URL: ``memory://``, ``nats://``, ``pulsar://``, ``kafka://``.
 """
 
+from toolbus.application.agent.llm import LLM, LLMError
+from toolbus.application.agent.loop import AgentLimits, AgentLoop, AgentResult
 from toolbus.application.agent.outcomes import CallOutcome
+from toolbus.application.agent.service import AgentClient, AgentService
 from toolbus.application.agent.session import AgentSession
 from toolbus.application.calls.client import CallResult, ToolServiceClient
 from toolbus.application.calls.host import ServiceHost, running
@@ -26,6 +31,7 @@ from toolbus.application.live.config_client import ConfigClient
 from toolbus.application.live.config_files import load_registry_from_path, read_snapshot
 from toolbus.application.live.registry import LiveRegistry
 from toolbus.domain.access.permissions import Permissions
+from toolbus.domain.agent.wire import AgentEvent, AgentRequest, AgentStep
 from toolbus.domain.config.descriptors import ServiceDescriptor, ToolDescriptor
 from toolbus.domain.config.loading import load_registry
 from toolbus.domain.config.registry import Registry
@@ -44,12 +50,21 @@ from toolbus.domain.errors import (
     Unauthorized,
     Unavailable,
 )
-from toolbus.plugins import connect
+from toolbus.plugins import connect, connect_llm
 from toolbus.runtime import open_tools
 
 __all__ = [
+    "LLM",
     "AccessDenied",
+    "AgentClient",
+    "AgentEvent",
+    "AgentLimits",
+    "AgentLoop",
+    "AgentRequest",
+    "AgentResult",
+    "AgentService",
     "AgentSession",
+    "AgentStep",
     "Announcer",
     "BadRequest",
     "CallOutcome",
@@ -58,6 +73,7 @@ __all__ = [
     "ConfigError",
     "DeadlineExceeded",
     "InternalError",
+    "LLMError",
     "LiveRegistry",
     "NotFound",
     "Permissions",
@@ -78,6 +94,7 @@ __all__ = [
     "Unauthorized",
     "Unavailable",
     "connect",
+    "connect_llm",
     "load_registry",
     "load_registry_from_path",
     "open_tools",

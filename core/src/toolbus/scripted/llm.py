@@ -80,7 +80,8 @@ def _tool_name(tool: Mapping[str, Any]) -> str:
 
 
 async def connect(url: str, options: Mapping[str, Any]) -> LLM:
-    """``scripted://NAME`` (a built-in script) or ``scripted:///path/to/script.json``."""
+    """``scripted://NAME`` (a built-in script), ``scripted:///abs/script.json`` or
+    ``scripted:relative/script.json``."""
     parts = urlsplit(url)
     if parts.netloc:
         if parts.netloc not in BUILT_IN:
