@@ -284,10 +284,10 @@ class _Run:
             opened |= await self._chunk(routing.tool_call(), session.state)
             kind, rest = routing.end()
             if opened or rest:
-                await self.emit(AgentEvent(chunk_type=kind, content=rest, state=session.state))
+                await self.emit(_event(chunk_type=kind, content=rest, state=session.state))
         elif turn.text:
             await self.emit(
-                AgentEvent(chunk_type="thought", content=turn.text, state=session.state)
+                _event(chunk_type="thought", content=turn.text, state=session.state)
             )
         self._streamed = ""
         return turn
@@ -302,7 +302,7 @@ class _Run:
         if kind == "answer":
             self._streamed += text
         await self.emit(
-            AgentEvent(chunk_type=kind, content=text, end_of_message=False, state=state)
+            _event(chunk_type=kind, content=text, end_of_message=False, state=state)
         )
         return True
 
@@ -310,7 +310,7 @@ class _Run:
         """Run one turn's calls concurrently; report actions first, observations in call order."""
         for call in calls:
             await self.emit(
-                AgentEvent(
+                _event(
                     chunk_type="action",
                     content=call.name,
                     tool=call.name,
@@ -333,7 +333,7 @@ class _Run:
         done = [outcome for outcome in outcomes if outcome is not None]
         for outcome in done:
             await self.emit(
-                AgentEvent(
+                _event(
                     chunk_type="observation",
                     content=outcome.observation,
                     tool=outcome.name,
@@ -345,7 +345,7 @@ class _Run:
         return done
 
     def _final(self, kind: Literal["answer", "error"], content: str, state: str) -> AgentEvent:
-        return AgentEvent(
+        return _event(
             chunk_type=kind,
             content=content,
             end_of_message=True,
@@ -371,6 +371,12 @@ class _Run:
             iterations=self.iterations,
             usage=self.usage,
         )
+
+
+def _event(**fields: Any) -> AgentEvent:
+    """An event from values the loop made itself: valid by construction, so not validated
+    again (this runs several times per iteration)."""
+    return AgentEvent.model_construct(**fields)
 
 
 def _arguments_for_event(arguments: str) -> dict[str, Any] | str:

@@ -180,7 +180,7 @@ class AgentSession:
         self._transitions: list[StateTransition] = []
         self._calls: list[CallRecord] = []
         self._lists: dict[str, list[dict[str, Any]]] = {}
-        self._agent_run: AgentRun | None = None
+        self._agent_run: tuple[str, int, int, int] | None = None
 
         try:
             #: The groups tools are filtered with: the request after defaulting.
@@ -558,12 +558,8 @@ class AgentSession:
         An agent loop calls it after every model turn, so that a session that is
         cancelled or times out still records what it cost.
         """
-        self._agent_run = AgentRun(
-            model=model,
-            iterations=iterations,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-        )
+        # Kept as plain values: this runs every turn, the record is built once.
+        self._agent_run = (model, iterations, input_tokens, output_tokens)
 
     async def close(self) -> None:
         """End the session and write its audit record (once; later calls do nothing)."""
@@ -649,7 +645,14 @@ class AgentSession:
             state_transitions=list(self._transitions),
             calls=list(self._calls),
             access_denied=denial,
-            agent=self._agent_run,
+            agent=None
+            if self._agent_run is None
+            else AgentRun(
+                model=self._agent_run[0],
+                iterations=self._agent_run[1],
+                input_tokens=self._agent_run[2],
+                output_tokens=self._agent_run[3],
+            ),
             outcome=outcome,
             error=error,
             started_at=timestamp(self._started_at),
