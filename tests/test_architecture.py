@@ -173,9 +173,15 @@ ROOTS = {
     "toolbus_nats": SRC.parent.parent / "adapters" / "nats" / "src" / "toolbus_nats",
     "toolbus_pulsar": SRC.parent.parent / "adapters" / "pulsar" / "src" / "toolbus_pulsar",
     "toolbus_kafka": SRC.parent.parent / "adapters" / "kafka" / "src" / "toolbus_kafka",
+    "toolbus_openai": SRC.parent.parent / "adapters" / "openai" / "src" / "toolbus_openai",
+    "toolbus_anthropic": SRC.parent.parent / "adapters" / "anthropic" / "src" / "toolbus_anthropic",
 }
 COMPOSITION = ("toolbus.plugins", "toolbus.runtime", "toolbus.cli", "toolbus.testing")
 ADAPTERS = ("toolbus.memory", "toolbus_nats", "toolbus_pulsar", "toolbus_kafka")
+LLM_ADAPTERS = ("toolbus.scripted", "toolbus_openai", "toolbus_anthropic")
+# The LLM port lives in the application layer (with the loop that uses it); LLM
+# adapters may import it and its URL helpers, and nothing else of the application.
+LLM_PORT = ("toolbus.application.agent.llm", "toolbus.application.agent.llm_urls")
 
 # layer -> packages its modules must not import
 LAYER_RULES: dict[str, tuple[str, ...]] = {
@@ -184,7 +190,17 @@ LAYER_RULES: dict[str, tuple[str, ...]] = {
     # Adapters implement ports; they register through toolbus.plugins but never
     # reach into the application or the command line.
     **{adapter: ("toolbus.application", "toolbus.cli", "toolbus.runtime") for adapter in ADAPTERS},
+    **{adapter: ("toolbus.cli", "toolbus.runtime") for adapter in LLM_ADAPTERS},
 }
+
+
+def _application_beyond_the_llm_port() -> tuple[str, ...]:
+    return tuple(
+        module
+        for module, _ in modules_of("toolbus.application")
+        if module not in LLM_PORT
+        and module not in ("toolbus.application", "toolbus.application.agent")
+    )
 
 
 def modules_of(package: str) -> Iterator[tuple[str, Path]]:
@@ -215,7 +231,8 @@ def test_each_layer_imports_only_inward(layer: str) -> None:
         for problem in layer_violations(
             path.read_text(encoding="utf-8"),
             module,
-            LAYER_RULES[layer],
+            LAYER_RULES[layer]
+            + (_application_beyond_the_llm_port() if layer in LLM_ADAPTERS else ()),
             is_package=path.name == "__init__.py",
         )
     ]
