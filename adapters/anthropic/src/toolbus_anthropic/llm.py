@@ -73,6 +73,9 @@ class AnthropicChat:
             ) from None
         except anthropic.APIConnectionError as exc:
             raise LLMError(f"cannot reach {self._where()}: {exc.message}") from None
+        except anthropic.AnthropicError as exc:
+            # Anything else the SDK reports (an unreadable response, say).
+            raise LLMError(f"{self._where()} failed: {type(exc).__name__}: {exc}") from None
 
     async def _whole(self, request: dict[str, Any]) -> ModelTurn:
         message = await self.client.messages.create(**request)

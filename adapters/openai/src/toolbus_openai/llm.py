@@ -57,6 +57,9 @@ class OpenAIChat:
             ) from None
         except openai.APIConnectionError as exc:
             raise LLMError(f"cannot reach {self._where()}: {exc.message}") from None
+        except openai.OpenAIError as exc:
+            # Anything else the SDK reports (an unreadable response, say).
+            raise LLMError(f"{self._where()} failed: {type(exc).__name__}: {exc}") from None
 
     async def _whole(self, request: dict[str, Any]) -> ModelTurn:
         completion = await self.client.chat.completions.create(**request)

@@ -227,6 +227,7 @@ class _Run:
         return self._result(session.state, answer=outcome.text)
 
     async def stop(self, stop: Stop, *, state: str) -> AgentResult:
+        log.info("agent request %s ended without an answer: %s", self.request_id, stop.reason)
         error = EventError(type=stop.reason, message=stop.message)
         event = self._final("error", stop.message, state)
         await self.emit(event.model_copy(update={"error": error}))
