@@ -87,6 +87,7 @@ async def test_the_record_holds_everything_the_spec_asks_for(toolbus: ToolTestKi
             }
         ],
         "access_denied": None,
+        "agent": None,
         "outcome": "completed",
         "error": None,
         "started_at": "2024-01-01T10:00:00Z",
