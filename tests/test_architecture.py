@@ -344,6 +344,8 @@ CONCERN_ARROWS: dict[str, set[str]] = {
         "toolbus.domain.config",
         "toolbus.domain.errors",
     },
+    # the agent loop's turns, decisions and wire stand alone
+    "toolbus.domain.agent": set(),
     # application (each may use the whole domain and the ports):
     # tracing, identity <- calls <- agent, live
     "toolbus.application.tracing": set(),

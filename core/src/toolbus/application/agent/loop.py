@@ -287,9 +287,7 @@ class _Run:
             if opened or rest:
                 await self.emit(_event(chunk_type=kind, content=rest, state=session.state))
         elif turn.text:
-            await self.emit(
-                _event(chunk_type="thought", content=turn.text, state=session.state)
-            )
+            await self.emit(_event(chunk_type="thought", content=turn.text, state=session.state))
         self._streamed = ""
         return turn
 
@@ -302,9 +300,7 @@ class _Run:
         kind, text = released
         if kind == "answer":
             self._streamed += text
-        await self.emit(
-            _event(chunk_type=kind, content=text, end_of_message=False, state=state)
-        )
+        await self.emit(_event(chunk_type=kind, content=text, end_of_message=False, state=state))
         return True
 
     async def _call(self, session: AgentSession, calls: Sequence[ToolCall]) -> list[CallOutcome]:
