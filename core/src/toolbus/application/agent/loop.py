@@ -285,9 +285,11 @@ class _Run:
             opened |= await self._chunk(routing.tool_call(), session.state)
             kind, rest = routing.end()
             if opened or rest:
-                await self.emit(_event(chunk_type=kind, content=rest, state=session.state))
+                await self.emit(AgentEvent(chunk_type=kind, content=rest, state=session.state))
         elif turn.text:
-            await self.emit(_event(chunk_type="thought", content=turn.text, state=session.state))
+            await self.emit(
+                AgentEvent(chunk_type="thought", content=turn.text, state=session.state)
+            )
         self._streamed = ""
         return turn
 
@@ -300,14 +302,16 @@ class _Run:
         kind, text = released
         if kind == "answer":
             self._streamed += text
-        await self.emit(_event(chunk_type=kind, content=text, end_of_message=False, state=state))
+        await self.emit(
+            AgentEvent(chunk_type=kind, content=text, end_of_message=False, state=state)
+        )
         return True
 
     async def _call(self, session: AgentSession, calls: Sequence[ToolCall]) -> list[CallOutcome]:
         """Run one turn's calls concurrently; report actions first, observations in call order."""
         for call in calls:
             await self.emit(
-                _event(
+                AgentEvent(
                     chunk_type="action",
                     content=call.name,
                     tool=call.name,
@@ -330,7 +334,7 @@ class _Run:
         done = [outcome for outcome in outcomes if outcome is not None]
         for outcome in done:
             await self.emit(
-                _event(
+                AgentEvent(
                     chunk_type="observation",
                     content=outcome.observation,
                     tool=outcome.name,
@@ -342,7 +346,7 @@ class _Run:
         return done
 
     def _final(self, kind: Literal["answer", "error"], content: str, state: str) -> AgentEvent:
-        return _event(
+        return AgentEvent(
             chunk_type=kind,
             content=content,
             end_of_message=True,
@@ -368,12 +372,6 @@ class _Run:
             iterations=self.iterations,
             usage=self.usage,
         )
-
-
-def _event(**fields: Any) -> AgentEvent:
-    """An event from values the loop made itself: valid by construction, so not validated
-    again (this runs several times per iteration)."""
-    return AgentEvent.model_construct(**fields)
 
 
 def _arguments_for_event(arguments: str) -> dict[str, Any] | str:
