@@ -55,6 +55,17 @@ def test_demo_runs_the_agent_with_a_clearly_labelled_scripted_model(toolbus_cli:
     assert "state: calculated" in result.stderr
 
 
+def test_demo_uses_the_model_llm_names(toolbus_cli: Invoke, tmp_path: Path) -> None:
+    turns = [{"text": "A real model would say more; this is " + "quite a long answer. " * 12}]
+    result = toolbus_cli("demo", "--llm", script_file(tmp_path, turns))
+
+    assert result.exit_code == 0, result.output
+    section = result.stdout.split("The agent loop", 1)[1]
+    assert section.startswith(", with the model scripted:")
+    assert "SCRIPTED" not in section
+    assert "quite a long answer." in section
+
+
 def test_ask_streams_events_and_ends_with_the_final_state(
     toolbus_cli: Invoke, tmp_path: Path
 ) -> None:

@@ -32,6 +32,7 @@ from toolbus.domain.agent.wire import (
 )
 from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import ConfigError, PluginError
+from toolbus.hooks import CodeHooks
 from toolbus.plugins import ToolPlugin, connect, connect_llm, load_tool_plugins
 from toolbus.ports import Bus
 from toolbus.runtime import build_registry
@@ -97,14 +98,21 @@ async def _agent(
     limits: AgentLimits,
     system_prompt: str | None,
 ) -> AsyncIterator[AgentLoop]:
-    """A loop over ``bus``; on memory:// the installed plugins' services run in this process."""
+    """A loop over ``bus`` with the installed plugins' code hooks; on memory:// the
+    installed plugins' services run in this process too."""
     if settings.broker.startswith("memory:"):
         services = [service for plugin in plugins for service in plugin.services]
         await stack.enter_async_context(running(bus, *services, drain_timeout=0))
     llm: LLM = await connect_llm(llm_url)
     stack.push_async_callback(llm.aclose)
     client = await stack.enter_async_context(ToolServiceClient(bus))
-    yield AgentLoop(llm, Tools(client, registry), limits=limits, system_prompt=system_prompt)
+    yield AgentLoop(
+        llm,
+        Tools(client, registry),
+        limits=limits,
+        system_prompt=system_prompt,
+        code_hooks=CodeHooks.installed(),
+    )
 
 
 def _limits(max_iterations: int, time_limit: float) -> AgentLimits:
