@@ -17,6 +17,7 @@ from toolbus.application.agent.audit import AuditRecord, ListAuditSink
 from toolbus.application.agent.llm import LLM
 from toolbus.application.agent.loop import AgentLimits, AgentLoop, AgentResult
 from toolbus.application.calls.metrics import ToolbusMetrics
+from toolbus.application.calls.service import FunctionToolService
 from toolbus.domain.agent.wire import AgentEvent, AgentRequest
 from toolbus.domain.config.loading import load_registry
 from toolbus.testing.kit import ToolTestKit
@@ -94,3 +95,22 @@ class AgentHarness:
 def call(name: str, **arguments: Any) -> dict[str, Any]:
     """A scripted tool call."""
     return {"name": name, "arguments": arguments}
+
+
+def extra_tool(name: str, service: FunctionToolService, **descriptor: Any) -> dict[str, Any]:
+    return {
+        "type": "tool-service",
+        "name": name,
+        "description": name,
+        "service": service.id,
+        "arguments": [],
+        "group": ["read-only"],
+        **descriptor,
+    }
+
+
+def snapshot_with(*services: FunctionToolService, **tools: dict[str, Any]) -> dict[str, Any]:
+    snapshot = workflow_snapshot(extra_tools=tools)
+    for service in services:
+        snapshot["tool-service"][service.id] = service.descriptor()
+    return snapshot

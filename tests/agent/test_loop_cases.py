@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import anyio
 import pytest
 
 from tests.agent.conftest import MakeAgent
-from tests.agent.support import PROVIDERS, call
+from tests.agent.support import PROVIDERS, call, extra_tool, snapshot_with
 from tests.session.support import BROKEN_DATASET, SERVICES, workflow_snapshot
 from tests.support.model_server import ModelServer
 from toolbus.application.agent.loop import AgentLimits
@@ -16,25 +14,6 @@ from toolbus.application.calls.service import FunctionToolService, tool_service
 from toolbus.testing.kit import ToolTestKit
 
 pytestmark = pytest.mark.anyio
-
-
-def extra_tool(name: str, service: FunctionToolService, **descriptor: Any) -> dict[str, Any]:
-    return {
-        "type": "tool-service",
-        "name": name,
-        "description": name,
-        "service": service.id,
-        "arguments": [],
-        "group": ["read-only"],
-        **descriptor,
-    }
-
-
-def snapshot_with(*services: FunctionToolService, **tools: dict[str, Any]) -> dict[str, Any]:
-    snapshot = workflow_snapshot(extra_tools=tools)
-    for service in services:
-        snapshot["tool-service"][service.id] = service.descriptor()
-    return snapshot
 
 
 async def test_a_tool_the_model_invents_is_refused_and_the_model_is_told(

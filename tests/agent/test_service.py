@@ -10,13 +10,15 @@ import anyio
 import pytest
 
 from tests.agent.conftest import MakeAgent
-from tests.agent.support import AgentHarness, call
+from tests.agent.support import AgentHarness, call, extra_tool, snapshot_with
 from tests.session.support import SERVICES, WORKFLOW_GROUPS
 from tests.support.model_server import ModelServer
 from toolbus.application.agent.service import AgentClient, AgentService
+from toolbus.application.calls.service import tool_service
 from toolbus.domain.agent.wire import (
     DEFAULT_REQUEST_QUEUE,
     DEFAULT_RESPONSE_QUEUE,
+    AgentEvent,
     AgentRequest,
     decode_event,
 )
@@ -133,3 +135,37 @@ async def test_a_caller_that_stops_reading_mid_stream_leaves_nothing_pending(
         assert agents.pending == 1
         await stream.aclose()
         assert agents.pending == 0
+
+
+async def test_stop_lets_requests_in_flight_finish(
+    toolbus: ToolTestKit, model_server: ModelServer, make_agent: MakeAgent
+) -> None:
+    entered, release = anyio.Event(), anyio.Event()
+
+    @tool_service("slow-service")
+    async def slow(user: str) -> str:
+        entered.set()
+        await release.wait()
+        return "done slowly"
+
+    await toolbus.serve(slow)
+    agent = await make_agent(snapshot=snapshot_with(slow, slow=extra_tool("slow", slow)))
+    model_server.play([{"calls": [call("slow")]}, {"text": "Finished."}])
+    service = AgentService(toolbus.bus, agent.loop, concurrency=2)
+    events: list[AgentEvent] = []
+
+    async with AgentClient(toolbus.bus) as agents, anyio.create_task_group() as group:
+        await group.start(service.serve)
+
+        async def ask() -> None:
+            request = AgentRequest(question="Slow?", user="alice", group=["read-only"])
+            events.extend([e async for e in agents.ask(request, timeout=10)])
+
+        group.start_soon(ask)
+        await entered.wait()
+        service.stop()  # serve() now waits for the request in flight
+        release.set()
+
+    assert [e.chunk_type for e in events] == ["action", "observation", "answer"]
+    assert events[-1].content == "Finished."
+    assert service.answered == 1

@@ -18,7 +18,12 @@ from toolbus.application.agent.loop import (
     AgentLimits,
     AgentLoop,
 )
-from toolbus.application.agent.service import DEFAULT_CONCURRENCY, AgentClient, AgentService
+from toolbus.application.agent.service import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_DRAIN_TIMEOUT,
+    AgentClient,
+    AgentService,
+)
 from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.calls.host import running
 from toolbus.application.calls.tools import Tools
@@ -139,11 +144,14 @@ def serve_agent(
     system_prompt: Annotated[
         str | None, typer.Option(help="A system prompt sent first in every chat.")
     ] = None,
+    drain_timeout: Annotated[
+        float, typer.Option(help="Seconds requests in flight may take to finish on shutdown.")
+    ] = DEFAULT_DRAIN_TIMEOUT,
     request_queue: RequestQueue = DEFAULT_REQUEST_QUEUE,
     response_queue: ResponseQueue = DEFAULT_RESPONSE_QUEUE,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO level.")] = False,
 ) -> None:
-    """Serve agent requests from the agent queue until SIGTERM or Ctrl-C.
+    """Serve agent requests from the agent queue until SIGTERM or Ctrl-C (which drain).
 
     Replicas on one broker share the requests (competing consumers), as tool
     services do.
@@ -168,6 +176,7 @@ def serve_agent(
                 request_queue=request_queue,
                 response_queue=response_queue,
                 concurrency=concurrency,
+                drain_timeout=drain_timeout,
             )
             with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
                 async with anyio.create_task_group() as tasks:
@@ -178,9 +187,12 @@ def serve_agent(
                         err=True,
                     )
                     async for signum in signals:
-                        typer.echo(f"{signal.Signals(signum).name}: stopping", err=True)
+                        typer.echo(
+                            f"{signal.Signals(signum).name}: finishing requests in flight",
+                            err=True,
+                        )
                         break
-                    tasks.cancel_scope.cancel()
+                    service.stop()
 
     run(main)
 

@@ -40,6 +40,7 @@ log = logging.getLogger("toolbus.agent")
 #: The competing-consumer group every agent replica joins.
 AGENT_GROUP = "toolbus-agent"
 DEFAULT_CONCURRENCY = 8
+DEFAULT_DRAIN_TIMEOUT = 30.0
 
 
 class AgentService:
@@ -49,6 +50,9 @@ class AgentService:
     ``error`` event of type ``bad-request``; one without an ``id`` property has
     nowhere to be answered and is logged and dropped. Nothing a request does
     stops the service.
+
+    :meth:`stop` (SIGTERM in ``toolbus agent serve``) stops taking requests and
+    lets those in flight finish for up to ``drain_timeout`` seconds.
     """
 
     def __init__(
@@ -60,6 +64,7 @@ class AgentService:
         response_queue: str = DEFAULT_RESPONSE_QUEUE,
         concurrency: int = DEFAULT_CONCURRENCY,
         group: str = AGENT_GROUP,
+        drain_timeout: float = DEFAULT_DRAIN_TIMEOUT,
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {concurrency}")
@@ -69,28 +74,81 @@ class AgentService:
         self.response_queue = response_queue
         self.concurrency = concurrency
         self.group = group
+        self.drain_timeout = drain_timeout
         #: Requests answered so far (finished, whatever the outcome).
         self.answered = 0
+        self._stopping = False
+        self._busy = 0
+        self._reading: set[anyio.CancelScope] = set()
+        # Made by serve(): an event belongs to the event loop it is made in.
+        self._stop_requested: anyio.Event | None = None
+        self._drained: anyio.Event | None = None
+
+    def stop(self) -> None:
+        """Stop taking requests; ``serve`` returns once requests in flight are answered
+        (or ``drain_timeout`` passed: then they are cancelled)."""
+        self._stopping = True
+        if self._stop_requested is not None:
+            self._stop_requested.set()
+        for reading in list(self._reading):
+            reading.cancel()  # only workers waiting for a request; busy ones finish theirs
+        if self._busy == 0 and self._drained is not None:
+            self._drained.set()
 
     async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Serve until cancelled; started (subscribed) once ``task_status.started()`` is called."""
+        """Serve until :meth:`stop` (which drains) or cancellation (which does not).
+
+        Signals ``task_status`` once subscribed.
+        """
+        self._stopping = False
+        stop_requested = self._stop_requested = anyio.Event()
+        drained = self._drained = anyio.Event()
         subscription = await self.bus.subscribe(self.request_queue, group=self.group)
+        requests = aiter(subscription)
         try:
-            task_status.started()
             async with anyio.create_task_group() as workers:
                 for _ in range(self.concurrency):
-                    workers.start_soon(self._work, subscription)
+                    workers.start_soon(self._work, requests)
+                task_status.started()
+                await stop_requested.wait()
+                with anyio.move_on_after(self.drain_timeout) as draining:
+                    await drained.wait()
+                if draining.cancelled_caught:
+                    log.warning(
+                        "%d agent request(s) still running after %g s were cancelled",
+                        self._busy,
+                        self.drain_timeout,
+                    )
+                workers.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
                 await subscription.close()
 
-    async def _work(self, subscription: Subscription) -> None:
-        async for delivery in subscription:
+    async def _work(self, requests: AsyncIterator[Delivery]) -> None:
+        while not self._stopping:
+            with anyio.CancelScope() as reading:
+                self._reading.add(reading)
+                try:
+                    delivery = await anext(requests)
+                except StopAsyncIteration:
+                    self.stop()  # the subscription ended: nothing more will come
+                    return
+                finally:
+                    self._reading.discard(reading)
+            if reading.cancelled_caught:
+                return  # stopped while waiting; the read is cancel-safe, nothing is lost
+            self._busy += 1
             try:
                 await self.handle(delivery)
             finally:
                 with anyio.CancelScope(shield=True):
                     await delivery.ack()
+                self._finished_one()
+
+    def _finished_one(self) -> None:
+        self._busy -= 1
+        if self._stopping and self._busy == 0 and self._drained is not None:
+            self._drained.set()
 
     async def handle(self, delivery: Delivery) -> None:
         """Answer one request delivery (never raises for anything the request did)."""
