@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+from typing import Any
+
 import anyio
 import pytest
 
@@ -9,8 +12,11 @@ from tests.agent.conftest import MakeAgent
 from tests.agent.support import PROVIDERS, call, extra_tool, snapshot_with
 from tests.session.support import BROKEN_DATASET, SERVICES, workflow_snapshot
 from tests.support.model_server import ModelServer
+from toolbus.application.agent.code_hooks import Deny
 from toolbus.application.agent.loop import AgentLimits
 from toolbus.application.calls.service import FunctionToolService, tool_service
+from toolbus.hooks import CodeHooks
+from toolbus.plugins import hookimpl
 from toolbus.testing.kit import ToolTestKit
 
 pytestmark = pytest.mark.anyio
@@ -304,3 +310,50 @@ async def test_groups_beyond_the_users_permissions_are_refused_before_the_model_
     assert "admin" in event.error.message
     assert model_server.bodies == []
     assert agent.audit.records[0].outcome == "denied"
+
+
+async def test_code_hooks_act_on_the_models_calls(
+    toolbus: ToolTestKit, model_server: ModelServer, make_agent: MakeAgent
+) -> None:
+    class NoGraphWrites:
+        @hookimpl
+        def toolbus_on_pre_tool_use(self, tool: Any) -> Deny | None:
+            return (
+                Deny("Graph writes are switched off today.")
+                if tool.name == "graph-update"
+                else None
+            )
+
+    await toolbus.serve(*SERVICES)
+    agent = await make_agent(code_hooks=CodeHooks([NoGraphWrites()]))
+    model_server.play(
+        [{"calls": [call("graph-update", entity="X", operation="delete")]}, {"text": "Understood."}]
+    )
+
+    run = await agent.ask("Delete X", state="analysis")
+
+    [observation] = run.of("observation")
+    assert observation.status == "refused"
+    assert observation.content == "Graph writes are switched off today."
+    assert run.result.answer == "Understood."
+
+
+async def test_the_api_key_never_reaches_events_logs_or_the_audit_record(
+    toolbus: ToolTestKit,
+    model_server: ModelServer,
+    make_agent: MakeAgent,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    secret = "sk-test-" + "9" * 24
+    monkeypatch.setenv("SCRIPTED_MODEL_KEY", secret)
+    agent = await make_agent(llm_options={"api_key_env": "SCRIPTED_MODEL_KEY", "max_retries": 0})
+    model_server.play([{"failure": {"status": 401, "message": "bad key"}}])
+
+    with caplog.at_level(logging.INFO):
+        run = await agent.ask("Hello?")
+
+    assert run.result.error is not None and "HTTP 401: bad key" in run.result.error.message
+    assert secret not in caplog.text
+    assert all(secret not in event.model_dump_json() for event in run.events)
+    assert secret not in agent.record(run).to_json()
