@@ -75,6 +75,9 @@ async def test_the_model_walks_the_workflow_and_sees_each_states_tools(
     assert final.usage is not None and final.usage.output_tokens > 0
     if streaming:
         assert len(run.of("answer")) > 1
+        # Each message's last chunk says so; no empty closing chunks.
+        assert [e.end_of_message for e in run.of("answer")][-1]
+        assert all(e.content for e in run.events if e.chunk_type in ("thought", "answer"))
     record = agent.record(run)
     assert [(t.from_state, t.to_state) for t in record.state_transitions] == [
         ("undefined", "analysis"),

@@ -88,10 +88,10 @@ def test_ask_json_prints_one_event_per_line(toolbus_cli: Invoke, tmp_path: Path)
     assert result.exit_code == 0, result.output
     events = [json.loads(line) for line in result.stdout.splitlines()]
     # A message may come in chunks; its last has end_of_message set.
-    ends = [e for e in events if e["end_of_message"]]
-    assert [e["chunk_type"] for e in ends] == ["thought", "action", "observation", "answer"]
-    thought = "".join(e["content"] for e in events if e["chunk_type"] == "thought")
-    assert thought == "Working."
+    assert [e["chunk_type"] for e in events] == ["thought", "action", "observation", "answer"]
+    assert all(e["end_of_message"] for e in events)
+    ends = events
+    assert events[0]["content"] == "Working."
     assert ends[1]["arguments"] == {"expression": "6 * 7"}
     assert ends[2]["content"] == "42" and ends[2]["status"] == "ok"
     assert events[-1]["end_of_stream"] is True and events[-1]["state"] == "undefined"

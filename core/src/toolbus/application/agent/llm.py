@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from toolbus.domain.agent.turns import ModelTurn, TextDelta, ToolCall, Usage
+from toolbus.domain.agent.turns import ModelTurn, TextDelta, ToolCall, ToolCallStarted, Usage
 from toolbus.domain.config.schemas import ExportFormat
 
 __all__ = [
@@ -32,18 +32,6 @@ __all__ = [
     "Usage",
     "complete",
 ]
-
-
-class ToolCallStarted:
-    """The model began writing a tool call (streamed turns); its name, once known."""
-
-    __slots__ = ("name",)
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __repr__(self) -> str:
-        return f"ToolCallStarted({self.name!r})"
 
 
 #: What :meth:`LLM.stream` yields: deltas as they come, then the whole turn, last.

@@ -62,6 +62,8 @@ from toolbus.domain.errors import AccessDenied
 
 log = logging.getLogger("toolbus.agent")
 
+TextKind = Literal["thought", "answer"]
+
 #: Where events go: a bus publisher, a list, a terminal.
 Emit = Callable[[AgentEvent], Awaitable[None]]
 
@@ -200,6 +202,7 @@ class _Run:
         self.usage = Usage()
         #: Answer text of the current turn already sent in chunks.
         self._streamed = ""
+        self._pending: tuple[TextKind, str] | None = None
 
     async def answer(self, session: AgentSession) -> AgentResult:
         outcome: Answer | Stop
@@ -266,7 +269,9 @@ class _Run:
         streaming = self.request.streaming
         routing = TextRouting(hold=self.limits.answer_hold)
         self._streamed = ""
-        opened = False
+        # The last chunk is held until the next one comes or the turn ends, so
+        # that the message's last chunk can say it is the last.
+        self._pending = None
         turn: ModelTurn | None = None
         async for item in self.llm.stream(messages, session.tools(self.llm.tool_format)):
             if isinstance(item, ModelTurn):
@@ -274,38 +279,42 @@ class _Run:
             elif not streaming:
                 continue
             elif isinstance(item, TextDelta):
-                opened |= await self._chunk(routing.text(item.text), session.state)
+                await self._chunk(routing.text(item.text), session.state)
             elif isinstance(item, ToolCallStarted):
-                opened |= await self._chunk(routing.tool_call(), session.state)
+                await self._chunk(routing.tool_call(), session.state)
         if turn is None:
             raise LLMError(f"the {self.llm.model!r} adapter ended a turn without a result")
         if not turn.tool_calls:
             return turn  # the answer: the final event sends what was not streamed yet
         if streaming:
-            opened |= await self._chunk(routing.tool_call(), session.state)
-            kind, rest = routing.end()
-            if opened or rest:
-                await self.emit(AgentEvent(chunk_type=kind, content=rest, state=session.state))
+            await self._chunk(routing.tool_call(), session.state)
+            await self._chunk(routing.end(), session.state)
+            await self._flush(session.state)
         elif turn.text:
-            await self.emit(
-                AgentEvent(chunk_type="thought", content=turn.text, state=session.state)
-            )
+            await self._send("thought", turn.text, session.state, last=True)
         self._streamed = ""
         return turn
 
-    async def _chunk(
-        self, released: tuple[Literal["thought", "answer"], str] | None, state: str
-    ) -> bool:
-        """Send a piece of streamed text; True when something was sent."""
+    async def _chunk(self, released: tuple[TextKind, str] | None, state: str) -> None:
+        """Hold a piece of streamed text, sending the piece held before it."""
         if released is None or not released[1]:
-            return False
-        kind, text = released
+            return
+        if self._pending is not None:
+            kind, text = self._pending
+            await self._send(kind, text, state, last=False)
+        self._pending = released
+
+    async def _flush(self, state: str) -> None:
+        """Send the piece held back as the last of its message."""
+        if self._pending is not None:
+            kind, text = self._pending
+            await self._send(kind, text, state, last=True)
+
+    async def _send(self, kind: TextKind, text: str, state: str, *, last: bool) -> None:
         if kind == "answer":
             self._streamed += text
-        await self.emit(
-            AgentEvent(chunk_type=kind, content=text, end_of_message=False, state=state)
-        )
-        return True
+        self._pending = None
+        await self.emit(AgentEvent(chunk_type=kind, content=text, end_of_message=last, state=state))
 
     async def _call(self, session: AgentSession, calls: Sequence[ToolCall]) -> list[CallOutcome]:
         """Run one turn's calls concurrently; report actions first, observations in call order."""

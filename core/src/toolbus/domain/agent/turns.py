@@ -43,6 +43,13 @@ class TextDelta:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCallStarted:
+    """The model began writing a tool call (streamed turns): the tool's name."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
 class ModelTurn:
     """A whole model turn: its text, the tool calls it makes, what it cost.
 
