@@ -69,13 +69,8 @@ class AgentHarness:
         self.audit = ListAuditSink()
         self.registry = load_registry(dict(snapshot or workflow_snapshot()))
         loop_options.setdefault("limits", AgentLimits(max_iterations=8, time_limit=30))
-        self.loop = AgentLoop(
-            llm,
-            kit.tools(self.registry),
-            audit=self.audit,
-            metrics=ToolbusMetrics.disabled(),
-            **loop_options,
-        )
+        loop_options.setdefault("metrics", ToolbusMetrics.disabled())
+        self.loop = AgentLoop(llm, kit.tools(self.registry), audit=self.audit, **loop_options)
 
     async def ask(self, question: str = "", **request: Any) -> Run:
         request.setdefault("user", "alice")

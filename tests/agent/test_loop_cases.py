@@ -7,6 +7,7 @@ from typing import Any
 
 import anyio
 import pytest
+from prometheus_client import CollectorRegistry
 
 from tests.agent.conftest import MakeAgent
 from tests.agent.support import PROVIDERS, call, extra_tool, snapshot_with
@@ -14,6 +15,7 @@ from tests.session.support import BROKEN_DATASET, SERVICES, workflow_snapshot
 from tests.support.model_server import ModelServer
 from toolbus.application.agent.code_hooks import Deny
 from toolbus.application.agent.loop import AgentLimits
+from toolbus.application.calls.metrics import ToolbusMetrics
 from toolbus.application.calls.service import FunctionToolService, tool_service
 from toolbus.hooks import CodeHooks
 from toolbus.plugins import hookimpl
@@ -357,3 +359,34 @@ async def test_the_api_key_never_reaches_events_logs_or_the_audit_record(
     assert secret not in caplog.text
     assert all(secret not in event.model_dump_json() for event in run.events)
     assert secret not in agent.record(run).to_json()
+
+
+async def test_the_loop_counts_requests_iterations_and_tokens(
+    toolbus: ToolTestKit, model_server: ModelServer, make_agent: MakeAgent
+) -> None:
+    registry = CollectorRegistry()
+    await toolbus.serve(*SERVICES)
+    agent = await make_agent(metrics=ToolbusMetrics(registry))
+    model_server.play(
+        [
+            {"calls": [call("text-completion", prompt="a")], "input_tokens": 7, "output_tokens": 3},
+            {"text": "Done.", "input_tokens": 11, "output_tokens": 2},
+        ]
+    )
+    await agent.ask("Once")
+    model_server.play(
+        [{"calls": [call("text-completion", prompt="a")], "input_tokens": 1, "output_tokens": 4}]
+    )
+    agent.loop.limits = AgentLimits(max_iterations=1)
+    await agent.ask("Twice")
+
+    def sample(name: str, **labels: str) -> float | None:
+        return registry.get_sample_value(name, labels)
+
+    assert sample("toolbus_agent_requests_total", outcome="answer") == 1
+    assert sample("toolbus_agent_requests_total", outcome="max-iterations") == 1
+    assert sample("toolbus_agent_iterations_count") == 2
+    assert sample("toolbus_agent_iterations_sum") == 3
+    model = agent.llm.model
+    assert sample("toolbus_agent_model_tokens_total", model=model, kind="input") == 7 + 11 + 1
+    assert sample("toolbus_agent_model_tokens_total", model=model, kind="output") == 3 + 2 + 4

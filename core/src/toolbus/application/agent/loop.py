@@ -42,7 +42,7 @@ from toolbus.application.agent.code_hooks import CompiledHooks
 from toolbus.application.agent.llm import LLM, LLMError, ToolCallStarted
 from toolbus.application.agent.outcomes import CallOutcome
 from toolbus.application.agent.session import AgentSession
-from toolbus.application.calls.metrics import ToolbusMetrics
+from toolbus.application.calls.metrics import ToolbusMetrics, default_metrics
 from toolbus.application.calls.tools import Tools
 from toolbus.domain.access.permissions import Permissions
 from toolbus.domain.agent.conversation import assistant_message, initial_messages
@@ -126,7 +126,8 @@ class AgentLoop:
         limits: iterations, wall-clock limit, held-back text.
         system_prompt: sent first in every chat, when given.
         audit, metrics, permissions, code_hooks: passed to each session
-            (:class:`~toolbus.application.agent.session.AgentSession`).
+            (:class:`~toolbus.application.agent.session.AgentSession`); the loop
+            records its own metrics (requests, iterations, tokens) in ``metrics`` too.
         tool_timeout: per-call time limit in seconds; default the client's.
         default_user: the user of requests that name none.
     """
@@ -150,7 +151,7 @@ class AgentLoop:
         self.limits = limits or AgentLimits()
         self.system_prompt = system_prompt
         self._audit = audit
-        self._metrics = metrics
+        self.metrics = default_metrics() if metrics is None else metrics
         self._permissions = permissions
         self._code_hooks = code_hooks
         self._tool_timeout = tool_timeout
@@ -176,7 +177,7 @@ class AgentLoop:
                 request_id=request_id,
                 permissions=self._permissions,
                 audit=self._audit,
-                metrics=self._metrics,
+                metrics=self.metrics,
                 code_hooks=self._code_hooks,
                 timeout=self._tool_timeout,
             )
@@ -372,6 +373,13 @@ class _Run:
     def _result(
         self, state: str, *, answer: str | None = None, error: EventError | None = None
     ) -> AgentResult:
+        self.loop.metrics.agent_request_ended(
+            "answer" if error is None else error.type,
+            self.iterations,
+            self.llm.model,
+            self.usage.input_tokens,
+            self.usage.output_tokens,
+        )
         return AgentResult(
             request_id=self.request_id,
             state=state,

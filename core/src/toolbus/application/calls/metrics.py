@@ -138,6 +138,7 @@ class ToolbusMetrics:
         self._group = _CappedLabel(max_label_values)
         self._state = _CappedLabel(max_label_values)
         self._error_type = _CappedLabel(max_label_values)
+        self._model = _CappedLabel(max_label_values)
         self._last_registry: Registry | None = None
         self._registry_lock = threading.Lock()
         self._service_calls: ServiceCallCollector | None = None
@@ -149,6 +150,7 @@ class ToolbusMetrics:
             self.transitions = self.state_duration = self.state_availability = _NOOP
             self.access_denied = self.invalid_transitions = self.escalations = _NOOP
             self.tool_calls = self.tool_call_duration = self.tool_call_errors = _NOOP
+            self.loop_requests = self.loop_iterations = self.model_tokens = _NOOP
 
     @classmethod
     def disabled(cls) -> ToolbusMetrics:
@@ -237,6 +239,22 @@ class ToolbusMetrics:
             "Failed tool calls made by agent sessions, by error type",
             ["tool", "service", "error_type"],
         )
+        self.loop_requests = counter(
+            "toolbus_agent_requests_total",
+            "Agent requests the agent loop finished, by outcome (answer, or the error type)",
+            ["outcome"],
+        )
+        self.loop_iterations = histogram(
+            "toolbus_agent_iterations",
+            "Model turns the agent loop took per request",
+            [],
+            _COUNT_BUCKETS,
+        )
+        self.model_tokens = counter(
+            "toolbus_agent_model_tokens_total",
+            "Tokens the agent loop's model used, by model and kind (input, output)",
+            ["model", "kind"],
+        )
         # Recorded on every request a service answers: plain counters behind a
         # collector rather than prometheus metric objects (see service_metrics).
         self._service_calls = ServiceCallCollector(_CALL_SECONDS_BUCKETS, self._error_type)
@@ -302,6 +320,18 @@ class ToolbusMetrics:
     def session_closed(self, state: str, seconds_in_state: float) -> None:
         """A session ended in ``state`` after ``seconds_in_state`` there."""
         self.state_duration.labels(state=self._state(state)).observe(seconds_in_state)
+
+    # ------------------------------------------------------------- the agent loop
+
+    def agent_request_ended(
+        self, outcome: str, iterations: int, model: str, input_tokens: int, output_tokens: int
+    ) -> None:
+        """The agent loop finished a request: ``outcome`` is ``answer`` or the error type."""
+        self.loop_requests.labels(outcome=self._error_type(outcome)).inc()
+        self.loop_iterations.observe(iterations)
+        model = self._model(model)
+        self.model_tokens.labels(model=model, kind="input").inc(input_tokens)
+        self.model_tokens.labels(model=model, kind="output").inc(output_tokens)
 
     # ------------------------------------------------------------- tool calls
 
