@@ -15,6 +15,7 @@ PAGES = [
     "architecture.md",
     "security.md",
     "access-control.md",
+    "mcp.md",
 ]
 
 

@@ -1,7 +1,7 @@
 """API keys that map a caller to a user: the credential table.
 
 Front doors (the HTTP gateway, an MCP server over HTTP) authenticate callers
-with it; what a user may then do is :mod:`toolbus.domain.permissions`' job.
+with it; what a user may then do is :mod:`toolbus.domain.access.permissions`' job.
 The table is configuration that names *where* each key is, never the key::
 
     # toolbus.toml (or the "credentials" object of a JSON file)
@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from toolbus.domain.config import section_in_one_place
+from toolbus.domain.config.parsing import section_in_one_place
 from toolbus.domain.errors import ConfigError, Problem
 
 SECTION: Final = "credentials"
