@@ -30,20 +30,23 @@ from tests.mcp.support import (
 from tests.session.support import SERVICES, workflow_snapshot
 from tests.support.servers import free_port
 from toolbus.application.agent.audit import ListAuditSink
+from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.calls.host import running
 from toolbus.application.calls.metrics import ToolbusMetrics
 from toolbus.application.calls.service import tool_service
+from toolbus.application.calls.tools import Tools
 from toolbus.application.identity.credentials import ApiKey, CredentialTable
-from toolbus.application.live.announcements import announcing
+from toolbus.application.live.announcements import announcing, service_tools
 from toolbus.application.live.registry import LiveRegistry
 from toolbus.domain.config.loading import load_registry
+from toolbus.plugins import connect
 from toolbus.testing.kit import ToolTestKit
-from toolbus_mcp.server import WORKFLOW_META_KEY, BusMcpServer, Caller
+from toolbus_mcp.server import WORKFLOW_META_KEY, BusMcpServer, McpCaller
 from toolbus_mcp.transports import ListenError, serve_http
 
 pytestmark = pytest.mark.anyio
 
-RESEARCHER = Caller("carol", ("read-only", "knowledge", "compute"))
+RESEARCHER = McpCaller("carol", ("read-only", "knowledge", "compute"))
 
 
 @pytest.fixture
@@ -55,7 +58,11 @@ async def kit() -> AsyncIterator[ToolTestKit]:
 
 
 def bridge(
-    kit: ToolTestKit, audit: ListAuditSink, *, caller: Caller | None = RESEARCHER, permissions=None
+    kit: ToolTestKit,
+    audit: ListAuditSink,
+    *,
+    caller: McpCaller | None = RESEARCHER,
+    permissions=None,
 ) -> BusMcpServer:
     registry = load_registry(workflow_snapshot(permissions=permissions))
     return BusMcpServer(
@@ -195,7 +202,7 @@ async def test_an_announced_service_appearing_notifies_clients(kit: ToolTestKit)
     async with AsyncExitStack() as stack:
         live = LiveRegistry(kit.bus, client=kit.client, follow_config=False)
         await stack.enter_async_context(live)
-        server = BusMcpServer(live.tools(kit.client), live=live, caller=Caller("dave"))
+        server = BusMcpServer(live.tools(kit.client), live=live, caller=McpCaller("dave"))
         tasks = await stack.enter_async_context(anyio.create_task_group())
         await tasks.start(server.follow_changes)
         async with Client(server.server) as client:
@@ -324,3 +331,28 @@ async def test_an_address_in_use_is_a_clear_error(kit: ToolTestKit) -> None:
         with pytest.raises(ListenError) as error:
             await serve_http(server, CredentialTable(), port=port)
     assert f"127.0.0.1:{port}" in str(error.value) and "--listen" in str(error.value)
+
+
+async def test_calls_are_signed_with_the_client_s_user_and_groups() -> None:
+    from tests.identity.support import key_pair, whoami
+    from toolbus.application.identity import CallVerifier
+
+    keys = key_pair()
+    who = whoami()
+    snapshot = {
+        "tool-service": {who.service.id: who.service.descriptor()},
+        "tool": {"whoami": {**service_tools(who.service)[who.service.id], "group": ["team"]}},
+    }
+    verifier = CallVerifier([keys.public])
+    async with AsyncExitStack() as stack:
+        bus = await connect(f"memory://mcp-signed-{id(keys)}")
+        stack.push_async_callback(bus.close)
+        await stack.enter_async_context(running(bus, who.service, verifier=verifier))
+        client = await stack.enter_async_context(
+            ToolServiceClient(bus, signer=keys.signer(), default_timeout=10)
+        )
+        tools = Tools(client, load_registry(snapshot))
+        server = BusMcpServer(tools, caller=McpCaller("erin", ("team",)), audit=ListAuditSink())
+        async with Client(server.server) as mcp_client:
+            answer = await mcp_client.call_tool(who.service.id, {})
+    assert answer.content[0].text == "erin team verified=True"

@@ -14,7 +14,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from toolbus_mcp.server import WORKFLOW_META_KEY, BusMcpServer, Caller, Workflow
+    from toolbus_mcp.server import WORKFLOW_META_KEY, BusMcpServer, McpCaller, Workflow
     from toolbus_mcp.toolsets import (
         McpServerAddress,
         McpToolService,
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 _HOMES = {
     "WORKFLOW_META_KEY": "server",
     "BusMcpServer": "server",
-    "Caller": "server",
+    "McpCaller": "server",
     "Workflow": "server",
     "McpServerAddress": "toolsets",
     "McpToolService": "toolsets",
@@ -62,8 +62,8 @@ __all__ = [
     "MCP_TOOL_PARAM",
     "WORKFLOW_META_KEY",
     "BusMcpServer",
-    "Caller",
     "CallerGate",
+    "McpCaller",
     "McpServerAddress",
     "McpToolService",
     "McpToolset",

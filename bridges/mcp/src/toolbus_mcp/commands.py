@@ -69,13 +69,29 @@ def serve_bus_tools(
     ] = None,
     state: Annotated[str | None, typer.Option(help="stdio: the initial workflow state.")] = None,
     timeout: Annotated[float, typer.Option(help="Seconds each tool call may take.")] = 60.0,
+    sign_key: Annotated[
+        str | None,
+        typer.Option(
+            help="Sign every call with the caller's user and groups, with this private key: a "
+            "JWK or PEM file, or env:VARIABLE (needs toolbus[signing]). Services that verify "
+            "callers require it.",
+            show_default=False,
+        ),
+    ] = None,
     verbose: VerboseOption = False,
 ) -> None:
     """Serve the bus's tools to MCP clients, filtered per caller like an agent session."""
     setup_logging(verbose)
     if transport not in ("stdio", "http"):
         fail(f"--transport must be stdio or http, not {transport!r}")
+    from toolbus.application.identity.keys import SigningKeyError
+    from toolbus.application.identity.signing import CallSigner
     from toolbus_mcp.running import ServeOptions, serve_bus
+
+    try:
+        signer = None if sign_key is None else CallSigner.load(sign_key)
+    except SigningKeyError as exc:
+        fail(str(exc))
 
     options = ServeOptions(
         broker=broker,
@@ -87,6 +103,7 @@ def serve_bus_tools(
         groups=None if not group else tuple(group),
         state=state,
         timeout=timeout,
+        signer=signer,
     )
     run(serve_bus, options)
 
@@ -128,14 +145,28 @@ def serve_toolset(
     announce_interval: Annotated[
         float, typer.Option(min=0.1, help="Seconds between announcements.")
     ] = 10.0,
+    verify_key: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Accept only calls signed by one of these public keys (a JWK, JWK Set or PEM "
+            "file, or env:VARIABLE; repeatable). Needs toolbus[signing].",
+            show_default=False,
+        ),
+    ] = None,
     verbose: VerboseOption = False,
 ) -> None:
     """Serve an MCP server's tools on the bus, announced as TOOLSET_TOOL."""
     setup_logging(verbose)
+    from toolbus.application.identity.keys import SigningKeyError
+    from toolbus.application.identity.verifying import CallVerifier
     from toolbus.domain.errors import ConfigError
     from toolbus.settings import load_settings
     from toolbus_mcp.toolsets import McpServerAddress, McpToolset
 
+    try:
+        verifier = CallVerifier.load(verify_key) if verify_key else None
+    except SigningKeyError as exc:
+        fail(str(exc))
     try:
         settings = load_settings(broker)
         address = McpServerAddress.parse(
@@ -163,6 +194,7 @@ def serve_toolset(
                             bus,
                             interval=announce_interval,
                             concurrency=concurrency,
+                            verifier=verifier,
                             task_status=task_status,
                         )
                     )

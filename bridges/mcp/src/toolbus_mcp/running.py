@@ -15,6 +15,7 @@ import anyio
 from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.calls.tools import Tools
 from toolbus.application.identity.credentials import CredentialTable, load_credentials
+from toolbus.application.identity.signing import CallSigner
 from toolbus.application.live.registry import LiveRegistry
 from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import ConfigError, Problem
@@ -22,7 +23,7 @@ from toolbus.hooks import CodeHooks
 from toolbus.plugins import connect, load_tool_plugins
 from toolbus.runtime import registry_from, tool_types
 from toolbus.settings import Settings, load_settings
-from toolbus_mcp.server import BusMcpServer, Caller
+from toolbus_mcp.server import BusMcpServer, McpCaller
 from toolbus_mcp.transports import serve_http, serve_stdio
 
 
@@ -39,6 +40,8 @@ class ServeOptions:
     groups: tuple[str, ...] | None = None
     state: str | None = None
     timeout: float = 60.0
+    #: Signs every call with the caller's user and groups (services that verify need it).
+    signer: CallSigner | None = None
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
@@ -76,7 +79,7 @@ async def bus_tools(
     async with AsyncExitStack() as stack:
         bus = await connect(settings.broker, settings.broker_options)
         stack.push_async_callback(bus.close)
-        client = await stack.enter_async_context(ToolServiceClient(bus))
+        client = await stack.enter_async_context(ToolServiceClient(bus, signer=options.signer))
         if not options.live:
             yield Tools(client, local), None
             return
@@ -99,13 +102,13 @@ async def serve_bus(options: ServeOptions) -> None:
         server = BusMcpServer(
             tools,
             live=live,
-            caller=Caller(options.user, options.groups, options.state),
+            caller=McpCaller(options.user, options.groups, options.state),
             timeout=options.timeout,
             code_hooks=CodeHooks.installed(),
         )
         if options.transport == "stdio":
             # The first tools/list checks the groups; refuse them before serving instead.
-            server.admit(Caller(options.user, options.groups, options.state))
+            server.admit(McpCaller(options.user, options.groups, options.state))
         try:
             async with anyio.create_task_group() as tasks:
                 await tasks.start(server.follow_changes)

@@ -71,7 +71,7 @@ MAX_WORKFLOW_NAME = 200
 
 
 @dataclass(frozen=True, slots=True)
-class Caller:
+class McpCaller:
     """Who is calling: the user, the groups requested (``None``: absent), the initial state."""
 
     user: str
@@ -87,7 +87,7 @@ class Workflow:
     :data:`CALLS_PER_RECORD` calls, so that no record grows without bound.
     """
 
-    def __init__(self, server: BusMcpServer, caller: Caller) -> None:
+    def __init__(self, server: BusMcpServer, caller: McpCaller) -> None:
         self.caller = caller
         self._server = server
         self.session = server.start_session(caller, caller.state)
@@ -179,7 +179,7 @@ class BusMcpServer:
         tools: Tools,
         *,
         live: LiveRegistry | None = None,
-        caller: Caller | None = None,
+        caller: McpCaller | None = None,
         name: str = "toolbus",
         timeout: float | None = None,
         audit: AuditSink | None = None,
@@ -216,7 +216,7 @@ class BusMcpServer:
 
     # ------------------------------------------------------------- callers
 
-    def start_session(self, caller: Caller, state: str | None) -> AgentSession:
+    def start_session(self, caller: McpCaller, state: str | None) -> AgentSession:
         """An agent session for ``caller`` in ``state``; raises :class:`AccessDenied` (audited)."""
         return AgentSession(
             self.tools,
@@ -229,7 +229,7 @@ class BusMcpServer:
             code_hooks=self._code_hooks,
         )
 
-    def admit(self, caller: Caller) -> None:
+    def admit(self, caller: McpCaller) -> None:
         """Check ``caller``'s groups against the permissions; :class:`AccessDenied` if beyond.
 
         A refusal is audited and counted exactly as an agent session's is.
@@ -243,7 +243,7 @@ class BusMcpServer:
             self.start_session(caller, caller.state)  # raises again, after auditing
             raise
 
-    async def workflow(self, caller: Caller, name: str = "") -> Workflow:
+    async def workflow(self, caller: McpCaller, name: str = "") -> Workflow:
         """The workflow of ``caller`` called ``name``, started on first use."""
         key = (caller, name)
         found = self._workflows.get(key)
@@ -260,7 +260,7 @@ class BusMcpServer:
         request = ctx.request
         scope: Mapping[str, Any] = getattr(request, "scope", None) or {}
         caller = scope.get(CALLER_SCOPE_KEY) or self.caller
-        if not isinstance(caller, Caller):
+        if not isinstance(caller, McpCaller):
             raise RuntimeError("an HTTP MCP request reached the bus without passing the gate")
         legacy = ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
         if legacy:

@@ -43,6 +43,7 @@ from mcp.shared.exceptions import MCPError
 
 from toolbus.application.calls.host import DEFAULT_CONCURRENCY, running
 from toolbus.application.calls.service import ToolService
+from toolbus.application.identity.verifying import CallVerifier
 from toolbus.application.live.announcements import DEFAULT_INTERVAL, Announcer
 from toolbus.domain.config.descriptors import BUILTIN_TOOL_TYPES
 from toolbus.domain.errors import (
@@ -306,9 +307,12 @@ class McpToolset:
         interval: float = DEFAULT_INTERVAL,
         concurrency: int = DEFAULT_CONCURRENCY,
         drain_timeout: float = 30.0,
+        verifier: CallVerifier | None = None,
         task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
         """Connect, serve and announce the tools until cancelled; restart the server as needed.
+
+        ``verifier`` makes the service accept only signed calls (see docs/security.md).
 
         Signals ``task_status`` once the tools are served and announced. Raises
         :class:`ToolsetUnavailable` or :class:`ConfigError` when the first
@@ -320,7 +324,11 @@ class McpToolset:
                 await tasks.start(self._keep_connected)
                 async with (
                     running(
-                        bus, self.service, concurrency=concurrency, drain_timeout=drain_timeout
+                        bus,
+                        self.service,
+                        concurrency=concurrency,
+                        drain_timeout=drain_timeout,
+                        verifier=verifier,
                     ),
                     AsyncExitStack() as stack,
                 ):

@@ -26,7 +26,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from toolbus.application.identity.credentials import CredentialTable, bearer_token
 from toolbus.domain.errors import AccessDenied, ConfigError, ToolbusError
-from toolbus_mcp.server import CALLER_SCOPE_KEY, BusMcpServer, Caller
+from toolbus_mcp.server import CALLER_SCOPE_KEY, BusMcpServer, McpCaller
 
 #: Header naming the tool groups an HTTP client asks for (comma-separated).
 GROUPS_HEADER = "toolbus-groups"
@@ -76,7 +76,7 @@ class CallerGate:
                 {"www-authenticate": 'Bearer realm="toolbus"'},
             )
             return
-        caller = Caller(
+        caller = McpCaller(
             identity.user, parse_groups(headers.get(GROUPS_HEADER)), headers.get(STATE_HEADER)
         )
         try:
