@@ -63,3 +63,16 @@ def test_http_without_api_keys_says_where_to_put_them(
     result = runner.invoke(app, ["mcp", "serve", "--transport", "http"])
     assert result.exit_code == 2
     assert "[[credentials.api-keys]]" in result.output
+
+
+def test_loading_the_commands_does_not_import_the_sdk() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, toolbus_mcp, toolbus_mcp.commands\n"
+        "assert 'mcp' not in sys.modules, 'the SDK was imported'\n"
+        "for name in toolbus_mcp.__all__: getattr(toolbus_mcp, name)\n"
+        "assert 'mcp' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

@@ -27,7 +27,13 @@ if TYPE_CHECKING:
         toolset_tool_name,
         toolset_tools,
     )
-    from toolbus_mcp.transports import CallerGate, http_app, serve_http, serve_stdio
+    from toolbus_mcp.transports import (
+        CallerGate,
+        ListenError,
+        http_app,
+        serve_http,
+        serve_stdio,
+    )
 
 # The MCP SDK takes seconds to import; the package stays light until a name
 # is used, so that loading the commands (toolbus --help) does not pay for it.
@@ -45,6 +51,7 @@ _HOMES = {
     "toolset_tool_name": "translation",
     "toolset_tools": "translation",
     "CallerGate": "transports",
+    "ListenError": "transports",
     "http_app": "transports",
     "serve_http": "transports",
     "serve_stdio": "transports",
@@ -63,6 +70,7 @@ __all__ = [
     "WORKFLOW_META_KEY",
     "BusMcpServer",
     "CallerGate",
+    "ListenError",
     "McpCaller",
     "McpServerAddress",
     "McpToolService",
