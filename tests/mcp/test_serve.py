@@ -219,6 +219,35 @@ async def test_an_announced_service_appearing_notifies_clients(kit: ToolTestKit)
         tasks.cancel_scope.cancel()
 
 
+async def test_a_2025_revision_client_hears_of_a_service_appearing(kit: ToolTestKit) -> None:
+    @tool_service("clock")
+    async def clock() -> str:
+        """The time."""
+        return "noon"
+
+    changed = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, mcp_types.ToolListChangedNotification):
+            changed.set()
+
+    async with AsyncExitStack() as stack:
+        live = LiveRegistry(kit.bus, client=kit.client, follow_config=False)
+        await stack.enter_async_context(live)
+        server = BusMcpServer(live.tools(kit.client), live=live, caller=McpCaller("dave"))
+        tasks = await stack.enter_async_context(anyio.create_task_group())
+        await tasks.start(server.follow_changes)
+        async with (
+            Client(server.server, mode="legacy", message_handler=on_message) as client,
+        ):
+            assert names(await client.list_tools()) == []
+            async with running(kit.bus, clock), announcing(kit.bus, clock):
+                with anyio.fail_after(10):
+                    await changed.wait()
+                assert names(await client.list_tools()) == ["clock"]
+        tasks.cancel_scope.cancel()
+
+
 # ------------------------------------------------------------------ HTTP: tokens and groups
 
 
