@@ -68,10 +68,10 @@ async def test_a_hook_reaches_a_bridged_mcp_tool_and_respects_its_ttl(
     calls = tmp_path / "calls.txt"
     server = " ".join([*MEMORY_SERVER, "--calls", str(calls)])
     bridge = [*TOOLBUS, "serve", "mcp", "--toolset", "memory_server", "--command", server]
-    bridge += ["--broker", live_nats, "--announce-interval", "1"]
+    bridge += ["--broker", live_nats, "--announce-interval", "600"]  # gone only if withdrawn
     audit = ListAuditSink()
     async with (
-        started(bridge, "serving MCP toolset memory_server"),
+        started(bridge, "serving MCP toolset memory_server") as process,
         ToolServiceClient(nats_bus, default_timeout=30) as client,
         LiveRegistry(nats_bus, client=client, follow_config=False) as live,
     ):
@@ -86,6 +86,9 @@ async def test_a_hook_reaches_a_bridged_mcp_tool_and_respects_its_ttl(
             tools, user="ann", hooks=parse_hooks([MEMORY_HOOK]), audit=audit
         ) as second:
             again = await second.start([*history, {"role": "user", "content": "And now?"}])
+        process.terminate()  # a graceful stop withdraws the toolset's tools at once
+        await live.wait_until(lambda r: "memory_server_get_memories" not in r.tools, timeout=30)
+        assert await process.wait() == 0
 
     [assistant, tool] = history[1:3]
     assert assistant["tool_calls"][0]["function"]["name"] == "memory_server_get_memories"
