@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import signal
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +20,7 @@ from toolbus.application.live.registry import LiveRegistry
 from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import ConfigError, Problem
 from toolbus.hooks import CodeHooks
-from toolbus.plugins import connect, load_tool_plugins
+from toolbus.plugins import ToolPlugin, connect, load_tool_plugins
 from toolbus.runtime import registry_from, tool_types
 from toolbus.settings import Settings, load_settings
 from toolbus_mcp.server import BusMcpServer, McpCaller
@@ -72,10 +72,9 @@ def credential_table(snapshot: Mapping[str, Any], settings: Settings) -> Credent
 
 @asynccontextmanager
 async def bus_tools(
-    options: ServeOptions, settings: Settings, local: Registry
+    options: ServeOptions, settings: Settings, local: Registry, plugins: Sequence[ToolPlugin]
 ) -> AsyncIterator[tuple[Tools, LiveRegistry | None]]:
     """Connect to the broker; the tools of ``--config`` and, when live, of the bus."""
-    plugins = load_tool_plugins()
     async with AsyncExitStack() as stack:
         bus = await connect(settings.broker, settings.broker_options)
         stack.push_async_callback(bus.close)
@@ -93,22 +92,27 @@ async def bus_tools(
 async def serve_bus(options: ServeOptions) -> None:
     """Serve until the client disconnects (stdio) or SIGTERM/SIGINT (http)."""
     settings = load_settings(options.broker, options.config)
-    local = registry_from(settings.config or {}, load_tool_plugins())
+    plugins = load_tool_plugins()
+    local = registry_from(settings.config or {}, plugins)
     credentials = None
+    # Over stdio the one client is the command's; over HTTP each request's comes
+    # from the gate.
+    caller: McpCaller | None = McpCaller(options.user, options.groups, options.state)
     if options.transport == "http":
         host, port = parse_listen(options.listen)
         credentials = credential_table(local.snapshot, settings)
-    async with bus_tools(options, settings, local) as (tools, live):
+        caller = None
+    async with bus_tools(options, settings, local, plugins) as (tools, live):
         server = BusMcpServer(
             tools,
             live=live,
-            caller=McpCaller(options.user, options.groups, options.state),
+            caller=caller,
             timeout=options.timeout,
             code_hooks=CodeHooks.installed(),
         )
-        if options.transport == "stdio":
+        if caller is not None:
             # The first tools/list checks the groups; refuse them before serving instead.
-            server.admit(McpCaller(options.user, options.groups, options.state))
+            server.admit(caller)
         try:
             async with anyio.create_task_group() as tasks:
                 await tasks.start(server.follow_changes)
