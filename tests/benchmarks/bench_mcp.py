@@ -10,7 +10,8 @@ call at a time:
 * **bridge**: ``toolbus mcp serve`` in a subprocess, calling through an agent
   session over NATS an echo tool service hosted in this process.
 
-Figures: sequential p50 latency per call, interleaved rounds, best round of
+Figures: sequential p50 latency per call, the contestants' calls taken in
+turn (so a change in the machine's load hits all of them alike), best round of
 each. The target: the bridge adds at most 30% to a direct MCP stdio call.
 
     uv run python tests/benchmarks/bench_mcp.py [--calls 300] [--rounds 3]
@@ -120,15 +121,17 @@ async def stdio_client(command: str, *args: str) -> AsyncIterator[Client]:
         yield client
 
 
-async def p50(client: Client, calls: int) -> float:
-    took = []
+async def interleaved_p50s(clients: dict[str, Client], calls: int) -> dict[str, float]:
+    """p50 per contestant, their calls taken in turn so that all see the same load."""
+    took: dict[str, list[float]] = {name: [] for name in clients}
     for index in range(calls):
-        started = time.perf_counter()
-        result = await client.call_tool("echo", {"text": f"call {index}"})
-        took.append(time.perf_counter() - started)
-        if result.is_error:
-            raise RuntimeError(f"the echo call failed: {result.content}")
-    return statistics.median(took)
+        for name, client in clients.items():
+            started = time.perf_counter()
+            result = await client.call_tool("echo", {"text": f"call {index}"})
+            took[name].append(time.perf_counter() - started)
+            if result.is_error:
+                raise RuntimeError(f"the echo call failed: {result.content}")
+    return {name: statistics.median(times) for name, times in took.items()}
 
 
 async def main(calls: int, rounds: int) -> None:
@@ -156,8 +159,8 @@ async def main(calls: int, rounds: int) -> None:
                     }
                     best = dict.fromkeys(contestants, float("inf"))
                     for _ in range(rounds):
-                        for name, client in contestants.items():
-                            best[name] = min(best[name], await p50(client, calls))
+                        for name, seconds in (await interleaved_p50s(contestants, calls)).items():
+                            best[name] = min(best[name], seconds)
             finally:
                 await bus.close()
     print(f"MCP echo over stdio, p50 of {calls} sequential calls, best of {rounds} rounds")
