@@ -239,6 +239,21 @@ def test_each_layer_imports_only_inward(layer: str) -> None:
     assert found == []
 
 
+#: Bridges drive the core (and serve tools to it); the core never imports one.
+BRIDGES = ("toolbus_mcp",)
+
+
+def test_the_core_never_imports_a_bridge() -> None:
+    found = [
+        problem
+        for module, path in modules_of("toolbus")
+        for problem in layer_violations(
+            path.read_text(encoding="utf-8"), module, BRIDGES, is_package=path.name == "__init__.py"
+        )
+    ]
+    assert found == []
+
+
 def test_the_layer_check_catches_a_planted_bad_import() -> None:
     banned = LAYER_RULES["toolbus.application"]
     assert layer_violations(

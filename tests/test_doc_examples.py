@@ -8,7 +8,15 @@ import pytest
 
 from tests.support.doc_examples import DOCS, Example, assert_runs_as_documented, examples
 
-PAGES = ["tool-services.md", "testing.md", "hooks.md", "architecture.md", "security.md"]
+PAGES = [
+    "tool-services.md",
+    "testing.md",
+    "hooks.md",
+    "architecture.md",
+    "security.md",
+    "access-control.md",
+    "mcp.md",
+]
 
 
 @pytest.mark.parametrize(

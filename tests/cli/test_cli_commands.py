@@ -27,7 +27,14 @@ from typer.testing import CliRunner, Result
 import toolbus.cli
 import toolbus.plugins as plugins
 from toolbus.cli.app import app
-from toolbus.plugins import ADAPTER_GROUP, LLM_GROUP, PLUGIN_GROUP, ToolRegistrar, hookimpl
+from toolbus.plugins import (
+    ADAPTER_GROUP,
+    COMMAND_GROUP,
+    LLM_GROUP,
+    PLUGIN_GROUP,
+    ToolRegistrar,
+    hookimpl,
+)
 from toolbus.settings import SETTINGS_FILE
 from toolbus.testing import ToolTestKit
 from toolbus_joke.jokes import JOKES
@@ -368,7 +375,13 @@ def test_a_bad_configuration_exits_2_with_a_readable_error(
 def installed() -> list[tuple[str, str, str, str]]:
     """(kind, name, distribution, version) for every installed plugin, from metadata."""
     rows = []
-    for kind, group in (("adapter", ADAPTER_GROUP), ("llm", LLM_GROUP), ("tools", PLUGIN_GROUP)):
+    groups = (
+        ("adapter", ADAPTER_GROUP),
+        ("llm", LLM_GROUP),
+        ("tools", PLUGIN_GROUP),
+        ("commands", COMMAND_GROUP),
+    )
+    for kind, group in groups:
         for ep in metadata.entry_points(group=group):
             assert ep.dist is not None
             name = ep.dist.metadata["Name"]
@@ -382,7 +395,12 @@ def test_plugins_lists_adapters_and_tool_plugins_with_versions(toolbus_cli: Invo
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0] == "Broker adapters:"
-    titles = {"adapter": "Broker adapters:", "llm": "LLM adapters:", "tools": "Tool plugins:"}
+    titles = {
+        "adapter": "Broker adapters:",
+        "llm": "LLM adapters:",
+        "tools": "Tool plugins:",
+        "commands": "Commands:",
+    }
     sections: dict[str, list[str]] = {}
     current: list[str] = []
     for line in lines:

@@ -26,6 +26,7 @@ from toolbus.memory.bus import MemoryBus
 from toolbus.memory.bus import connect as memory_connect
 from toolbus.plugins import (
     ADAPTER_GROUP,
+    COMMAND_GROUP,
     LLM_GROUP,
     PLUGIN_GROUP,
     AdapterInfo,
@@ -245,6 +246,7 @@ def test_installed_plugins_lists_adapters_and_tool_plugins_with_versions() -> No
     expected = {("adapter", name): ep for name, ep in installed(ADAPTER_GROUP).items()}
     expected |= {("llm", name): ep for name, ep in installed(LLM_GROUP).items()}
     expected |= {("tools", name): ep for name, ep in installed(PLUGIN_GROUP).items()}
+    expected |= {("commands", name): ep for name, ep in installed(COMMAND_GROUP).items()}
     assert set(found) == set(expected)
     assert {"memory", *FIRST_PARTY_ADAPTERS} <= {n for k, n in found if k == "adapter"}
     assert {"joke", "calculator"} <= {n for k, n in found if k == "tools"}

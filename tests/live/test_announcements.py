@@ -76,6 +76,23 @@ async def test_an_announced_service_is_called_with_no_configuration_at_all(
         assert live.registry.tool("echo").description == "Say the text back."
 
 
+async def test_a_service_offers_new_tools_under_the_same_instance(agent_bus: MemoryBus) -> None:
+    shout = {"name": "shout", "description": "Say it loudly.", "arguments": []}
+    async with (
+        LiveRegistry(agent_bus, follow_config=False) as live,
+        announcing(agent_bus, echo, interval=NEVER) as [announcer],
+    ):
+        await live.wait_until(has("echo"), timeout=5)  # type: ignore[arg-type]
+        instance = announcer.announcement.instance
+        assert await announcer.offer({"shout": shout})
+        await live.wait_until(has("shout"), timeout=5)  # type: ignore[arg-type]
+        assert "echo" not in live.registry.tools
+        assert announcer.announcement.instance == instance
+        with pytest.raises(ConfigError):
+            await announcer.offer({"bad": {"name": "bad"}})  # no description
+        assert list(announcer.announcement.tools) == ["shout"]
+
+
 async def test_a_graceful_stop_withdraws_at_once(agent_bus: MemoryBus, clock: FakeClock) -> None:
     async with LiveRegistry(agent_bus, follow_config=False, clock=clock) as live:
         async with running(agent_bus, echo), announcing(agent_bus, echo, interval=NEVER):

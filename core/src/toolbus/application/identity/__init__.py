@@ -6,6 +6,8 @@
 * :class:`CallVerifier` checks tokens on the service side
   (``ServiceHost(bus, service, verifier=...)``).
 * :func:`current_caller` tells tool code who the call is for.
+* :mod:`toolbus.application.identity.credentials`: the credential table that
+  maps the API keys of callers outside Python to users.
 
 Tokens are JWS (JWT) made with joserfc: ``pip install 'toolbus[signing]'``.
 See docs/security.md.

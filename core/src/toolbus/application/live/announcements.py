@@ -125,7 +125,8 @@ class Announcer:
             offered,
             ttl if ttl is not None else interval * TTL_INTERVALS,
         )
-        load_registry(self.announcement.snapshot(), tool_types=tool_types)
+        self._tool_types = frozenset(tool_types)
+        load_registry(self.announcement.snapshot(), tool_types=self._tool_types)
         #: Announcements published so far, for tests and logs.
         self.announced = 0
         self._last: float | None = None
@@ -153,6 +154,24 @@ class Announcer:
         self._withdrawn = False
         self.announced += 1
         return True
+
+    async def offer(self, tools: Mapping[str, Mapping[str, Any]]) -> bool:
+        """Announce ``tools`` instead of the tools offered so far, at once.
+
+        For a service whose tools change while it runs (a bridged toolset, say).
+        The instance id stays, so agents replace what this instance offered
+        rather than seeing a second one. Raises
+        :class:`~toolbus.domain.errors.ConfigError` when the descriptors are
+        invalid, and then keeps announcing the previous tools.
+        """
+        current = self.announcement
+        offered = messages.announced_tools(self.service.id, tools)
+        replacement = Announcement(
+            current.service, current.instance, current.descriptor, offered, current.ttl
+        )
+        load_registry(replacement.snapshot(), tool_types=self._tool_types)
+        self.announcement = replacement
+        return await self.announce()
 
     async def withdraw(self) -> bool:
         """Publish the withdrawal now: agents drop this instance at once."""

@@ -1,0 +1,217 @@
+"""``toolbus mcp serve`` and ``toolbus serve mcp``: the MCP bridge's commands.
+
+The MCP SDK is imported inside the commands, so ``toolbus --help`` stays quick.
+"""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Annotated, Literal
+
+import anyio
+import typer
+
+from toolbus.cli.common import EXIT_BAD_INPUT, fail, redact_url, run, setup_logging
+from toolbus.cli.extensions import CommandLine
+from toolbus.plugins import hookimpl
+
+mcp_app = typer.Typer(
+    name="mcp",
+    help="Serve bus tools to MCP clients.",
+    no_args_is_help=True,
+)
+
+BrokerOption = Annotated[
+    str | None, typer.Option(help="Broker URL; default from TOOLBUS_BROKER or toolbus.toml.")
+]
+VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO level.")]
+
+
+@hookimpl
+def toolbus_register_commands(cli: CommandLine) -> None:
+    cli.app.add_typer(mcp_app)
+    cli.serve.command("mcp")(serve_toolset)
+
+
+@mcp_app.command("serve")
+def serve_bus_tools(
+    broker: BrokerOption = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            "-c",
+            help="Configuration file or directory. Without it the tools follow the config "
+            "service and announcements (live).",
+        ),
+    ] = None,
+    live: Annotated[
+        bool | None,
+        typer.Option(
+            "--live/--no-live",
+            help="Follow the config service and announcements; default: on unless --config.",
+            show_default=False,
+        ),
+    ] = None,
+    transport: Annotated[
+        str, typer.Option(help="stdio (one client on stdin/stdout) or http (streamable HTTP).")
+    ] = "stdio",
+    listen: Annotated[
+        str, typer.Option(help="ADDRESS:PORT for --transport http.")
+    ] = "127.0.0.1:8000",
+    user: Annotated[str, typer.Option(help="stdio: the user calls are made for.")] = "mcp",
+    group: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--group", "-g", help="stdio: a tool group to offer (repeat); default: default."
+        ),
+    ] = None,
+    state: Annotated[str | None, typer.Option(help="stdio: the initial workflow state.")] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds each tool call may take.")] = 60.0,
+    sign_key: Annotated[
+        str | None,
+        typer.Option(
+            help="Sign every call with the caller's user and groups, with this private key: a "
+            "JWK or PEM file, or env:VARIABLE (needs toolbus[signing]). Services that verify "
+            "callers require it.",
+            show_default=False,
+        ),
+    ] = None,
+    verbose: VerboseOption = False,
+) -> None:
+    """Serve the bus's tools to MCP clients, filtered per caller like an agent session."""
+    setup_logging(verbose)
+    if transport not in ("stdio", "http"):
+        fail(f"--transport must be stdio or http, not {transport!r}")
+    from toolbus.application.identity.keys import SigningKeyError
+    from toolbus.application.identity.signing import CallSigner
+    from toolbus_mcp.running import ServeOptions, serve_bus
+
+    try:
+        signer = None if sign_key is None else CallSigner.load(sign_key)
+    except SigningKeyError as exc:
+        fail(str(exc))
+
+    options = ServeOptions(
+        broker=broker,
+        config=config,
+        live=config is None if live is None else live,
+        transport="http" if transport == "http" else "stdio",
+        listen=listen,
+        user=user,
+        groups=None if not group else tuple(group),
+        state=state,
+        timeout=timeout,
+        signer=signer,
+    )
+    run(serve_bus, options)
+
+
+def serve_toolset(
+    toolset: Annotated[
+        str,
+        typer.Option(help="The toolset's name: the service id and every tool name's prefix."),
+    ],
+    command: Annotated[
+        str | None, typer.Option(help='Start this MCP server (stdio), e.g. "npx some-server".')
+    ] = None,
+    url: Annotated[
+        str | None, typer.Option(help="Connect to this streamable HTTP MCP server.")
+    ] = None,
+    env: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Pass environment variable NAME (or NAME=SOURCE: NAME set from SOURCE) to the "
+            "started server; repeat.",
+        ),
+    ] = None,
+    header: Annotated[
+        list[str] | None,
+        typer.Option(help="HTTP header NAME=SOURCE, its value read from variable SOURCE; repeat."),
+    ] = None,
+    group: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--group", "-g", help="A tool group every tool is in (repeat); default: default."
+        ),
+    ] = None,
+    broker: BrokerOption = None,
+    concurrency: Annotated[int, typer.Option(min=1, help="Calls handled at once.")] = 16,
+    call_timeout: Annotated[float, typer.Option(help="Seconds one MCP tool call may take.")] = 60.0,
+    connect_timeout: Annotated[
+        float, typer.Option(help="Seconds starting or reaching the server may take.")
+    ] = 30.0,
+    announce_interval: Annotated[
+        float, typer.Option(min=0.1, help="Seconds between announcements.")
+    ] = 10.0,
+    verify_key: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Accept only calls signed by one of these public keys (a JWK, JWK Set or PEM "
+            "file, or env:VARIABLE; repeatable). Needs toolbus[signing].",
+            show_default=False,
+        ),
+    ] = None,
+    verbose: VerboseOption = False,
+) -> None:
+    """Serve an MCP server's tools on the bus, announced as TOOLSET_TOOL."""
+    setup_logging(verbose)
+    from toolbus.application.identity.keys import SigningKeyError
+    from toolbus.application.identity.verifying import CallVerifier
+    from toolbus.domain.errors import ConfigError
+    from toolbus.settings import load_settings
+    from toolbus_mcp.toolsets import McpServerAddress, McpToolset
+
+    try:
+        verifier = CallVerifier.load(verify_key) if verify_key else None
+    except SigningKeyError as exc:
+        fail(str(exc))
+    try:
+        settings = load_settings(broker)
+        address = McpServerAddress.parse(
+            command=command, url=url, env=env or (), headers=header or ()
+        )
+        bridge = McpToolset(
+            toolset,
+            address,
+            groups=tuple(group) if group else None,
+            call_timeout=call_timeout,
+            connect_timeout=connect_timeout,
+        )
+    except (ConfigError, ValueError) as exc:
+        fail(str(exc), EXIT_BAD_INPUT)
+
+    async def main() -> None:
+        from toolbus.plugins import connect
+
+        bus = await connect(settings.broker, settings.broker_options)
+        try:
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async with anyio.create_task_group() as tasks:
+                    await tasks.start(
+                        lambda task_status: bridge.serve(
+                            bus,
+                            interval=announce_interval,
+                            concurrency=concurrency,
+                            verifier=verifier,
+                            task_status=task_status,
+                        )
+                    )
+                    typer.echo(
+                        f"serving MCP toolset {toolset} ({', '.join(bridge.tools) or 'no tools'}) "
+                        f"from {address.describe()} via {redact_url(settings.broker)}",
+                        err=True,
+                    )
+                    async for signum in signals:
+                        typer.echo(f"{signal.Signals(signum).name}: stopping", err=True)
+                        break
+                    tasks.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await bus.close()
+
+    run(main)
+
+
+TransportName = Literal["stdio", "http"]

@@ -1,0 +1,136 @@
+"""What ``toolbus mcp serve`` runs: the bus, the tools, and the MCP server on its transport."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+
+from toolbus.application.calls.client import ToolServiceClient
+from toolbus.application.calls.tools import Tools
+from toolbus.application.identity.credentials import CredentialTable, load_credentials
+from toolbus.application.identity.signing import CallSigner
+from toolbus.application.live.registry import LiveRegistry
+from toolbus.domain.config.registry import Registry
+from toolbus.domain.errors import ConfigError, Problem
+from toolbus.hooks import CodeHooks
+from toolbus.plugins import ToolPlugin, connect, load_tool_plugins
+from toolbus.runtime import registry_from, tool_types
+from toolbus.settings import Settings, load_settings
+from toolbus_mcp.server import BusMcpServer, McpCaller
+from toolbus_mcp.transports import serve_http, serve_stdio
+
+
+@dataclass(frozen=True, slots=True)
+class ServeOptions:
+    """``toolbus mcp serve``'s options."""
+
+    broker: str | None = None
+    config: Path | None = None
+    live: bool = True
+    transport: Literal["stdio", "http"] = "stdio"
+    listen: str = "127.0.0.1:8000"
+    user: str = "mcp"
+    groups: tuple[str, ...] | None = None
+    state: str | None = None
+    timeout: float = 60.0
+    #: Signs every call with the caller's user and groups (services that verify need it).
+    signer: CallSigner | None = None
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    """``"127.0.0.1:8000"`` as ``("127.0.0.1", 8000)``; :class:`ConfigError` otherwise."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError([Problem("--listen", "", f"{listen!r} must look like 127.0.0.1:8000")])
+    return host, int(port)
+
+
+def credential_table(snapshot: Mapping[str, Any], settings: Settings) -> CredentialTable:
+    """The API keys HTTP callers authenticate with: the configuration's, else toolbus.toml's."""
+    base = settings.config.parent if settings.config is not None else Path.cwd()
+    table = load_credentials(snapshot, settings.file, base_dir=base)
+    if table is None or not len(table):
+        raise ConfigError(
+            [
+                Problem(
+                    "--transport http",
+                    "",
+                    "needs API keys to authenticate callers: add [[credentials.api-keys]] "
+                    "entries to toolbus.toml, or a credentials object to the configuration",
+                )
+            ]
+        )
+    return table
+
+
+@asynccontextmanager
+async def bus_tools(
+    options: ServeOptions, settings: Settings, local: Registry, plugins: Sequence[ToolPlugin]
+) -> AsyncIterator[tuple[Tools, LiveRegistry | None]]:
+    """Connect to the broker; the tools of ``--config`` and, when live, of the bus."""
+    async with AsyncExitStack() as stack:
+        bus = await connect(settings.broker, settings.broker_options)
+        stack.push_async_callback(bus.close)
+        client = await stack.enter_async_context(ToolServiceClient(bus, signer=options.signer))
+        if not options.live:
+            yield Tools(client, local), None
+            return
+        live = LiveRegistry(
+            bus, local=local.snapshot, client=client, tool_types=tool_types(plugins)
+        )
+        await stack.enter_async_context(live)
+        yield live.tools(client), live
+
+
+async def serve_bus(options: ServeOptions) -> None:
+    """Serve until the client disconnects (stdio) or SIGTERM/SIGINT (http)."""
+    settings = load_settings(options.broker, options.config)
+    plugins = load_tool_plugins()
+    local = registry_from(settings.config or {}, plugins)
+    credentials = None
+    # Over stdio the one client is the command's; over HTTP each request's comes
+    # from the gate.
+    caller: McpCaller | None = McpCaller(options.user, options.groups, options.state)
+    if options.transport == "http":
+        host, port = parse_listen(options.listen)
+        credentials = credential_table(local.snapshot, settings)
+        caller = None
+    async with bus_tools(options, settings, local, plugins) as (tools, live):
+        server = BusMcpServer(
+            tools,
+            live=live,
+            caller=caller,
+            timeout=options.timeout,
+            code_hooks=CodeHooks.installed(),
+        )
+        if caller is not None:
+            # The first tools/list checks the groups; refuse them before serving instead.
+            server.admit(caller)
+        try:
+            async with anyio.create_task_group() as tasks:
+                await tasks.start(server.follow_changes)
+                if credentials is None:
+                    await serve_stdio(server)
+                else:
+                    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                        await tasks.start(
+                            lambda task_status: serve_http(
+                                server, credentials, host=host, port=port, task_status=task_status
+                            )
+                        )
+                        print(
+                            f"serving MCP on http://{host}:{port}/mcp", file=sys.stderr, flush=True
+                        )
+                        async for _ in signals:
+                            break
+                tasks.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await server.close()

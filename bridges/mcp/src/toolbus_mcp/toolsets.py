@@ -1,0 +1,502 @@
+"""MCP servers as tool services: ``toolbus serve mcp``.
+
+A :class:`McpToolset` starts an MCP server (a command speaking stdio) or
+connects to one (a streamable HTTP URL) with the official SDK's client, lists
+its tools, and serves them on the bus as one tool service whose id is the
+toolset's name. Each MCP tool is announced as a tool descriptor named
+``sanitize_toolname(f"{toolset}_{tool}")``, so a hook naming
+``toolset_name``/``tool_name`` reaches it unchanged, and so does any agent
+following announcements.
+
+While it runs:
+
+* a server that dies (or whose connection drops) is restarted with backoff;
+  calls in flight, and calls made until it is back, fail with ``unavailable``
+  naming the toolset;
+* the server's tools-list-changed notification makes the toolset list the
+  tools again and re-announce them;
+* replicas of the bridge compete for calls like replicas of any service.
+
+Secrets for the server (environment variables, HTTP headers) are values this
+process reads from its own environment; they never reach a descriptor, an
+announcement or a log line.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types as mcp
+from anyio.abc import TaskStatus
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
+from mcp.shared.exceptions import MCPError
+
+from toolbus.application.calls.host import DEFAULT_CONCURRENCY, running
+from toolbus.application.calls.service import ToolService
+from toolbus.application.identity.verifying import CallVerifier
+from toolbus.application.live.announcements import DEFAULT_INTERVAL, Announcer
+from toolbus.domain.config.descriptors import BUILTIN_TOOL_TYPES
+from toolbus.domain.errors import (
+    BadRequest,
+    ConfigError,
+    DeadlineExceeded,
+    Problem,
+    ToolbusError,
+    ToolCallError,
+    ToolServiceError,
+    Unavailable,
+)
+from toolbus.ports import Bus
+from toolbus_mcp.translation import MCP_TOOL_PARAM, observation, toolset_tools
+
+log = logging.getLogger("toolbus.mcp")
+
+#: Seconds the first connection (start, handshake, tool list) may take.
+DEFAULT_CONNECT_TIMEOUT = 30.0
+#: Seconds one MCP tool call may take.
+DEFAULT_CALL_TIMEOUT = 60.0
+#: Restart delays: the first, and the most it doubles up to.
+FIRST_RESTART_DELAY = 0.5
+MAX_RESTART_DELAY = 30.0
+
+
+class ToolsetUnavailable(ToolbusError):
+    """An MCP server could not be started or reached."""
+
+
+@dataclass(frozen=True, slots=True)
+class McpServerAddress:
+    """Where a toolset's MCP server is: a command to start (stdio) or a URL (streamable HTTP).
+
+    ``env`` (for a command) and ``headers`` (for a URL) hold secret values;
+    they are left out of ``repr`` so that no log can show them.
+    """
+
+    command: tuple[str, ...] = ()
+    url: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if bool(self.command) == (self.url is not None):
+            raise ValueError("give an MCP server either a command or a URL, not both")
+
+    @classmethod
+    def parse(
+        cls,
+        *,
+        command: str | None = None,
+        url: str | None = None,
+        env: Sequence[str] = (),
+        headers: Sequence[str] = (),
+        environ: Mapping[str, str] | None = None,
+    ) -> McpServerAddress:
+        """From command-line text: ``command`` is split like a shell would.
+
+        ``env`` entries are ``NAME`` (pass this process's ``NAME``) or
+        ``NAME=SOURCE`` (set ``NAME`` to this process's ``SOURCE``); ``headers``
+        entries are ``Header-Name=SOURCE``. Raises :class:`ConfigError`
+        naming every variable that is not set (never a value).
+        """
+        environ = os.environ if environ is None else environ
+        problems: list[Problem] = []
+        if (command is None) == (url is None):
+            problems.append(Problem("the MCP server", "", "give exactly one of --command or --url"))
+        argv = tuple(shlex.split(command)) if command else ()
+        if command is not None and not argv:
+            problems.append(Problem("the MCP server", "--command", "is empty"))
+        if url is not None and env:
+            problems.append(
+                Problem(
+                    "the MCP server",
+                    "--env",
+                    "sets a started server's environment; an HTTP server takes --header",
+                )
+            )
+        if command is not None and headers:
+            problems.append(
+                Problem("the MCP server", "--header", "is for --url; a command takes --env")
+            )
+        values = {
+            "--env": _from_environment(env, environ, problems, "--env"),
+            "--header": _from_environment(headers, environ, problems, "--header"),
+        }
+        if problems:
+            raise ConfigError(problems)
+        if argv:
+            return cls(command=argv, env=values["--env"])
+        assert url is not None
+        return cls(url=url, headers=values["--header"])
+
+    def describe(self) -> str:
+        """For logs: the command or URL, never a secret."""
+        return shlex.join(self.command) if self.command else str(self.url)
+
+
+def _from_environment(
+    entries: Sequence[str], environ: Mapping[str, str], problems: list[Problem], option: str
+) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for entry in entries:
+        name, sep, source = entry.partition("=")
+        source = source if sep else name
+        if not name or not source:
+            problems.append(
+                Problem("the MCP server", option, f"{entry!r} must be NAME or NAME=VAR")
+            )
+            continue
+        value = environ.get(source)
+        if value is None:
+            problems.append(
+                Problem(
+                    "the MCP server",
+                    option,
+                    f"environment variable {source!r} (for {name!r}) is not set; "
+                    "export it before starting the bridge",
+                )
+            )
+            continue
+        found[name] = value
+    return found
+
+
+class McpToolService(ToolService):
+    """Serves a toolset's MCP tools; the descriptor's ``mcp-tool`` says which to call."""
+
+    config_params = ({"name": MCP_TOOL_PARAM, "required": True},)
+
+    def __init__(self, toolset: McpToolset) -> None:
+        self.id = toolset.name
+        self.toolset = toolset
+        super().__init__()
+
+    async def invoke(self, user: str, config: dict[str, Any], arguments: dict[str, Any]) -> Any:
+        tool = config.get(MCP_TOOL_PARAM)
+        if not isinstance(tool, str) or not tool:
+            raise BadRequest(
+                f"tool service {self.id!r} needs the config value {MCP_TOOL_PARAM!r} naming the "
+                "MCP tool to call; add it to the tool descriptor"
+            )
+        return await self.toolset.call(tool, arguments)
+
+
+class McpToolset:
+    """One MCP server's tools, served and announced on a bus.
+
+    Args:
+        name: the toolset's name: the service id, and the prefix of every tool name.
+        server: where the MCP server is.
+        groups: the tool groups of every announced tool; default none (``default``).
+        connect_timeout: seconds starting (or restarting) the server may take.
+        call_timeout: seconds one MCP tool call may take.
+        restart_delay: seconds before the first restart; it doubles up to
+            ``max_restart_delay`` while restarts keep failing.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        server: McpServerAddress,
+        *,
+        groups: Sequence[str] | None = None,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        call_timeout: float = DEFAULT_CALL_TIMEOUT,
+        restart_delay: float = FIRST_RESTART_DELAY,
+        max_restart_delay: float = MAX_RESTART_DELAY,
+    ) -> None:
+        self.name = name
+        self.server = server
+        self.groups = None if groups is None else tuple(groups)
+        self.connect_timeout = connect_timeout
+        self.call_timeout = call_timeout
+        self.restart_delay = restart_delay
+        self.max_restart_delay = max_restart_delay
+        self.service = McpToolService(self)
+        #: The descriptors announced now, keyed by bus tool name.
+        self.tools: dict[str, dict[str, Any]] = {}
+        #: Connections made so far (1 after starting; more after restarts).
+        self.connections = 0
+        self._client: Client | None = None
+        self._lost = anyio.Event()
+        self._up = anyio.Event()
+        self._announcer: Announcer | None = None
+
+    def __repr__(self) -> str:
+        return f"<McpToolset {self.name!r} at {self.server.describe()}>"
+
+    # ------------------------------------------------------------- calls
+
+    async def call(self, tool: str, arguments: Mapping[str, Any]) -> str:
+        """Call MCP tool ``tool``; its observation, or a :class:`ToolCallError`."""
+        client = self._client
+        if client is None:
+            raise Unavailable(
+                f"MCP toolset {self.name!r} is not connected to its server (restarting); "
+                "try again shortly"
+            )
+        try:
+            with anyio.fail_after(self.call_timeout):
+                result = await client.call_tool(
+                    tool, dict(arguments), read_timeout_seconds=self.call_timeout
+                )
+        except TimeoutError:
+            raise DeadlineExceeded(
+                f"MCP tool {tool!r} of toolset {self.name!r} did not answer within "
+                f"{self.call_timeout:g} s"
+            ) from None
+        except MCPError as exc:
+            raise self._call_error(tool, exc) from None
+        except ToolCallError:
+            raise
+        except Exception as exc:
+            self._connection_failed(exc)
+            raise Unavailable(
+                f"MCP toolset {self.name!r} is unavailable: its server failed during the call "
+                f"({type(exc).__name__}); it is being restarted"
+            ) from None
+        return observation(self.name, tool, result)
+
+    def _call_error(self, tool: str, exc: MCPError) -> ToolCallError:
+        """What a protocol error answering a call means for the caller."""
+        where = f"MCP tool {tool!r} of toolset {self.name!r}"
+        if exc.code == mcp.REQUEST_TIMEOUT:
+            return DeadlineExceeded(f"{where} did not answer within {self.call_timeout:g} s")
+        if exc.code == mcp.INVALID_PARAMS:
+            return BadRequest(f"{where}: {exc}")
+        if exc.code == mcp.CONNECTION_CLOSED:
+            self._connection_failed(exc)
+            return Unavailable(
+                f"MCP toolset {self.name!r} is unavailable: its server failed during the call "
+                f"({exc}); it is being restarted"
+            )
+        return ToolServiceError(f"{where} failed: {exc}")
+
+    def _connection_failed(self, exc: BaseException) -> None:
+        if self._client is not None:
+            log.warning("MCP toolset %r: call failed, restarting its server: %s", self.name, exc)
+            self._down()
+            self._lost.set()
+
+    def _down(self) -> None:
+        # Calls from now on fail at once, until the server is back.
+        self._client = None
+        if self._up.is_set():
+            self._up = anyio.Event()
+
+    async def wait_connected(self) -> None:
+        """Wait until the server is connected: started, or restarted after a failure."""
+        await self._up.wait()
+
+    # ------------------------------------------------------------- serving
+
+    async def serve(
+        self,
+        bus: Bus,
+        *,
+        announce: bool = True,
+        interval: float = DEFAULT_INTERVAL,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        drain_timeout: float = 30.0,
+        verifier: CallVerifier | None = None,
+        task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Connect, serve and announce the tools until cancelled; restart the server as needed.
+
+        ``verifier`` makes the service accept only signed calls (see docs/security.md).
+
+        Signals ``task_status`` once the tools are served and announced. Raises
+        :class:`ToolsetUnavailable` or :class:`ConfigError` when the first
+        connection fails: a toolset that never worked is a configuration
+        problem, not an outage to wait out.
+        """
+        try:
+            async with anyio.create_task_group() as tasks:
+                await tasks.start(self._keep_connected)
+                async with (
+                    running(
+                        bus,
+                        self.service,
+                        concurrency=concurrency,
+                        drain_timeout=drain_timeout,
+                        verifier=verifier,
+                    ),
+                    AsyncExitStack() as stack,
+                ):
+                    if announce:
+                        self._announcer = Announcer(
+                            bus,
+                            self.service,
+                            tools=self.tools,
+                            interval=interval,
+                            tool_types=BUILTIN_TOOL_TYPES,
+                        )
+                        await tasks.start(self._announcer.run)
+                        stack.callback(self._announcer.stop)
+                    task_status.started()
+                    await anyio.sleep_forever()
+        except BaseExceptionGroup as group:
+            # Starting failed: raise the reason itself, not a task group's wrapper.
+            failures = group.subgroup((ConfigError, ToolsetUnavailable))
+            if failures is not None and len(failures.exceptions) == 1:
+                only = failures.exceptions[0]
+                if isinstance(only, ConfigError | ToolsetUnavailable):
+                    raise only from None
+            raise
+
+    async def _keep_connected(
+        self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        delay = self.restart_delay
+        started = False
+        while True:
+            try:
+                async with self._connect() as (client, tools):
+                    self._install(client, tools)
+                    if not started:
+                        started = True
+                        task_status.started()
+                    else:
+                        log.warning("MCP toolset %r: server restarted", self.name)
+                        await self._reannounce()
+                    delay = self.restart_delay
+                    await self._follow(client)
+            except Exception as exc:
+                reason = _innermost(exc)
+                if not started:
+                    if isinstance(reason, ConfigError):
+                        raise reason from None
+                    raise ToolsetUnavailable(
+                        f"MCP toolset {self.name!r}: cannot start or reach its server "
+                        f"{self.server.describe()}: {_describe(reason)}"
+                    ) from None
+                log.warning(
+                    "MCP toolset %r: connection to its server lost: %s",
+                    self.name,
+                    _describe(reason),
+                )
+            finally:
+                self._down()
+            log.info("MCP toolset %r: restarting its server in %g s", self.name, delay)
+            await anyio.sleep(delay)
+            delay = min(delay * 2, self.max_restart_delay)
+
+    @asynccontextmanager
+    async def _connect(self) -> AsyncIterator[tuple[Client, dict[str, dict[str, Any]]]]:
+        """A connected client and the descriptors of the tools the server lists now."""
+        async with AsyncExitStack() as stack:
+            # The client's own read timeout bounds its handshake: a cancel scope
+            # around entering it would wrap the client's task group.
+            client = await stack.enter_async_context(self._client_for(stack))
+            with anyio.fail_after(self.connect_timeout):
+                tools = toolset_tools(self.name, await _all_tools(client), groups=self.groups)
+            self.connections += 1
+            yield client, tools
+
+    def _client_for(self, stack: AsyncExitStack) -> Client:
+        server = self.server
+        if server.command:
+            program, *arguments = server.command
+            parameters = StdioServerParameters(
+                command=program, args=arguments, env=dict(server.env) or None
+            )
+            return Client(parameters, read_timeout_seconds=self.connect_timeout)
+        assert server.url is not None
+        http = httpx2.AsyncClient(
+            headers=dict(server.headers),
+            timeout=httpx2.Timeout(self.connect_timeout, read=max(self.call_timeout, 300.0)),
+        )
+        stack.push_async_callback(http.aclose)
+        transport = streamable_http_client(server.url, http_client=http)
+        return Client(transport, read_timeout_seconds=self.connect_timeout)
+
+    def _install(self, client: Client, tools: dict[str, dict[str, Any]]) -> None:
+        self._lost = anyio.Event()
+        self._client = client
+        self.tools = tools
+        self._up.set()
+        log.info("MCP toolset %r: serving %s", self.name, ", ".join(tools) or "no tools")
+
+    async def _follow(self, client: Client) -> None:
+        """Re-announce on every tools-list change until the connection is lost."""
+        async with anyio.create_task_group() as tasks:
+
+            async def listen() -> None:
+                try:
+                    async with client.listen(tools_list_changed=True) as changes:
+                        async for _ in changes:
+                            await self._relist(client)
+                except (ListenNotSupportedError, MCPError) as exc:
+                    # Servers before 2026-07-28 (or without subscriptions): a dead one
+                    # is noticed by the next call that fails.
+                    log.info("MCP toolset %r: no change notifications: %s", self.name, exc)
+                    await anyio.sleep_forever()
+                except SubscriptionLost:
+                    pass
+                self._lost.set()
+
+            tasks.start_soon(listen)
+            await self._lost.wait()
+            tasks.cancel_scope.cancel()
+
+    async def _relist(self, client: Client) -> None:
+        try:
+            with anyio.fail_after(self.connect_timeout):
+                tools = toolset_tools(self.name, await _all_tools(client), groups=self.groups)
+        except ConfigError as exc:
+            log.error("MCP toolset %r: keeping the previous tools: %s", self.name, exc)
+            return
+        if tools != self.tools:
+            self.tools = tools
+            await self._reannounce()
+
+    async def _reannounce(self) -> None:
+        if self._announcer is None:
+            return
+        try:
+            await self._announcer.offer(self.tools)
+        except ConfigError as exc:
+            log.error("MCP toolset %r: cannot announce the new tools: %s", self.name, exc)
+
+
+async def _all_tools(client: Client) -> list[mcp.Tool]:
+    tools: list[mcp.Tool] = []
+    cursor: str | None = None
+    while True:
+        page = await client.list_tools(cursor=cursor, cache_mode="bypass")
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            return tools
+
+
+def _innermost(exc: BaseException) -> BaseException:
+    """The first real cause inside (nested) exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, TimeoutError):
+        return "no answer in time (is the command an MCP server speaking stdio?)"
+    return str(exc) or type(exc).__name__
+
+
+__all__ = [
+    "DEFAULT_CALL_TIMEOUT",
+    "DEFAULT_CONNECT_TIMEOUT",
+    "McpServerAddress",
+    "McpToolService",
+    "McpToolset",
+    "ToolsetUnavailable",
+]

@@ -1,0 +1,159 @@
+"""Running a :class:`~toolbus_mcp.server.BusMcpServer` over stdio or streamable HTTP.
+
+Over HTTP every request passes :class:`CallerGate` before MCP sees it:
+
+* ``Authorization: Bearer KEY`` must be an API key of the credential table
+  (:mod:`toolbus.application.identity.credentials`; no key, or an unknown
+  one: ``401``);
+* ``Toolbus-Groups: a,b`` (optional; absent means ``default``, as in an agent
+  session) must be within the user's permissions (beyond them: ``403``,
+  audited like a refused agent session);
+* ``Toolbus-State`` (optional) is the workflow's initial state.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from typing import Any
+
+import anyio
+import uvicorn
+from anyio.abc import TaskStatus
+from mcp.server.stdio import stdio_server
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from toolbus.application.identity.credentials import CredentialTable, bearer_token
+from toolbus.domain.errors import AccessDenied, ConfigError, ToolbusError
+from toolbus_mcp.server import CALLER_SCOPE_KEY, BusMcpServer, McpCaller
+
+#: Header naming the tool groups an HTTP client asks for (comma-separated).
+GROUPS_HEADER = "toolbus-groups"
+#: Header naming an HTTP client's initial workflow state.
+STATE_HEADER = "toolbus-state"
+#: Where the MCP endpoint is served.
+MCP_PATH = "/mcp"
+
+
+class ListenError(ToolbusError):
+    """The HTTP address cannot be listened on (in use, not this host's, not allowed)."""
+
+
+async def serve_stdio(server: BusMcpServer) -> None:
+    """Serve one MCP client on this process's stdin and stdout until it disconnects."""
+    async with stdio_server() as (read, write):
+        await server.server.run(read, write, server.server.create_initialization_options())
+
+
+def parse_groups(value: str | None) -> tuple[str, ...] | None:
+    """``"a, b"`` as ``("a", "b")``; absent is ``None``, an empty value no groups."""
+    if value is None:
+        return None
+    return tuple(group.strip() for group in value.split(",") if group.strip())
+
+
+class CallerGate:
+    """ASGI middleware: authenticate the bearer key, admit the groups, pass the caller on."""
+
+    def __init__(self, app: ASGIApp, server: BusMcpServer, credentials: CredentialTable) -> None:
+        self.app = app
+        self.server = server
+        self.credentials = credentials
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        identity = self.credentials.authenticate(bearer_token(headers.get("authorization")))
+        if identity is None:
+            await _refuse(
+                send,
+                401,
+                "a valid bearer token is required: send Authorization: Bearer KEY with an "
+                "API key of the credential table",
+                {"www-authenticate": 'Bearer realm="toolbus"'},
+            )
+            return
+        caller = McpCaller(
+            identity.user, parse_groups(headers.get(GROUPS_HEADER)), headers.get(STATE_HEADER)
+        )
+        try:
+            self.server.admit(caller)
+        except AccessDenied as exc:
+            await _refuse(send, 403, str(exc))
+            return
+        except ConfigError as exc:  # the configuration's permissions section is broken
+            await _refuse(send, 500, str(exc))
+            return
+        scope[CALLER_SCOPE_KEY] = caller
+        await self.app(scope, receive, send)
+
+
+async def _refuse(
+    send: Send, status: int, message: str, headers: dict[str, str] | None = None
+) -> None:
+    body = json.dumps({"error": message}).encode("utf-8")
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    raw += [(name.encode(), value.encode()) for name, value in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
+
+
+def http_app(server: BusMcpServer, credentials: CredentialTable, *, host: str = "127.0.0.1") -> Any:
+    """The ASGI application: the SDK's streamable HTTP endpoint at ``/mcp``, behind the gate.
+
+    Stateful: clients of the 2025 revisions get an ``Mcp-Session-Id`` (and a
+    workflow each); 2026-07-28 requests are served one at a time, as that
+    revision defines.
+    """
+    app = server.server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
+    return CallerGate(app, server, credentials)
+
+
+async def serve_http(
+    server: BusMcpServer,
+    credentials: CredentialTable,
+    *,
+    host: str = "127.0.0.1",
+    port: int,
+    task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve ``http://host:port/mcp`` with uvicorn until cancelled.
+
+    Raises :class:`ListenError` when the address cannot be listened on.
+    """
+    try:
+        # Bound here rather than by uvicorn, which exits the process when it cannot.
+        listener = socket.create_server((host, port))
+    except OSError as exc:
+        raise ListenError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}; "
+            "choose another --listen address or stop what uses it"
+        ) from None
+    config = uvicorn.Config(
+        http_app(server, credentials, host=host),
+        log_level="warning",
+        lifespan="on",
+    )
+    web = uvicorn.Server(config)
+
+    async def serve() -> None:
+        # Shielded, and stopped through should_exit instead: cancelling uvicorn
+        # mid-serve would skip its shutdown (open streams, the session manager).
+        with anyio.CancelScope(shield=True):
+            await web.serve(sockets=[listener])
+
+    try:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(serve)
+            # The socket listens already: connections wait in its backlog until
+            # uvicorn, which has no start-up event to await, accepts them.
+            task_status.started()
+            try:
+                await anyio.sleep_forever()
+            finally:
+                web.should_exit = True
+    finally:
+        listener.close()

@@ -1,0 +1,78 @@
+"""The bridge's commands replace the core's stand-ins, and refuse bad input clearly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from toolbus.cli import app, assemble
+
+
+@pytest.fixture(scope="module")
+def runner() -> CliRunner:
+    assemble()
+    return CliRunner()
+
+
+def test_toolbus_mcp_serve_is_the_real_command(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["mcp", "serve", "--help"])
+    assert result.exit_code == 0
+    assert "--transport" in result.output and "pip install" not in result.output
+
+
+def test_toolbus_serve_mcp_is_the_real_command(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["serve", "mcp", "--help"])
+    assert result.exit_code == 0
+    assert "--toolset" in result.output and "pip install" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--toolset", "m"], "give exactly one of --command or --url"),
+        (["--toolset", "m", "--command", "x", "--url", "http://h/mcp"], "exactly one of"),
+        (
+            ["--toolset", "m", "--url", "http://h/mcp", "--env", "A"],
+            "an HTTP server takes --header",
+        ),
+        (["--toolset", "m", "--command", "x", "--env", "NOT_SET_HERE_42"], "'NOT_SET_HERE_42'"),
+        (["--toolset", "bad queue!", "--command", "x"], "bad queue!"),
+    ],
+    ids=["no server", "both", "env for url", "unset variable", "bad toolset name"],
+)
+def test_bad_toolset_options_are_named(
+    runner: CliRunner, arguments: list[str], message: str
+) -> None:
+    result = runner.invoke(app, ["serve", "mcp", *arguments])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+
+
+def test_an_unknown_transport_is_named(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["mcp", "serve", "--transport", "carrier-pigeon"])
+    assert result.exit_code == 2
+    assert "carrier-pigeon" in result.output
+
+
+def test_http_without_api_keys_says_where_to_put_them(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["mcp", "serve", "--transport", "http"])
+    assert result.exit_code == 2
+    assert "[[credentials.api-keys]]" in result.output
+
+
+def test_loading_the_commands_does_not_import_the_sdk() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, toolbus_mcp, toolbus_mcp.commands\n"
+        "assert 'mcp' not in sys.modules, 'the SDK was imported'\n"
+        "for name in toolbus_mcp.__all__: getattr(toolbus_mcp, name)\n"
+        "assert 'mcp' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

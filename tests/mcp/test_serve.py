@@ -1,0 +1,387 @@
+"""Bus tools as an MCP server: the SDK's real client against BusMcpServer.
+
+In-process (the SDK's own in-memory transport) for the session semantics, and
+over real streamable HTTP (uvicorn on 127.0.0.1) for tokens, groups and the gate.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from tests.mcp.support import (
+    ALICE_TOKEN,
+    BOB_TOKEN,
+    PERMISSIONS,
+    http_client,
+    names,
+    next_change,
+)
+from tests.session.support import SERVICES, workflow_snapshot
+from tests.support.servers import free_port
+from toolbus.application.agent.audit import ListAuditSink
+from toolbus.application.calls.client import ToolServiceClient
+from toolbus.application.calls.host import running
+from toolbus.application.calls.metrics import ToolbusMetrics
+from toolbus.application.calls.service import tool_service
+from toolbus.application.calls.tools import Tools
+from toolbus.application.identity.credentials import ApiKey, CredentialTable
+from toolbus.application.live.announcements import announcing, service_tools
+from toolbus.application.live.registry import LiveRegistry
+from toolbus.domain.config.loading import load_registry
+from toolbus.plugins import connect
+from toolbus.testing.kit import ToolTestKit
+from toolbus_mcp.server import WORKFLOW_META_KEY, BusMcpServer, McpCaller
+from toolbus_mcp.transports import ListenError, serve_http
+
+pytestmark = pytest.mark.anyio
+
+RESEARCHER = McpCaller("carol", ("read-only", "knowledge", "compute"))
+
+
+@pytest.fixture
+async def kit() -> AsyncIterator[ToolTestKit]:
+    async with AsyncExitStack() as stack:
+        kit = await ToolTestKit.open(stack)
+        await kit.serve(*SERVICES)
+        yield kit
+
+
+def bridge(
+    kit: ToolTestKit,
+    audit: ListAuditSink,
+    *,
+    caller: McpCaller | None = RESEARCHER,
+    permissions=None,
+) -> BusMcpServer:
+    registry = load_registry(workflow_snapshot(permissions=permissions))
+    return BusMcpServer(
+        kit.tools(registry), caller=caller, audit=audit, metrics=ToolbusMetrics.disabled()
+    )
+
+
+async def test_the_tool_list_is_what_an_agent_session_offers(kit: ToolTestKit) -> None:
+    server = bridge(kit, ListAuditSink())
+    async with Client(server.server) as client:
+        listed = await client.list_tools()
+    session = server.start_session(RESEARCHER, None)
+    assert names(listed) == sorted(tool["name"] for tool in session.tools("mcp"))
+    assert names(listed) == ["knowledge-query", "text-completion"]
+    query = next(tool for tool in listed.tools if tool.name == "knowledge-query")
+    assert query.input_schema["properties"]["question"]["type"] == "string"
+    assert query.input_schema["required"] == ["question"]
+
+
+async def test_a_call_goes_over_the_bus_moves_the_state_and_notifies(kit: ToolTestKit) -> None:
+    audit = ListAuditSink()
+    server = bridge(kit, audit)
+    async with Client(server.server) as client:
+        before = names(await client.list_tools())
+        async with client.listen(tools_list_changed=True) as changes:
+            result = await client.call_tool("knowledge-query", {"question": "who?"})
+            await next_change(changes)
+        after = names(await client.list_tools())
+    assert not result.is_error
+    assert result.content[0].text.startswith("[carol] Company X")
+    assert "graph-update" not in before and "complex-analysis" not in before
+    assert "complex-analysis" in after and "knowledge-query" not in after
+    await server.close()
+    [record] = audit.records
+    assert [(t.tool, t.from_state, t.to_state) for t in record.state_transitions] == [
+        ("knowledge-query", "undefined", "analysis")
+    ]
+
+
+async def test_a_tool_error_is_an_error_result_and_keeps_the_state(kit: ToolTestKit) -> None:
+    server = bridge(kit, ListAuditSink())
+    async with Client(server.server) as client:
+        await client.call_tool("knowledge-query", {"question": "who?"})
+        failed = await client.call_tool("complex-analysis", {"dataset": "broken"})
+        refused = await client.call_tool("reset-workflow", {})
+        still = names(await client.list_tools())
+    assert failed.is_error and "corrupt" in failed.content[0].text
+    assert refused.is_error and "No call was made" in refused.content[0].text
+    assert "complex-analysis" in still
+
+
+async def test_a_2025_revision_client_gets_list_changed_notifications(kit: ToolTestKit) -> None:
+    server = bridge(kit, ListAuditSink())
+    changed = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, mcp_types.ToolListChangedNotification):
+            changed.set()
+
+    async with Client(server.server, mode="legacy", message_handler=on_message) as client:
+        assert client.server_capabilities.tools is not None
+        assert client.server_capabilities.tools.list_changed
+        await client.list_tools()
+        await client.call_tool("knowledge-query", {"question": "who?"})
+        with anyio.fail_after(10):
+            await changed.wait()
+        assert "complex-analysis" in names(await client.list_tools())
+
+
+async def test_each_workflow_named_in_meta_has_its_own_state(kit: ToolTestKit) -> None:
+    server = bridge(kit, ListAuditSink())
+    mine, yours = {WORKFLOW_META_KEY: "mine"}, {WORKFLOW_META_KEY: "yours"}
+    async with Client(server.server) as client:
+        await client.call_tool("knowledge-query", {"question": "who?"}, meta=mine)
+        moved = names(await client.list_tools(meta=mine))
+        untouched = names(await client.list_tools(meta=yours))
+    assert "complex-analysis" in moved
+    assert untouched == ["knowledge-query", "text-completion"]
+
+
+async def test_a_long_lived_workflow_writes_a_record_every_so_many_calls(
+    kit: ToolTestKit,
+) -> None:
+    audit = ListAuditSink()
+    registry = load_registry(workflow_snapshot())
+    server = BusMcpServer(kit.tools(registry), caller=RESEARCHER, audit=audit, calls_per_record=2)
+    async with Client(server.server) as client:
+        await client.call_tool("text-completion", {"prompt": "one"})
+        await client.call_tool("knowledge-query", {"question": "two"})
+        after = await client.call_tool("complex-analysis", {"dataset": "three"})
+    assert not after.is_error  # the state moved in the first session carried over
+    [first] = audit.records
+    assert [call.tool for call in first.calls] == ["text-completion", "knowledge-query"]
+    await server.close()
+    assert [call.tool for call in audit.records[1].calls] == ["complex-analysis"]
+    assert audit.records[1].initial_state == "analysis"
+
+
+async def test_an_idle_workflow_is_closed_and_its_record_written(kit: ToolTestKit) -> None:
+    audit = ListAuditSink()
+    now = [0.0]
+    registry = load_registry(workflow_snapshot())
+    server = BusMcpServer(
+        kit.tools(registry), caller=RESEARCHER, audit=audit, idle_timeout=60, clock=lambda: now[0]
+    )
+    async with Client(server.server) as client:
+        await client.call_tool("knowledge-query", {"question": "who?"})
+        now[0] = 30.0
+        assert await server.close_idle() == 0
+        now[0] = 120.0
+        assert await server.close_idle() == 1
+        fresh = names(await client.list_tools())
+    [record] = audit.records
+    assert record.final_state == "analysis"
+    assert fresh == ["knowledge-query", "text-completion"]  # a new workflow starts over
+
+
+async def test_a_configuration_that_revokes_the_groups_refuses_clearly(kit: ToolTestKit) -> None:
+    allowed = {"users": {"carol": list(RESEARCHER.groups or ())}, "fallback": []}
+    tools = kit.tools(load_registry(workflow_snapshot(permissions=allowed)))
+    server = BusMcpServer(tools, caller=RESEARCHER, audit=ListAuditSink())
+    async with Client(server.server) as client:
+        assert names(await client.list_tools())
+        revoked = {"users": {"carol": ["read-only"]}, "fallback": []}
+        tools.registry = load_registry(workflow_snapshot(permissions=revoked))
+        with pytest.raises(MCPError) as refused:
+            await client.list_tools()
+    assert "may not use group(s)" in str(refused.value)
+
+
+async def test_an_announced_service_appearing_notifies_clients(kit: ToolTestKit) -> None:
+    @tool_service("weather")
+    async def weather(city: str) -> str:
+        """The weather in a city."""
+        return f"sunny in {city}"
+
+    async with AsyncExitStack() as stack:
+        live = LiveRegistry(kit.bus, client=kit.client, follow_config=False)
+        await stack.enter_async_context(live)
+        server = BusMcpServer(live.tools(kit.client), live=live, caller=McpCaller("dave"))
+        tasks = await stack.enter_async_context(anyio.create_task_group())
+        await tasks.start(server.follow_changes)
+        async with Client(server.server) as client:
+            assert names(await client.list_tools()) == []
+            async with (
+                client.listen(tools_list_changed=True) as changes,
+                running(kit.bus, weather),
+                announcing(kit.bus, weather),
+            ):
+                await next_change(changes)
+                assert names(await client.list_tools()) == ["weather"]
+                answer = await client.call_tool("weather", {"city": "Oslo"})
+        assert answer.content[0].text == "sunny in Oslo"
+        tasks.cancel_scope.cancel()
+
+
+async def test_a_2025_revision_client_hears_of_a_service_appearing(kit: ToolTestKit) -> None:
+    @tool_service("clock")
+    async def clock() -> str:
+        """The time."""
+        return "noon"
+
+    changed = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, mcp_types.ToolListChangedNotification):
+            changed.set()
+
+    async with AsyncExitStack() as stack:
+        live = LiveRegistry(kit.bus, client=kit.client, follow_config=False)
+        await stack.enter_async_context(live)
+        server = BusMcpServer(live.tools(kit.client), live=live, caller=McpCaller("dave"))
+        tasks = await stack.enter_async_context(anyio.create_task_group())
+        await tasks.start(server.follow_changes)
+        async with (
+            Client(server.server, mode="legacy", message_handler=on_message) as client,
+        ):
+            assert names(await client.list_tools()) == []
+            async with running(kit.bus, clock), announcing(kit.bus, clock):
+                with anyio.fail_after(10):
+                    await changed.wait()
+                assert names(await client.list_tools()) == ["clock"]
+        tasks.cancel_scope.cancel()
+
+
+# ------------------------------------------------------------------ HTTP: tokens and groups
+
+
+@pytest.fixture
+async def http_url(kit: ToolTestKit) -> AsyncIterator[tuple[str, ListAuditSink]]:
+    audit = ListAuditSink()
+    server = bridge(kit, audit, caller=None, permissions=PERMISSIONS)
+    table = CredentialTable([ApiKey.of("alice", ALICE_TOKEN), ApiKey.of("bob", BOB_TOKEN)])
+    port = free_port()
+    async with anyio.create_task_group() as tasks:
+        await tasks.start(
+            lambda task_status: serve_http(server, table, port=port, task_status=task_status)
+        )
+        yield f"http://127.0.0.1:{port}/mcp", audit
+        tasks.cancel_scope.cancel()
+
+
+async def test_two_tokens_two_users_two_tool_lists(
+    http_url: tuple[str, ListAuditSink],
+) -> None:
+    url, _ = http_url
+    groups = {"Toolbus-Groups": "read-only,knowledge"}
+    async with http_client(url, ALICE_TOKEN, groups) as alice:
+        alices = names(await alice.list_tools())
+        answer = await alice.call_tool("knowledge-query", {"question": "who?"})
+    async with http_client(url, BOB_TOKEN, {"Toolbus-Groups": "compute, text"}) as bob:
+        bobs = names(await bob.list_tools())
+    assert alices == ["knowledge-query", "text-completion"]
+    assert bobs == ["text-completion"]
+    assert answer.content[0].text.startswith("[alice] ")
+
+
+async def test_a_state_change_over_http_notifies_the_client(
+    http_url: tuple[str, ListAuditSink],
+) -> None:
+    url, _ = http_url
+    async with http_client(url, ALICE_TOKEN, {"Toolbus-Groups": "read-only,knowledge"}) as alice:
+        await alice.list_tools()
+        async with alice.listen(tools_list_changed=True) as changes:
+            await alice.call_tool("knowledge-query", {"question": "who?"})
+            await next_change(changes)
+        assert names(await alice.list_tools()) == ["graph-update", "text-completion"]
+
+
+async def test_2025_revision_http_sessions_are_workflows_and_hear_of_changes(
+    http_url: tuple[str, ListAuditSink],
+) -> None:
+    url, _ = http_url
+    changed = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, mcp_types.ToolListChangedNotification):
+            changed.set()
+
+    groups = {"Toolbus-Groups": "read-only,knowledge"}
+    async with httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {ALICE_TOKEN}", **groups}, timeout=30
+    ) as http:
+        first = Client(
+            streamable_http_client(url, http_client=http), mode="legacy", message_handler=on_message
+        )
+        second = Client(streamable_http_client(url, http_client=http), mode="legacy")
+        async with first, second:
+            await first.list_tools()
+            await first.call_tool("knowledge-query", {"question": "who?"})
+            with anyio.fail_after(10):
+                await changed.wait()
+            moved = names(await first.list_tools())
+            untouched = names(await second.list_tools())
+    assert moved == ["graph-update", "text-completion"]
+    assert untouched == ["knowledge-query", "text-completion"]
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{}, {"Authorization": "Bearer not-a-known-token-at-all"}, {"Authorization": "Basic abc"}],
+    ids=["no token", "unknown token", "not bearer"],
+)
+async def test_no_or_unknown_token_is_401(
+    http_url: tuple[str, ListAuditSink], headers: dict[str, str]
+) -> None:
+    url, _ = http_url
+    async with httpx2.AsyncClient() as http:
+        response = await http.post(url, json={}, headers=headers)
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"].startswith("Bearer")
+    assert "bearer token" in response.json()["error"]
+
+
+async def test_a_forged_group_is_403_and_audited(http_url: tuple[str, ListAuditSink]) -> None:
+    url, audit = http_url
+    async with httpx2.AsyncClient() as http:
+        response = await http.post(
+            url,
+            json={},
+            headers={"Authorization": f"Bearer {BOB_TOKEN}", "Toolbus-Groups": "text,admin"},
+        )
+    assert response.status_code == 403
+    assert "'admin'" in response.json()["error"]
+    [record] = audit.records
+    assert record.user == "bob" and record.outcome == "denied"
+    assert record.access_denied is not None and record.access_denied.denied_groups == ["admin"]
+    assert BOB_TOKEN not in repr(record)
+
+
+async def test_an_address_in_use_is_a_clear_error(kit: ToolTestKit) -> None:
+    server = bridge(kit, ListAuditSink(), caller=None)
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        with pytest.raises(ListenError) as error:
+            await serve_http(server, CredentialTable(), port=port)
+    assert f"127.0.0.1:{port}" in str(error.value) and "--listen" in str(error.value)
+
+
+async def test_calls_are_signed_with_the_client_s_user_and_groups() -> None:
+    from tests.identity.support import key_pair, whoami
+    from toolbus.application.identity import CallVerifier
+
+    keys = key_pair()
+    who = whoami()
+    snapshot = {
+        "tool-service": {who.service.id: who.service.descriptor()},
+        "tool": {"whoami": {**service_tools(who.service)[who.service.id], "group": ["team"]}},
+    }
+    verifier = CallVerifier([keys.public])
+    async with AsyncExitStack() as stack:
+        bus = await connect(f"memory://mcp-signed-{id(keys)}")
+        stack.push_async_callback(bus.close)
+        await stack.enter_async_context(running(bus, who.service, verifier=verifier))
+        client = await stack.enter_async_context(
+            ToolServiceClient(bus, signer=keys.signer(), default_timeout=10)
+        )
+        tools = Tools(client, load_registry(snapshot))
+        server = BusMcpServer(tools, caller=McpCaller("erin", ("team",)), audit=ListAuditSink())
+        async with Client(server.server) as mcp_client:
+            answer = await mcp_client.call_tool(who.service.id, {})
+    assert answer.content[0].text == "erin team verified=True"
