@@ -222,9 +222,11 @@ class _Unconfirmed:
 
     def __call__(self, result: pulsar.Result, _message_id: Any) -> None:
         self.result = result
-        self._sender._receipted(self._to_loop)
         if result != pulsar.Result.Ok:  # the only case that needs the loop
+            # Reported before the slot is freed: the hand-off runs calls in order,
+            # so a publisher woken by that slot already finds the failure.
             self._to_loop.call(self._failed)
+        self._sender._receipted(self._to_loop)
 
     def _failed(self) -> None:
         if not self.reported and self.result is not None:
