@@ -9,8 +9,13 @@ The names a user needs, by job (docs/architecture.md has the table):
   your own loop around :class:`AgentSession`, kept current by :class:`LiveRegistry`;
 * write and serve tool services: :func:`tool_service` or :class:`ToolService`,
   served with :func:`running`, :class:`ServiceHost` or ``toolbus serve``;
-* configuration: :func:`load_registry`, :func:`load_registry_from_path`;
-* errors: :class:`ToolbusError` and its kinds.
+* configuration: :func:`registry_from` (a path, a snapshot dict, a Registry or the
+  installed plugins), or the narrower :func:`load_registry` and
+  :func:`load_registry_from_path`;
+* errors: :class:`ToolbusError` and the kinds a caller catches: a tool call's
+  (:class:`ToolCallError` and its wire types), :class:`UnknownTool`,
+  :class:`BusClosed`, :class:`MessageTooLarge`, :class:`PluginError`,
+  :class:`ConfigError`, :class:`AccessDenied`.
 
 Everything else is importable from its concern package (``toolbus.application.calls``,
 ``.agent``, ``.live``, ``.identity`` for signed calls; ``toolbus.domain.*``). Brokers
@@ -38,10 +43,14 @@ from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import (
     AccessDenied,
     BadRequest,
+    BusClosed,
     ConfigError,
     DeadlineExceeded,
     InternalError,
+    MessageTooLarge,
     NotFound,
+    PluginError,
+    QueueNameError,
     ToolAccessDenied,
     ToolbusError,
     ToolCallError,
@@ -49,9 +58,11 @@ from toolbus.domain.errors import (
     ToolTimeout,
     Unauthorized,
     Unavailable,
+    UnknownTool,
+    WireError,
 )
 from toolbus.plugins import connect, connect_llm
-from toolbus.runtime import open_tools
+from toolbus.runtime import open_tools, registry_from
 
 __all__ = [
     "LLM",
@@ -67,6 +78,7 @@ __all__ = [
     "AgentStep",
     "Announcer",
     "BadRequest",
+    "BusClosed",
     "CallOutcome",
     "CallResult",
     "ConfigClient",
@@ -75,8 +87,11 @@ __all__ = [
     "InternalError",
     "LLMError",
     "LiveRegistry",
+    "MessageTooLarge",
     "NotFound",
     "Permissions",
+    "PluginError",
+    "QueueNameError",
     "Registry",
     "ServiceDescriptor",
     "ServiceHost",
@@ -93,12 +108,15 @@ __all__ = [
     "Tools",
     "Unauthorized",
     "Unavailable",
+    "UnknownTool",
+    "WireError",
     "connect",
     "connect_llm",
     "load_registry",
     "load_registry_from_path",
     "open_tools",
     "read_snapshot",
+    "registry_from",
     "running",
     "tool_service",
 ]
