@@ -94,3 +94,15 @@ def test_the_new_paths_import_without_warnings() -> None:
         warnings.simplefilter("error")
         for _, name, new in MOVED:
             getattr(importlib.import_module(new), name)
+
+
+@pytest.mark.parametrize("module", ["toolbus", "toolbus.domain.errors"])
+def test_tool_access_denied_is_the_one_access_denied_with_a_warning(module: str) -> None:
+    with pytest.warns(DeprecationWarning, match="ToolAccessDenied is deprecated.*use AccessDenied"):
+        old = getattr(importlib.import_module(module), "ToolAccessDenied")  # noqa: B009
+
+    from toolbus import AccessDenied
+
+    assert old is AccessDenied
+    refused = AccessDenied("no", user="bob", denied=["admin"])
+    assert refused.error_type == "access-denied" and refused.denied == ("admin",)

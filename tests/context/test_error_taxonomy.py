@@ -13,12 +13,12 @@ from toolbus.application.calls.metrics import ToolbusMetrics
 from toolbus.domain.calls import wire
 from toolbus.domain.errors import (
     ERROR_TYPES,
+    AccessDenied,
     BadRequest,
     BusClosed,
     DeadlineExceeded,
     InternalError,
     NotFound,
-    ToolAccessDenied,
     ToolCallError,
     ToolServiceError,
     Unauthorized,
@@ -35,7 +35,7 @@ TAXONOMY = [
     (ToolServiceError, "tool-service-error"),
     (BadRequest, "bad-request"),
     (NotFound, "not-found"),
-    (ToolAccessDenied, "access-denied"),
+    (AccessDenied, "access-denied"),
     (Unauthorized, "unauthorized"),
     (DeadlineExceeded, "deadline-exceeded"),
     (Unavailable, "unavailable"),

@@ -27,3 +27,22 @@ def forward(old: str, name: str, *new: str) -> Any:
                 )
                 return getattr(module, name)
     raise AttributeError(f"module {old!r} has no attribute {name!r}")
+
+
+#: Names replaced by another in the same module: old name -> (new name, why).
+RENAMED = {
+    "ToolAccessDenied": ("AccessDenied", "which every access refusal raises"),
+}
+
+
+def renamed(module: str, name: str) -> Any:
+    """The object an old name in ``module`` stood for, with a DeprecationWarning."""
+    if name in RENAMED:
+        new, why = RENAMED[name]
+        warnings.warn(
+            f"{name} is deprecated and stops working in the next release: use {new}, {why}",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        return getattr(importlib.import_module(module), new)
+    raise AttributeError(f"module {module!r} has no attribute {name!r}")

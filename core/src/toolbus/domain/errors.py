@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from toolbus.domain._moved import renamed
 
 
 class ToolbusError(Exception):
@@ -38,19 +41,6 @@ class ConfigError(ToolbusError):
         lines = [f"invalid configuration ({count} problem{'s' if count != 1 else ''}):"]
         lines += [f"  - {p}" for p in self.problems]
         super().__init__("\n".join(lines))
-
-
-class AccessDenied(ToolbusError):
-    """A request asked for tool groups its user is not allowed to use."""
-
-    def __init__(self, user: str, denied: Iterable[str], message: str | None = None) -> None:
-        self.user = user
-        self.denied: tuple[str, ...] = tuple(denied)
-        super().__init__(
-            message
-            or f"user {user!r} may not use group(s) {', '.join(map(repr, self.denied))}; "
-            "ask an administrator to grant them, or request only allowed groups"
-        )
 
 
 class WireError(ToolbusError, ValueError):
@@ -99,10 +89,33 @@ class NotFound(ToolCallError):
     error_type = "not-found"
 
 
-class ToolAccessDenied(ToolCallError):
-    """The service refused the caller."""
+class AccessDenied(ToolCallError):
+    """This user may not do that: one error for every refusal on access grounds.
+
+    An :class:`~toolbus.application.agent.session.AgentSession` raises it when a
+    request asks for tool groups its user may not use (``user`` and ``denied``
+    say who and which); a tool service raises it to refuse a caller, and the
+    caller's client raises it again (wire type ``access-denied``).
+    """
 
     error_type = "access-denied"
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        user: str = "",
+        denied: Iterable[str] = (),
+        error_type: str | None = None,
+    ) -> None:
+        self.user = user
+        self.denied: tuple[str, ...] = tuple(denied)
+        super().__init__(
+            message
+            or f"user {user!r} may not use group(s) {', '.join(map(repr, self.denied))}; "
+            "ask an administrator to grant them, or request only allowed groups",
+            error_type=error_type,
+        )
 
 
 class Unauthorized(ToolCallError):
@@ -149,7 +162,7 @@ ERROR_TYPES: dict[str, type[ToolCallError]] = {
         ToolServiceError,
         BadRequest,
         NotFound,
-        ToolAccessDenied,
+        AccessDenied,
         Unauthorized,
         DeadlineExceeded,
         Unavailable,
@@ -179,3 +192,12 @@ class MessageTooLarge(ToolbusError, ValueError):
 
 class BusClosed(ToolbusError, ConnectionError):
     """The bus connection was closed (or lost) while it was being used."""
+
+
+if TYPE_CHECKING:
+    #: Deprecated name of :class:`AccessDenied`.
+    ToolAccessDenied = AccessDenied
+
+
+def __getattr__(name: str) -> Any:
+    return renamed(__name__, name)

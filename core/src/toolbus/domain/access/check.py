@@ -32,10 +32,10 @@ def check_access(
         others = [g for g in denied if g != WILDCARD]
         also = f" (nor group(s) {', '.join(map(repr, others))})" if others else ""
         raise AccessDenied(
-            user,
-            denied,
             f"user {user!r} may not request every tool group with '*'{also}; that needs '*' "
             "among the user's allowed groups. Request only allowed groups, or ask an "
             "administrator to grant them",
+            user=user,
+            denied=denied,
         )
-    raise AccessDenied(user, denied)
+    raise AccessDenied(user=user, denied=denied)

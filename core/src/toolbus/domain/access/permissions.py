@@ -98,12 +98,12 @@ class Permissions:
                 raise
             granted = ", ".join(map(repr, self.fallback)) or "none"
             raise AccessDenied(
-                user,
-                exc.denied,
                 f"user {user!r} is not listed in the permissions, so gets the fallback "
                 f"groups ({granted}), which do not include "
                 f"{', '.join(map(repr, exc.denied))}; add the user under "
                 f'"{SECTION}" -> "{USERS}", or request only fallback groups',
+                user=user,
+                denied=exc.denied,
             ) from None
 
 
