@@ -106,3 +106,15 @@ def test_tool_access_denied_is_the_one_access_denied_with_a_warning(module: str)
     assert old is AccessDenied
     refused = AccessDenied("no", user="bob", denied=["admin"])
     assert refused.error_type == "access-denied" and refused.denied == ("admin",)
+
+
+@pytest.mark.parametrize("module", ["toolbus", "toolbus.application.calls.tools"])
+def test_tool_invocation_is_call_result_with_a_warning(module: str) -> None:
+    with pytest.warns(DeprecationWarning, match="ToolInvocation is deprecated.*use CallResult"):
+        old = getattr(importlib.import_module(module), "ToolInvocation")  # noqa: B009
+
+    from toolbus import CallResult
+
+    assert old is CallResult
+    with pytest.warns(DeprecationWarning, match=r"CallResult\.text is deprecated"):
+        assert CallResult("it rained").text == "it rained"

@@ -32,7 +32,7 @@ from toolbus.application.agent.session import AgentSession
 from toolbus.application.calls.client import CallResult, ToolServiceClient
 from toolbus.application.calls.host import ServiceHost, running
 from toolbus.application.calls.service import ToolResult, ToolService, tool_service
-from toolbus.application.calls.tools import ToolInvocation, Tools
+from toolbus.application.calls.tools import Tools
 from toolbus.application.live.announcements import Announcer
 from toolbus.application.live.config_client import ConfigClient
 from toolbus.application.live.config_files import load_registry_from_path, read_snapshot
@@ -99,7 +99,6 @@ __all__ = [
     "ServiceHost",
     "ToolCallError",
     "ToolDescriptor",
-    "ToolInvocation",
     "ToolResult",
     "ToolService",
     "ToolServiceClient",
@@ -123,7 +122,9 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from toolbus.domain.errors import ToolAccessDenied  # noqa: F401  (deprecated name)
+    # Deprecated names, handed out by __getattr__ with a warning.
+    from toolbus.application.calls.tools import ToolInvocation  # noqa: F401
+    from toolbus.domain.errors import ToolAccessDenied  # noqa: F401
 
 
 def __getattr__(name: str) -> Any:

@@ -32,6 +32,7 @@ def forward(old: str, name: str, *new: str) -> Any:
 #: Names replaced by another in the same module: old name -> (new name, why).
 RENAMED = {
     "ToolAccessDenied": ("AccessDenied", "which every access refusal raises"),
+    "ToolInvocation": ("CallResult", "which every call on the calling side returns"),
 }
 
 

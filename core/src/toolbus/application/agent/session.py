@@ -63,9 +63,9 @@ from toolbus.application.agent.caches import SNAPSHOT_HOOKS, SNAPSHOT_PERMISSION
 from toolbus.application.agent.code_hooks import NO_HOOKS, CompiledHooks, Deny
 from toolbus.application.agent.configured_hooks import run_request_start_hooks
 from toolbus.application.agent.outcomes import CallOutcome
-from toolbus.application.calls.client import ToolServiceClient
+from toolbus.application.calls.client import CallResult, ToolServiceClient
 from toolbus.application.calls.metrics import ToolbusMetrics, default_metrics
-from toolbus.application.calls.tools import ToolInvocation, Tools
+from toolbus.application.calls.tools import Tools
 from toolbus.application.identity.caller import granting
 from toolbus.domain.access.permissions import Permissions, load_permissions
 from toolbus.domain.calls.arguments import AppliedOptions, apply_options
@@ -527,10 +527,11 @@ class AgentSession:
         error_type: str | None,
         refusal: Refusal | None = None,
         *,
-        invocation: ToolInvocation | None = None,
+        invocation: CallResult | None = None,
         applied: AppliedOptions | None = None,
     ) -> None:
-        applied = invocation.applied if invocation else applied
+        if invocation is not None:
+            applied = invocation.applied
         self._calls.append(
             CallRecord(
                 tool=tool,

@@ -16,6 +16,7 @@ import logging
 import math
 import time
 import uuid
+import warnings
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from anyio.abc import TaskGroup
 from toolbus.application.identity.signing import CallSigner
 from toolbus.application.tracing import propagation as tracing
 from toolbus.domain.calls import wire
+from toolbus.domain.calls.arguments import AppliedOptions
 from toolbus.domain.errors import ToolCallError, ToolServiceError, ToolTimeout, WireError, error_for
 from toolbus.domain.identity import PROP_CALL_TOKEN
 from toolbus.ports import Bus, Delivery, Listener, PushBus, Subscription
@@ -39,10 +41,34 @@ DEFAULT_TIMEOUT = 60.0
 
 @dataclass(frozen=True, slots=True)
 class CallResult:
-    """A call's observation, and the service's per-response after-execution, if it set one."""
+    """What one tool call came to, on the calling side.
 
-    text: str
+    From :meth:`ToolServiceClient.invoke`: the observation (chunks joined) and
+    the service's per-response ``after_execution``, ``None`` if it set none.
+    From :meth:`~toolbus.application.calls.tools.Tools.invoke`, which knows the
+    tool: ``after_execution`` is always ``"suspend"`` or ``"terminate"`` (the
+    service's override, else the tool's setting), ``applied`` says which
+    argument keys the tool's options set, and ``trace_id`` is the W3C trace
+    the call ran under.
+    """
+
+    observation: str
     after_execution: str | None = None
+    #: Which argument keys the tool's options set (names only, never values).
+    applied: AppliedOptions | None = None
+    #: The W3C trace id the call ran under ("" when not known).
+    trace_id: str = ""
+
+    @property
+    def text(self) -> str:
+        """Deprecated name of :attr:`observation`."""
+        warnings.warn(
+            "CallResult.text is deprecated and stops working in the next release: "
+            "use CallResult.observation",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.observation
 
 
 class _Waiter:
@@ -368,7 +394,7 @@ class ToolServiceClient:
                 service=service,
                 properties=properties,
             )
-            return result.text
+            return result.observation
         # The per-call path: straight to the work, no span machinery.
         waiter = await self._exchange(
             request_queue, response_queue, user, config, arguments, timeout, service, properties

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from toolbus.application.calls.client import ToolServiceClient
+from toolbus.application.calls.client import CallResult, ToolServiceClient
 from toolbus.application.tracing import propagation as tracing
+from toolbus.domain._moved import renamed
 from toolbus.domain.calls import wire
 from toolbus.domain.calls.arguments import PLACEHOLDERS, AppliedOptions, apply_options
 from toolbus.domain.calls.trace_context import TraceContext
@@ -22,19 +22,6 @@ log = logging.getLogger("toolbus.tools")
 # Every known placeholder renders, as "" when this call has no value for it (a
 # call outside an agent session has no request id, tool call id or state).
 _NO_VALUES = dict.fromkeys(PLACEHOLDERS, "")
-
-
-@dataclass(frozen=True, slots=True)
-class ToolInvocation:
-    """The outcome of one successful call of a configured tool."""
-
-    observation: str
-    #: "suspend" or "terminate": the service's per-response override, else the tool's.
-    after_execution: str
-    #: Which argument keys the tool's options set (names only, never values).
-    applied: AppliedOptions
-    #: The W3C trace id the call ran under.
-    trace_id: str = ""
 
 
 class Tools:
@@ -97,7 +84,7 @@ class Tools:
         properties: Mapping[str, str] | None = None,
         context: Mapping[str, str] | None = None,
         registry: Registry | None = None,
-    ) -> ToolInvocation:
+    ) -> CallResult:
         """Call a tool (a name, or a descriptor of ``registry``) and report the details.
 
         ``context`` fills the ``{request_id}``, ``{tool_call_id}`` and ``{state}``
@@ -148,7 +135,7 @@ class Tools:
         properties: Mapping[str, str] | None,
         context: Mapping[str, str] | None,
         trace: TraceContext,
-    ) -> ToolInvocation:
+    ) -> CallResult:
         applied, properties = self._prepare(tool, arguments, user, context, trace, properties)
         result = await self.client.invoke(
             user=user,
@@ -170,7 +157,7 @@ class Tools:
                     tool.after_execution,
                 )
             after_execution = tool.after_execution
-        return ToolInvocation(result.text, after_execution, applied, trace.trace_id)
+        return CallResult(result.observation, after_execution, applied, trace.trace_id)
 
     async def call(
         self,
@@ -237,3 +224,12 @@ def _with_trace(
     if trace is not None:
         clean.update(tracing.as_properties(trace))
     return clean or None
+
+
+if TYPE_CHECKING:
+    #: Deprecated name of :class:`~toolbus.application.calls.client.CallResult`.
+    ToolInvocation = CallResult
+
+
+def __getattr__(name: str) -> Any:
+    return renamed(__name__, name)
