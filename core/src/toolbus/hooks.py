@@ -1,57 +1,13 @@
-"""Hooks: put a tool's output into the chat history before the agent starts.
+"""One import for hooks: configured hooks and code hooks.
 
-Configure hooks the way a DIAL Quick Apps manifest does, and validate them::
+* configured hooks: :func:`parse_hooks` / :func:`load_hooks` validate them,
+  :func:`inject` and :func:`ttl_is_fresh` put a result into a chat history, and
+  :meth:`~toolbus.application.agent.session.AgentSession.start` runs them;
+* code hooks: :class:`CodeHooks` compiles plugins' hook implementations
+  (:class:`Deny`, :class:`RewriteArguments` and the rest are what they return).
 
-    from toolbus.hooks import parse_hooks
-
-    hooks = parse_hooks([
-        {
-            "kind": "tool_call",
-            "event": "on_request_start",
-            "toolset_name": "memory_server",
-            "tool_name": "get_memories",
-            "arguments": {"user_id": "current"},
-            "refresh_condition": {"kind": "ttl", "ttl_minutes": 60},
-        }
-    ])  # raises ConfigError listing every problem of every hook
-
-Inject a result as a synthetic tool call (pure: the input list is untouched)::
-
-    from toolbus.hooks import inject, ttl_is_fresh
-
-    hook = hooks[0]
-    args = hook.arguments
-    if not ttl_is_fresh(messages, tool_name=hook.call_name, arguments=args, now=now):
-        observation = ...  # call the tool
-        messages = inject(
-            messages,
-            tool_name=hook.call_name,
-            arguments=args,
-            content=observation,
-            frequency=hook.frequency,
-            ttl_expiry=hook.ttl_expiry(now),
-        )
-
-Run them in an agent session: ``await session.start(messages)`` calls each
-hook's tool and returns the history with the results injected (see
-:meth:`~toolbus.application.agent.session.AgentSession.start`).
-
-Code hooks are pluggy hook implementations, compiled once into plain async
-callables by :class:`CodeHooks`::
-
-    from toolbus.hooks import CodeHooks, Deny
-    from toolbus.plugins import hookimpl
-
-    class NoDeletes:
-        @hookimpl
-        def toolbus_on_pre_tool_use(self, tool):
-            if tool.name == "delete-everything":
-                return Deny("Deleting everything is not allowed.")
-
-    session = AgentSession(tools, user="alice", code_hooks=CodeHooks([NoDeletes()]))
-
-``docs/hooks.md`` describes every field, both frequencies, the id format, the
-runtime and code hooks.
+How to write each, every field and the id format: docs/hooks.md (its examples
+run in the test suite, so they stay true).
 """
 
 from __future__ import annotations

@@ -2,32 +2,11 @@
 
 prometheus-client is an optional extra (``pip install 'toolbus[metrics]'``).
 Without it every recording method is a no-op, so code can record
-unconditionally. Names follow the tool-group specification:
-
-=============================================  =========  ==========================
-metric                                         type       labels
-=============================================  =========  ==========================
-``agent_tool_group_requests_total``            counter    ``group``
-``agent_tool_group_availability``              gauge      ``group``
-``agent_filtered_tools_count``                 histogram  (none)
-``agent_state_transitions_total``              counter    ``tool, from_state, to_state``
-``agent_workflow_duration_seconds``            histogram  ``state``
-``agent_state_availability``                   gauge      ``state``
-``agent_group_access_denied_total``            counter    ``group``
-``agent_invalid_state_transition_total``       counter    ``tool, reason``
-``agent_privilege_escalation_attempts_total``  counter    ``reason``
-``toolbus_tool_calls_total``                   counter    ``tool, service, outcome``
-``toolbus_tool_call_duration_seconds``         histogram  ``tool, service``
-``toolbus_tool_call_errors_total``             counter    ``tool, service, error_type``
-``toolbus_service_calls_total``                counter    ``service, outcome``
-``toolbus_service_call_duration_seconds``      histogram  ``service``
-``toolbus_service_call_errors_total``          counter    ``service, error_type``
-=============================================  =========  ==========================
-
-``docs/audit-and-metrics.md`` says when each one moves. Label values that come
-from requests (groups, states, error types) are capped per label: past
-:data:`MAX_LABEL_VALUES` distinct values, new ones are counted as ``"(other)"``,
-so that a client inventing group names cannot grow the metrics without bound.
+unconditionally. Which metrics there are, their labels and when each moves:
+docs/audit-and-metrics.md. Label values that come from requests (groups,
+states, error types) are capped per label: past :data:`MAX_LABEL_VALUES`
+distinct values, new ones are counted as ``"(other)"``, so that a client
+inventing group names cannot grow the metrics without bound.
 """
 
 from __future__ import annotations
