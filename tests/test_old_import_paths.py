@@ -63,6 +63,7 @@ MOVED = [
     ("toolbus.domain.permissions", "Permissions", "toolbus.domain.access.permissions"),
     ("toolbus.domain.hook_config", "parse_hooks", "toolbus.domain.hooks.configured"),
     ("toolbus.domain.injection", "inject", "toolbus.domain.hooks.injection"),
+    ("toolbus.cli.serving", "plan_services", "toolbus.cli.serve_plan"),
 ]
 
 

@@ -9,7 +9,7 @@ import pytest
 from toolbus.application.live.announcements import Announcer
 from toolbus.application.live.companions import companions_for
 from toolbus.application.live.config_service import ConfigPublisher, ConfigService
-from toolbus.cli.serving import describe, plan_services
+from toolbus.cli.serve_plan import describe, plan_services
 from toolbus.domain.errors import ConfigError
 from toolbus.memory.bus import MemoryBus
 from toolbus.settings import Settings

@@ -1,4 +1,8 @@
-"""``toolbus serve``: run tool services until SIGTERM/SIGINT, then drain and exit."""
+"""The ``toolbus serve`` command: run tool services until SIGTERM/SIGINT, then drain and exit.
+
+Which services that means, and what each announces, is planned in
+:mod:`toolbus.cli.serve_plan`.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ from toolbus.application.identity import CallVerifier, SigningKeyError
 from toolbus.application.live.companions import alongside
 from toolbus.cli.app import SERVE_SERVICES, serve_app
 from toolbus.cli.common import fail, redact_url, run, setup_logging
-from toolbus.cli.serving import describe, plan_services
+from toolbus.cli.serve_plan import describe, plan_services
 from toolbus.domain.errors import ConfigError, PluginError
 from toolbus.plugins import connect
 from toolbus.settings import load_settings

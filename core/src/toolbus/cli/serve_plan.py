@@ -1,4 +1,4 @@
-"""What ``toolbus serve`` needs for live configuration: the ``config`` service, announcing.
+"""Planning what ``toolbus serve`` runs: the ``config`` service, plugins' services, announcing.
 
 ``toolbus serve config --store PATH`` runs the config service: the name
 ``config`` is resolved here, before plugin service ids and import paths. Every
