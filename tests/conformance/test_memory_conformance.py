@@ -1,4 +1,8 @@
-"""The bus conformance suite bound to the in-memory bus."""
+"""The bus conformance suite bound to the in-memory bus.
+
+Bound through toolbus.connect(url), so the adapter is reached the way users reach
+it: through its entry point.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ import uuid
 
 import pytest
 
-from toolbus.memory.bus import connect
+import toolbus
 from toolbus.testing.conformance import BusConformance, BusFactory
 
 
@@ -16,4 +20,4 @@ class TestMemoryBus(BusConformance):
     @pytest.fixture
     def bus_factory(self) -> BusFactory:
         url = f"memory://conformance-{uuid.uuid4().hex}"
-        return lambda: connect(url)
+        return lambda: toolbus.connect(url)

@@ -1,11 +1,15 @@
-"""The bus conformance suite bound to the Kafka adapter, on a Tansu broker."""
+"""The bus conformance suite bound to the Kafka adapter, on a Tansu broker.
+
+Bound through toolbus.connect(url), so the adapter is reached the way users reach
+it: through its entry point.
+"""
 
 from __future__ import annotations
 
 import pytest
 
+import toolbus
 from toolbus.testing.conformance import BusConformance, BusFactory
-from toolbus_kafka import connect
 
 pytestmark = pytest.mark.broker
 
@@ -16,4 +20,4 @@ class TestKafkaBus(BusConformance):
 
     @pytest.fixture
     def bus_factory(self, kafka_url: str) -> BusFactory:
-        return lambda: connect(kafka_url)
+        return lambda: toolbus.connect(kafka_url)

@@ -1,11 +1,15 @@
-"""The bus conformance suite bound to the NATS adapter (core NATS and JetStream)."""
+"""The bus conformance suite bound to the NATS adapter (core NATS and JetStream).
+
+Bound through toolbus.connect(url), so the adapter is reached the way users reach
+it: through its entry point.
+"""
 
 from __future__ import annotations
 
 import pytest
 
+import toolbus
 from toolbus.testing.conformance import BusConformance, BusFactory
-from toolbus_nats import connect
 
 pytestmark = pytest.mark.broker
 
@@ -15,4 +19,4 @@ class TestNatsBus(BusConformance):
 
     @pytest.fixture
     def bus_factory(self, nats_url: str) -> BusFactory:
-        return lambda: connect(nats_url)
+        return lambda: toolbus.connect(nats_url)

@@ -1,11 +1,15 @@
-"""The bus conformance suite bound to the Pulsar adapter, against pulsar-lite."""
+"""The bus conformance suite bound to the Pulsar adapter, against pulsar-lite.
+
+Bound through toolbus.connect(url), so the adapter is reached the way users reach
+it: through its entry point.
+"""
 
 from __future__ import annotations
 
 import pytest
 
+import toolbus
 from toolbus.testing.conformance import BusConformance, BusFactory
-from toolbus_pulsar import connect
 
 pytestmark = pytest.mark.broker
 
@@ -15,4 +19,4 @@ class TestPulsarBus(BusConformance):
 
     @pytest.fixture
     def bus_factory(self, pulsar_url: str) -> BusFactory:
-        return lambda: connect(pulsar_url)
+        return lambda: toolbus.connect(pulsar_url)

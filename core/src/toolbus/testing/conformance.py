@@ -13,6 +13,8 @@ whole session::
 
 Subclasses may override :attr:`settle_timeout` (seconds any single wait may take)
 for brokers whose consumer groups take a while to form.
+
+The suite is pytest tests: install it with ``pip install 'toolbus[testing]'``.
 """
 
 from __future__ import annotations
@@ -23,7 +25,13 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 import anyio
-import pytest
+
+try:
+    import pytest
+except ImportError as exc:  # the core does not depend on pytest; the extra does
+    raise ImportError(
+        "the bus conformance suite needs pytest: pip install 'toolbus[testing]'"
+    ) from exc
 
 from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.calls.host import ServiceHost, running
