@@ -16,11 +16,14 @@ import sys
 import textwrap
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Annotated
 
 import anyio
 import pytest
+from pydantic import Field
 
 import toolbus.plugins as plugins
+from toolbus import tool_service
 from toolbus.domain.errors import PluginError
 from toolbus.memory.bus import MemoryBus
 from toolbus.memory.bus import connect as memory_connect
@@ -323,3 +326,24 @@ async def test_the_documented_adapter_is_found_by_its_scheme_and_carries_message
                 break
     finally:
         await bus.close()
+
+
+def test_a_tool_without_arguments_takes_them_from_its_typed_service() -> None:
+    @tool_service("forecast")
+    async def forecast(city: Annotated[str, Field(description="The city")], days: int = 1) -> str:
+        return city
+
+    registrar = ToolRegistrar()
+    registrar.service(
+        forecast,
+        tools={
+            "derived": {"name": "derived", "description": "d"},
+            "explicit": {"name": "explicit", "description": "e", "arguments": []},
+        },
+    )
+
+    assert registrar.tools["derived"]["arguments"] == [
+        {"name": "city", "type": "string", "description": "The city"},
+        {"name": "days", "type": "integer", "description": "Days", "required": False, "default": 1},
+    ]
+    assert registrar.tools["explicit"]["arguments"] == []

@@ -23,6 +23,7 @@ pluggy is used at start-up only; per-call paths never go through it.
 
 from __future__ import annotations
 
+import copy
 import importlib.metadata as metadata
 import logging
 from collections.abc import Callable, Mapping, Sequence
@@ -33,6 +34,7 @@ from urllib.parse import urlsplit
 import pluggy
 
 from toolbus.application.calls.service import ToolService
+from toolbus.domain.config.schemas import arguments_from_schema
 from toolbus.domain.errors import PluginError
 from toolbus.ports import Bus, BusFactory
 
@@ -107,11 +109,20 @@ class ToolRegistrar:
     def service(
         self, service: ToolService, *, tools: Mapping[str, Mapping[str, Any]] | None = None
     ) -> None:
-        """Contribute a tool service and the default tool descriptors that use it."""
+        """Contribute a tool service and the default tool descriptors that use it.
+
+        A tool that gives no ``arguments`` takes them from the service's
+        arguments schema, when it has one (a typed tool function does): the
+        function's parameters are then written once, in Python.
+        """
         self.services.append(service)
         self.service_descriptors[service.id] = service.descriptor()
+        derived = arguments_from_schema(service.arguments_schema or {})
         for key, descriptor in (tools or {}).items():
-            self.tools[key] = {"type": "tool-service", "service": service.id, **descriptor}
+            tool = {"type": "tool-service", "service": service.id, **descriptor}
+            if "arguments" not in tool and derived:
+                tool["arguments"] = copy.deepcopy(derived)
+            self.tools[key] = tool
 
     def tool_type(self, name: str) -> None:
         """Declare a tool ``type`` this plugin understands (beyond ``tool-service``)."""

@@ -14,13 +14,7 @@ def toolbus_register_tools(register: ToolRegistrar) -> None:
             "calculate": {
                 "name": "calculate",
                 "description": "Evaluate an arithmetic expression such as '2 * (3 + 4)'",
-                "arguments": [
-                    {
-                        "name": "expression",
-                        "type": "string",
-                        "description": "The arithmetic expression to evaluate",
-                    }
-                ],
+                # Its argument comes from calculator_service's typed signature.
             }
         },
     )

@@ -15,13 +15,7 @@ def toolbus_register_tools(register: ToolRegistrar) -> None:
                 "name": "tell-joke",
                 "description": "Tell a joke on a given topic",
                 "style": "pun",
-                "arguments": [
-                    {
-                        "name": "topic",
-                        "type": "string",
-                        "description": "The topic for the joke (e.g. programming, animals, food)",
-                    }
-                ],
+                # Its argument comes from JokeService.arguments_schema.
             }
         },
     )

@@ -6,6 +6,8 @@ import re
 import zlib
 from typing import Any
 
+from pydantic import BaseModel, Field
+
 from toolbus import ToolService
 from toolbus_joke.jokes import JOKES
 
@@ -50,6 +52,12 @@ def tell_joke(user: str, topic: str, style: str = "") -> str:
     return f"Hey {user}! Here's a {style} for you:\n\n{joke}"
 
 
+class JokeArguments(BaseModel):
+    """What a caller of ``tell-joke`` passes."""
+
+    topic: str = Field(description="The topic for the joke (e.g. programming, animals, food)")
+
+
 class JokeService(ToolService):
     """TrustGraph's example tool service, on TrustGraph's queues."""
 
@@ -57,6 +65,9 @@ class JokeService(ToolService):
     request_queue = "non-persistent://tg/request/joke"
     response_queue = "non-persistent://tg/response/joke"
     config_params = ({"name": "style", "required": False},)
+    # Declared once here; the plugin's default tool takes its arguments from it.
+    # The service reads them leniently, as TrustGraph's does (a missing topic is "").
+    arguments_schema = JokeArguments.model_json_schema()
 
     async def invoke(self, user: str, config: dict[str, Any], arguments: dict[str, Any]) -> str:
         topic = arguments.get("topic", "")

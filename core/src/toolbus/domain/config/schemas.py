@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
-from toolbus.domain.config.descriptors import ToolDescriptor
+from toolbus.domain.config.descriptors import JSON_SCHEMA_TYPES, ToolDescriptor
 
 ExportFormat = Literal["openai", "mcp", "anthropic"]
 
@@ -90,3 +90,50 @@ def export_tools(tools: Iterable[ToolDescriptor], format: ExportFormat) -> list[
             f"unknown tool-list format {format!r}; use one of {', '.join(EXPORT_FORMATS)}"
         )
     return [exporter(tool) for tool in tools]
+
+
+_DROPPED_KEYWORDS = frozenset({"title", "type", "description", "anyOf", "$ref", "allOf"})
+
+
+def arguments_from_schema(schema: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Tool-descriptor ``arguments`` from the JSON Schema of a service's arguments.
+
+    The other way round from :func:`json_schema`: what a typed tool function's
+    schema says (type, description, required, constraints) becomes argument
+    entries, so a plugin or an announcement need not write them again.
+    """
+    properties = schema.get("properties")
+    if not isinstance(properties, Mapping):
+        return []
+    required = set(schema.get("required") or ())
+    arguments = []
+    for name, spec in properties.items():
+        spec = spec if isinstance(spec, Mapping) else {}
+        argument: dict[str, Any] = {
+            "name": name,
+            "type": _json_type(spec),
+            "description": str(spec.get("description") or spec.get("title") or name),
+        }
+        if name not in required:
+            argument["required"] = False
+        argument.update(
+            (key, value)
+            for key, value in spec.items()
+            if key not in _DROPPED_KEYWORDS and not key.startswith("$")
+        )
+        arguments.append(argument)
+    return arguments
+
+
+def _json_type(spec: Mapping[str, Any]) -> str:
+    # pydantic writes Optional[X] as anyOf [X, null] and models as $ref: take the
+    # first concrete type, else call it an object (a $ref) or a string.
+    kind = spec.get("type")
+    if isinstance(kind, str) and kind in JSON_SCHEMA_TYPES:
+        return kind
+    for option in spec.get("anyOf") or ():
+        if isinstance(option, Mapping):
+            kind = option.get("type")
+            if isinstance(kind, str) and kind in JSON_SCHEMA_TYPES and kind != "null":
+                return kind
+    return "object" if "$ref" in spec or "allOf" in spec else "string"

@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from toolbus.domain.config.descriptors import JSON_SCHEMA_TYPES, SERVICES, TOOL_SERVICE_TYPE, TOOLS
+from toolbus.domain.config.descriptors import SERVICES, TOOL_SERVICE_TYPE, TOOLS
+from toolbus.domain.config.schemas import arguments_from_schema
 
 ANNOUNCE = "announce"
 WITHDRAW = "withdraw"
@@ -200,51 +201,10 @@ def derived_tool(
         "description": " ".join(summary.split()) or f"Call the {service_id} tool service",
         "service": service_id,
     }
-    arguments = _arguments(arguments_schema or {})
+    arguments = arguments_from_schema(arguments_schema or {})
     if arguments:
         tool["arguments"] = arguments
     return tool
-
-
-_DROPPED_KEYWORDS = frozenset({"title", "type", "description", "anyOf", "$ref", "allOf"})
-
-
-def _arguments(schema: Mapping[str, Any]) -> list[dict[str, Any]]:
-    properties = schema.get("properties")
-    if not isinstance(properties, Mapping):
-        return []
-    required = set(schema.get("required") or ())
-    arguments = []
-    for name, spec in properties.items():
-        spec = spec if isinstance(spec, Mapping) else {}
-        argument: dict[str, Any] = {
-            "name": name,
-            "type": _json_type(spec),
-            "description": str(spec.get("description") or spec.get("title") or name),
-        }
-        if name not in required:
-            argument["required"] = False
-        argument.update(
-            (key, value)
-            for key, value in spec.items()
-            if key not in _DROPPED_KEYWORDS and not key.startswith("$")
-        )
-        arguments.append(argument)
-    return arguments
-
-
-def _json_type(spec: Mapping[str, Any]) -> str:
-    # pydantic writes Optional[X] as anyOf [X, null] and models as $ref: take the
-    # first concrete type, else call it an object (a $ref) or a string.
-    kind = spec.get("type")
-    if isinstance(kind, str) and kind in JSON_SCHEMA_TYPES:
-        return kind
-    for option in spec.get("anyOf") or ():
-        if isinstance(option, Mapping):
-            kind = option.get("type")
-            if isinstance(kind, str) and kind in JSON_SCHEMA_TYPES and kind != "null":
-                return kind
-    return "object" if "$ref" in spec or "allOf" in spec else "string"
 
 
 # --------------------------------------------------------------------------- the table
