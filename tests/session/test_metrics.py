@@ -6,12 +6,13 @@ import sys
 import urllib.request
 
 import pytest
-from prometheus_client import CollectorRegistry
+from prometheus_client import REGISTRY, CollectorRegistry
 
 from toolbus.application.agent.audit import ListAuditSink
 from toolbus.application.calls.metrics import (
     MetricsUnavailable,
     ToolbusMetrics,
+    default_metrics,
     start_metrics_server,
 )
 from toolbus.domain.config.loading import load_registry
@@ -205,6 +206,8 @@ def test_label_values_from_requests_are_capped() -> None:
 
 
 def test_disabled_metrics_record_nothing() -> None:
+    default_metrics()  # toolbus's metrics exist in the process-wide registry
+    before = toolbus_samples(REGISTRY)
     metrics = ToolbusMetrics.disabled()
     assert not metrics.enabled and metrics.registry is None
     metrics.session_started(["a"], offered=1)
@@ -215,6 +218,18 @@ def test_disabled_metrics_record_nothing() -> None:
     metrics.tool_call("t", "s", 0.1, "x")
     metrics.service_call("s", 0.1, None)
     metrics.observe_registry(workflow_registry())
+    assert metrics.registry is None
+    assert toolbus_samples(REGISTRY) == before
+
+
+def toolbus_samples(prometheus: CollectorRegistry) -> list[tuple[str, str, float]]:
+    """Every agent_* and toolbus_* sample in ``prometheus``: name, labels, value."""
+    return sorted(
+        (sample.name, repr(sorted(sample.labels.items())), sample.value)
+        for family in prometheus.collect()
+        for sample in family.samples
+        if sample.name.startswith(("agent_", "toolbus_"))
+    )
 
 
 def test_without_prometheus_client_metrics_are_a_no_op(monkeypatch: pytest.MonkeyPatch) -> None:
