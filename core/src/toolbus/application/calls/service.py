@@ -167,9 +167,12 @@ class FunctionToolService(ToolService):
             kwargs["caller"] = current_caller()
         return kwargs
 
-    async def handle(
-        self, user: str, config: dict[str, Any], arguments: dict[str, Any]
-    ) -> Any | AsyncIterator[Any]:
+    async def invoke(self, user: str, config: dict[str, Any], arguments: dict[str, Any]) -> Any:
+        """Call the function with the request's arguments (validated when typed).
+
+        Returns its result, or, for an async generator function, the iterator of
+        its chunks.
+        """
         kwargs = self._bind(user, config, arguments)
         if self._is_async_gen:
             return self.fn(**kwargs)
@@ -177,8 +180,9 @@ class FunctionToolService(ToolService):
             return await self.fn(**kwargs)
         return await anyio.to_thread.run_sync(lambda: self.fn(**kwargs))
 
-    async def invoke(self, user: str, config: dict[str, Any], arguments: dict[str, Any]) -> Any:
-        return await self.handle(user, config, arguments)
+    # invoke is already what the host needs, a coroutine: it is called directly,
+    # without ToolService.handle's check for a plain method.
+    handle = invoke
 
 
 def tool_service(
