@@ -139,15 +139,14 @@ class AgentSession:
         code_hooks: CompiledHooks | None = None,
     ) -> None:
         if isinstance(tools, Tools):
-            client = tools.client
             registry = tools.registry if registry is None else registry
+        elif registry is None:
+            raise TypeError(
+                "AgentSession needs the configuration: pass registry=... with a "
+                "ToolServiceClient, or pass a Tools facade"
+            )
         else:
-            client = tools
-            if registry is None:
-                raise TypeError(
-                    "AgentSession needs the configuration: pass registry=... with a "
-                    "ToolServiceClient, or pass a Tools facade"
-                )
+            tools = Tools(tools, registry)
         if isinstance(groups, str):
             raise TypeError(f"groups must be a list of group names, not the string {groups!r}")
         self.registry: Registry = registry
@@ -169,7 +168,8 @@ class AgentSession:
             else _checked_hooks(hooks)
         )
         self._code = NO_HOOKS if code_hooks is None else code_hooks
-        self._tools = Tools(client, registry)
+        # Every call names this session's registry, so a Tools given is used as it is.
+        self._tools = tools
         self._audit = _DEFAULT_SINK if audit is None else audit
         self._metrics = default_metrics() if metrics is None else metrics
         self._clock = clock
