@@ -12,6 +12,7 @@ import pytest
 
 from toolbus import ToolServiceClient, ToolServiceError, ToolTimeout, running, tool_service
 from toolbus.domain.calls import wire
+from toolbus.domain.config.descriptors import ServiceDescriptor
 from toolbus.memory.bus import MemoryBus, connect
 
 pytestmark = pytest.mark.anyio
@@ -176,3 +177,28 @@ async def test_using_the_client_outside_async_with_says_how(bus: MemoryBus) -> N
     client = ToolServiceClient(bus)
     with pytest.raises(RuntimeError, match="async with"):
         await client.call(request_queue="q", response_queue="r")
+
+
+async def test_a_service_descriptor_says_where_to_call_and_names_the_service(
+    bus: MemoryBus,
+) -> None:
+    descriptor = ServiceDescriptor("echo", echo.request_queue, echo.response_queue)
+    async with running(bus, echo), ToolServiceClient(bus) as client:
+        assert await client.call(service=descriptor, arguments={"text": "by descriptor"}) == (
+            "by descriptor"
+        )
+        result = await client.invoke(service=descriptor, arguments={"text": "details"})
+        assert result.observation == "details"
+        chunks = [c async for c in client.stream(service=descriptor, arguments={"text": "s"})]
+        assert chunks == ["s"]
+
+    silent = ServiceDescriptor("nobody-home", slow.request_queue, slow.response_queue)
+    async with ToolServiceClient(bus) as client:
+        with pytest.raises(ToolTimeout, match="'nobody-home'"):
+            await client.call(service=silent, timeout=0.05)
+
+
+async def test_a_call_without_a_service_or_queues_says_what_to_pass(bus: MemoryBus) -> None:
+    async with ToolServiceClient(bus) as client:
+        with pytest.raises(TypeError, match="service=<its ServiceDescriptor>, or request_queue="):
+            await client.call(request_queue=echo.request_queue, arguments={"text": "x"})

@@ -18,7 +18,7 @@ import time
 import uuid
 import warnings
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -30,6 +30,7 @@ from toolbus.application.identity.signing import CallSigner
 from toolbus.application.tracing import propagation as tracing
 from toolbus.domain.calls import wire
 from toolbus.domain.calls.arguments import AppliedOptions
+from toolbus.domain.config.descriptors import ServiceDescriptor
 from toolbus.domain.errors import ToolCallError, ToolServiceError, ToolTimeout, WireError, error_for
 from toolbus.domain.identity import PROP_CALL_TOKEN
 from toolbus.ports import Bus, Delivery, Listener, PushBus, Subscription
@@ -335,71 +336,98 @@ class ToolServiceClient:
     async def invoke(
         self,
         *,
-        request_queue: str,
-        response_queue: str,
+        service: str | ServiceDescriptor | None = None,
+        request_queue: str = "",
+        response_queue: str = "",
         user: str = "",
         config: Mapping[str, Any] | None = None,
         arguments: Mapping[str, Any] | None = None,
         timeout: float | None = None,
-        service: str | None = None,
         properties: Mapping[str, str] | None = None,
     ) -> CallResult:
-        """Call a tool service; its observation (chunks joined) and after-execution."""
-        if tracing.recording():
-            # An OpenTelemetry SDK is recording: this call is a CLIENT span, and the
-            # service's span is its child (the span's own id goes on the wire).
-            with tracing.span(
-                f"toolbus call {service or request_queue}",
-                # A traceparent the caller passed is this call's parent.
-                tracing.received(properties or {}) or tracing.current_trace(),
-                server=False,
-                attributes={
-                    "toolbus.service": service or "",
-                    "messaging.destination.name": request_queue,
-                },
-            ) as context:
-                properties = {**(properties or {}), **tracing.as_properties(context)}
-                waiter = await self._exchange(
-                    request_queue, response_queue, user, config, arguments, timeout, service,
-                    properties,
-                )  # fmt: skip
-        else:
-            waiter = await self._exchange(
-                request_queue, response_queue, user, config, arguments, timeout, service,
-                properties,
-            )  # fmt: skip
+        """Call a tool service; its observation (chunks joined) and after-execution.
+
+        ``service`` is the service's descriptor (its queues and id), or its id
+        beside ``request_queue`` and ``response_queue``; the id names it in
+        errors and spans.
+        """
+        waiter = await self._start(
+            service, request_queue, response_queue, user, config, arguments, timeout, properties
+        )
         return CallResult("".join(waiter.chunks), waiter.after_execution)
 
     async def call(
         self,
         *,
-        request_queue: str,
-        response_queue: str,
+        service: str | ServiceDescriptor | None = None,
+        request_queue: str = "",
+        response_queue: str = "",
         user: str = "",
         config: Mapping[str, Any] | None = None,
         arguments: Mapping[str, Any] | None = None,
         timeout: float | None = None,
-        service: str | None = None,
         properties: Mapping[str, str] | None = None,
     ) -> str:
         """Call a tool service and return its observation (stream chunks joined)."""
-        if tracing.recording():
-            result = await self.invoke(
-                request_queue=request_queue,
-                response_queue=response_queue,
-                user=user,
-                config=config,
-                arguments=arguments,
-                timeout=timeout,
-                service=service,
-                properties=properties,
-            )
-            return result.observation
-        # The per-call path: straight to the work, no span machinery.
-        waiter = await self._exchange(
-            request_queue, response_queue, user, config, arguments, timeout, service, properties
+        waiter = await self._start(
+            service, request_queue, response_queue, user, config, arguments, timeout, properties
         )
         return "".join(waiter.chunks)
+
+    def _start(
+        self,
+        service: str | ServiceDescriptor | None,
+        request_queue: str,
+        response_queue: str,
+        user: str,
+        config: Mapping[str, Any] | None,
+        arguments: Mapping[str, Any] | None,
+        timeout: float | None,
+        properties: Mapping[str, str] | None,
+    ) -> Coroutine[Any, Any, _Waiter]:
+        """The exchange of one call, as a CLIENT span when an OpenTelemetry SDK records.
+
+        A plain function handing back the coroutine, so that the per-call path
+        (no SDK) costs no extra coroutine frame and no span machinery.
+        """
+        # _route, inline: this is the per-call path.
+        if isinstance(service, ServiceDescriptor):
+            name: str | None = service.id
+            request_queue = request_queue or service.request_queue
+            response_queue = response_queue or service.response_queue
+        elif request_queue and response_queue:
+            name = service
+        else:
+            request_queue, response_queue, name = _route(service, request_queue, response_queue)
+        label = name or request_queue
+        if tracing.recording():
+            return self._traced(
+                request_queue, response_queue, user, config, arguments, timeout, label, name,
+                properties,
+            )  # fmt: skip
+        return self._exchange(
+            request_queue, response_queue, user, config, arguments, timeout, label, properties
+        )
+
+    async def _traced(
+        self,
+        request_queue: str,
+        response_queue: str,
+        user: str,
+        config: Mapping[str, Any] | None,
+        arguments: Mapping[str, Any] | None,
+        timeout: float | None,
+        label: str,
+        name: str | None,
+        properties: Mapping[str, str] | None,
+    ) -> _Waiter:
+        # The service's span is a child of this one: the span's own id goes on the wire.
+        with tracing.hop("client", properties, _span, label, name, request_queue) as context:
+            if context is not None:
+                properties = {**(properties or {}), **tracing.as_properties(context)}
+            return await self._exchange(
+                request_queue, response_queue, user, config, arguments, timeout, label, properties
+            )
 
     async def _exchange(
         self,
@@ -409,17 +437,20 @@ class ToolServiceClient:
         config: Mapping[str, Any] | None,
         arguments: Mapping[str, Any] | None,
         timeout: float | None,
-        service: str | None,
+        label: str,
         properties: Mapping[str, str] | None,
     ) -> _Waiter:
-        """Send one request and wait for its whole answer; the waiter holds it."""
+        """Send one request and wait for its whole answer; the waiter holds it.
+
+        ``label`` names the service in a timeout's message.
+        """
         limit = self.default_timeout if timeout is None else timeout
         listener = self._listeners.get(response_queue) or await self._listener(response_queue)
         body = wire.encode_request(user, config, arguments)
         call_id, waiter, props = self._register(listener, limit, properties, watch=True)
         if self.signer is not None:
             props[PROP_CALL_TOKEN] = self.signer.sign(
-                call_id=call_id, audience=service or request_queue, user=user, body=body
+                call_id=call_id, audience=label, user=user, body=body
             )
         task = asyncio.current_task(waiter.loop)
         try:
@@ -432,12 +463,12 @@ class ToolServiceClient:
                 await waiter.wait()
         except asyncio.CancelledError:
             if waiter.interrupted and task is not None and task.uncancel() == 0:
-                raise ToolTimeout(service or request_queue, limit) from None
+                raise ToolTimeout(label, limit) from None
             raise
         finally:
             listener.waiters.pop(call_id, None)
         if waiter.timed_out:
-            raise ToolTimeout(service or request_queue, limit)
+            raise ToolTimeout(label, limit)
         if waiter.error is not None:
             raise waiter.error
         return waiter
@@ -445,27 +476,29 @@ class ToolServiceClient:
     async def stream(
         self,
         *,
-        request_queue: str,
-        response_queue: str,
+        service: str | ServiceDescriptor | None = None,
+        request_queue: str = "",
+        response_queue: str = "",
         user: str = "",
         config: Mapping[str, Any] | None = None,
         arguments: Mapping[str, Any] | None = None,
         timeout: float | None = None,
-        service: str | None = None,
         properties: Mapping[str, str] | None = None,
     ) -> AsyncIterator[str]:
         """Call a tool service and yield its chunks as they arrive (empty ones skipped).
 
-        ``timeout`` bounds the whole stream. Raises the service's error, if any,
-        after the chunks that came before it.
+        ``service`` as for :meth:`invoke`. ``timeout`` bounds the whole stream.
+        Raises the service's error, if any, after the chunks that came before it.
         """
+        request_queue, response_queue, name = _route(service, request_queue, response_queue)
+        label = name or request_queue
         limit = self.default_timeout if timeout is None else timeout
         listener = await self._listener(response_queue)
         body = wire.encode_request(user, config, arguments)
         call_id, waiter, props = self._register(listener, limit, properties, watch=False)
         if self.signer is not None:
             props[PROP_CALL_TOKEN] = self.signer.sign(
-                call_id=call_id, audience=service or request_queue, user=user, body=body
+                call_id=call_id, audience=label, user=user, body=body
             )
         deadline = asyncio.get_running_loop().time() + limit
         try:
@@ -473,7 +506,7 @@ class ToolServiceClient:
                 await self.bus.publish(request_queue, body, props)
         except TimeoutError:
             listener.waiters.pop(call_id, None)
-            raise ToolTimeout(service or request_queue, limit) from None
+            raise ToolTimeout(label, limit) from None
         except BaseException:
             listener.waiters.pop(call_id, None)
             raise
@@ -487,7 +520,7 @@ class ToolServiceClient:
                     async with asyncio.timeout_at(deadline):
                         await waiter.wait()
                 except TimeoutError:
-                    raise ToolTimeout(service or request_queue, limit) from None
+                    raise ToolTimeout(label, limit) from None
         finally:
             listener.waiters.pop(call_id, None)
         if waiter.error is not None:
@@ -497,3 +530,29 @@ class ToolServiceClient:
         """Close every response subscription (also done on leaving ``async with``)."""
         for listener in list(self._listeners.values()):
             await listener.close()
+
+
+def _route(
+    service: str | ServiceDescriptor | None, request_queue: str, response_queue: str
+) -> tuple[str, str, str | None]:
+    """The request and response queues of a call, and the service's id if known."""
+    if isinstance(service, ServiceDescriptor):
+        return (
+            request_queue or service.request_queue,
+            response_queue or service.response_queue,
+            service.id,
+        )
+    if not (request_queue and response_queue):
+        raise TypeError(
+            "say which service to call: pass service=<its ServiceDescriptor>, or "
+            "request_queue= and response_queue="
+        )
+    return request_queue, response_queue, service
+
+
+def _span(label: str, name: str | None, request_queue: str) -> tuple[str, dict[str, str]]:
+    """The name and attributes of a call's CLIENT span."""
+    return f"toolbus call {label}", {
+        "toolbus.service": name or "",
+        "messaging.destination.name": request_queue,
+    }

@@ -102,10 +102,12 @@ class ServiceHost:
         self._call_metrics = (default_metrics() if metrics is None else metrics).for_service(
             service.id
         )
-        self._span_attributes = {
+        span_name = f"toolbus serve {service.id}"
+        span_attributes = {
             "toolbus.service": service.id,
             "messaging.destination.name": service.request_queue,
         }
+        self._describe_span = lambda: (span_name, span_attributes)
         persistent = parse_queue(service.request_queue).persistent
         self._answers = (
             _AnswerMemory(idempotency_calls, idempotency_bytes)
@@ -283,19 +285,12 @@ class ServiceHost:
         serving = _serving.set(caller)
         try:
             if tracing.recording():
-                with (
-                    tracing.span(
-                        f"toolbus serve {self.service.id}",
-                        tracing.received(properties),
-                        server=True,
-                        attributes=self._span_attributes,
-                    ) as context,
-                    tracing.activated(context),
-                ):
+                with tracing.hop("server", properties, self._describe_span):
                     result = await self.service.handle(request.user, request.config, arguments)
                     await self._send_result(reply, result)
             else:
-                # The same, minus OpenTelemetry, without context managers on the hot path.
+                # What hop() does without a span, spelled out: a context manager here
+                # costs a measurable share of an in-memory round trip.
                 token = tracing.enter_served(properties)
                 try:
                     result = await self.service.handle(request.user, request.config, arguments)

@@ -13,7 +13,11 @@ from toolbus.domain._moved import renamed
 from toolbus.domain.calls import wire
 from toolbus.domain.calls.arguments import PLACEHOLDERS, AppliedOptions, apply_options
 from toolbus.domain.calls.trace_context import TraceContext
-from toolbus.domain.config.descriptors import AFTER_EXECUTION_VALUES, ToolDescriptor
+from toolbus.domain.config.descriptors import (
+    AFTER_EXECUTION_VALUES,
+    ServiceDescriptor,
+    ToolDescriptor,
+)
 from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import ToolbusError
 
@@ -42,18 +46,12 @@ class Tools:
         #: The live registry; replace it to reconfigure (sessions keep their own).
         self.registry = registry
 
-    def _route(self, tool: ToolDescriptor, registry: Registry) -> dict[str, Any]:
+    def _service(self, tool: ToolDescriptor, registry: Registry) -> ServiceDescriptor:
         if tool.type != "tool-service" or tool.service is None:
             raise ToolbusError(
                 f"tool {tool.name!r} has type {tool.type!r}, which is not served over the bus"
             )
-        service = registry.service_for(tool)
-        return {
-            "request_queue": service.request_queue,
-            "response_queue": service.response_queue,
-            "config": tool.config,
-            "service": service.id,
-        }
+        return registry.service_for(tool)
 
     def _prepare(
         self,
@@ -94,56 +92,34 @@ class Tools:
         """
         registry = registry or self.registry
         descriptor = registry.tool(tool) if isinstance(tool, str) else tool
-        route = self._route(descriptor, registry)
-        parent = _parent(properties)
-        if not tracing.recording():
-            trace = tracing.outgoing(parent)
-            properties = _with_trace(properties, trace)
-            return await self._send(
-                descriptor, route, arguments, user, timeout, properties, context, trace
-            )
-        attributes = {
-            "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": descriptor.llm_name,
-            "toolbus.tool": descriptor.name,
-            "toolbus.service": route["service"],
-        }
-        if context and context.get("tool_call_id"):
-            attributes["gen_ai.tool.call.id"] = context["tool_call_id"]
-        with (
-            tracing.span(
-                f"execute_tool {descriptor.llm_name}",
-                parent,
-                kind="internal",
-                attributes=attributes,
-            ) as trace,
-            tracing.activated(trace),
-        ):
-            # The client's span is a child of this one (it is current now).
-            properties = _with_trace(properties, None)
-            return await self._send(
-                descriptor, route, arguments, user, timeout, properties, context, trace
-            )
+        service = self._service(descriptor, registry)
 
-    async def _send(
-        self,
-        tool: ToolDescriptor,
-        route: dict[str, Any],
-        arguments: Mapping[str, Any] | None,
-        user: str,
-        timeout: float | None,
-        properties: Mapping[str, str] | None,
-        context: Mapping[str, str] | None,
-        trace: TraceContext,
-    ) -> CallResult:
-        applied, properties = self._prepare(tool, arguments, user, context, trace, properties)
-        result = await self.client.invoke(
-            user=user,
-            arguments=applied.arguments,
-            timeout=timeout,
-            properties=properties,
-            **route,
-        )
+        def describe() -> tuple[str, dict[str, str]]:
+            attributes = {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": descriptor.llm_name,
+                "toolbus.tool": descriptor.name,
+                "toolbus.service": service.id,
+            }
+            if context and context.get("tool_call_id"):
+                attributes["gen_ai.tool.call.id"] = context["tool_call_id"]
+            return f"execute_tool {descriptor.llm_name}", attributes
+
+        # With a span recorded, trace is the execute_tool span, current for the block
+        # and the parent of the client's; without, the caller's trace (or a new one).
+        with tracing.hop("internal", properties, describe) as trace:
+            assert trace is not None  # a tool call always has a context to send
+            applied, properties = self._prepare(
+                descriptor, arguments, user, context, trace, _with_trace(properties, trace)
+            )
+            result = await self.client.invoke(
+                service=service,
+                config=descriptor.config,
+                user=user,
+                arguments=applied.arguments,
+                timeout=timeout,
+                properties=properties,
+            )
         after_execution = result.after_execution
         if after_execution not in AFTER_EXECUTION_VALUES:
             if after_execution is not None:
@@ -151,12 +127,12 @@ class Tools:
                 log.warning(
                     "service %r answered with after-execution %r, which is neither 'suspend' "
                     "nor 'terminate'; using tool %r's setting %r",
-                    route["service"],
+                    service.id,
                     after_execution[:64],
-                    tool.name,
-                    tool.after_execution,
+                    descriptor.name,
+                    descriptor.after_execution,
                 )
-            after_execution = tool.after_execution
+            after_execution = descriptor.after_execution
         return CallResult(result.observation, after_execution, applied, trace.trace_id)
 
     async def call(
@@ -189,41 +165,31 @@ class Tools:
         span held open across ``yield`` would leak into the consumer's context.
         """
         tool = self.registry.tool(name)
-        route = self._route(tool, self.registry)
-        trace = tracing.outgoing(_parent(properties))
-        properties = _with_trace(properties, trace)
-        applied, properties = self._prepare(tool, arguments, user, None, trace, properties)
+        service = self._service(tool, self.registry)
+        trace = tracing.outgoing(tracing.parent_of(properties))
+        applied, properties = self._prepare(
+            tool, arguments, user, None, trace, _with_trace(properties, trace)
+        )
         async for chunk in self.client.stream(
+            service=service,
+            config=tool.config,
             user=user,
             arguments=applied.arguments,
             timeout=timeout,
             properties=properties,
-            **route,
         ):
             yield chunk
 
 
-def _parent(properties: Mapping[str, str] | None) -> TraceContext | None:
-    """The caller's explicit ``traceparent``, when valid; else the current trace."""
-    if properties and wire.PROP_TRACEPARENT in properties:
-        explicit = tracing.received(properties)
-        if explicit is not None:
-            return explicit
-    return tracing.current_trace()
-
-
-def _with_trace(
-    properties: Mapping[str, str] | None, trace: TraceContext | None
-) -> dict[str, str] | None:
-    """``properties`` with ``trace`` as the trace context to send (None: the client's)."""
-    clean = {
-        name: value
-        for name, value in (properties or {}).items()
-        if name not in (wire.PROP_TRACEPARENT, wire.PROP_TRACESTATE)
-    }
-    if trace is not None:
-        clean.update(tracing.as_properties(trace))
-    return clean or None
+def _with_trace(properties: Mapping[str, str] | None, trace: TraceContext) -> dict[str, str]:
+    """``properties`` sending ``trace``: its ``traceparent``, and its ``tracestate`` or none."""
+    sent = dict(properties) if properties else {}
+    sent[wire.PROP_TRACEPARENT] = trace.traceparent
+    if trace.tracestate:
+        sent[wire.PROP_TRACESTATE] = trace.tracestate
+    else:
+        sent.pop(wire.PROP_TRACESTATE, None)
+    return sent
 
 
 if TYPE_CHECKING:

@@ -22,8 +22,8 @@ from __future__ import annotations
 import os
 import random
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar, Token
 from typing import Any, Literal
 
@@ -55,7 +55,7 @@ class _Deferred:
     the bookkeeping; so it happens on first use, once per request.
     """
 
-    __slots__ = ("_context", "_properties")
+    __slots__ = ("_context", "_properties", "_token")
 
     def __init__(self, properties: Mapping[str, str]) -> None:
         self._properties = properties
@@ -65,6 +65,13 @@ class _Deferred:
         if self._context is None:
             self._context = child_of(received(self._properties))
         return self._context
+
+    # As a context manager: current for the block (a request being served, no span).
+    def __enter__(self) -> None:
+        self._token = _current.set(self)
+
+    def __exit__(self, *exc_info: object) -> None:
+        _current.reset(self._token)
 
 
 _current: ContextVar[TraceContext | _Deferred | None] = ContextVar("toolbus_trace", default=None)
@@ -163,11 +170,9 @@ def activated(context: TraceContext) -> Iterator[None]:
 
 
 def enter_served(properties: Mapping[str, str]) -> Token[TraceContext | _Deferred | None]:
-    """Make the context of a request being served current, without a span.
-
-    That is a child of the request's ``traceparent`` (or a new trace), made
-    when first asked for. Undo with :func:`leave`.
-    """
+    """What ``hop("server", ...)`` does without a span, for a caller that skips the
+    ``with``: the request's context becomes current, worked out only if asked for.
+    Undo with :func:`leave`."""
     return _current.set(_Deferred(properties))
 
 
@@ -219,6 +224,85 @@ def span(
             current.set_attribute("error.type", error_type)
             current.set_status(otel.Status(otel.StatusCode.ERROR, type(exc).__name__))
             raise
+
+
+SpanDescription = Callable[..., tuple[str, Mapping[str, Any]]]
+
+
+def hop(
+    kind: SpanKind,
+    properties: Mapping[str, str] | None,
+    describe: SpanDescription,
+    *details: Any,
+) -> AbstractContextManager[TraceContext | None]:
+    """One hop of a call, for the block it covers: the one place that picks traced or fast.
+
+    With an OpenTelemetry SDK recording, it opens this hop's span (see
+    :func:`span`; ``describe(*details)`` gives its name and attributes) and, for a tool
+    call (``"internal"``) or a request being served (``"server"``), makes the
+    span's context current for the block; it yields that context. Otherwise it
+    does only what the trace needs, with no span machinery on the per-call path:
+
+    * ``"server"``: the request's context (a child of its ``traceparent``)
+      becomes current, worked out only if something asks; yields ``None``;
+    * ``"internal"``: yields the context to send, the caller's (see
+      :func:`parent_of`) or a new trace;
+    * ``"client"``: yields ``None``: the client sends the current trace, if any.
+
+    The parent is ``properties``' valid ``traceparent``; for a client or a tool
+    call, the current trace when there is none.
+    """
+    if not recording():
+        if kind == "client":
+            return _NOTHING
+        if kind == "server":
+            return _Deferred(properties or {})
+        return nullcontext(outgoing(parent_of(properties)))
+    return _recorded_hop(kind, properties, describe(*details))
+
+
+class _Nothing:
+    """The client's hop without a recorded span: nothing to do, no state, one instance."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc_info: object) -> None:
+        return None
+
+
+_NOTHING = _Nothing()
+
+
+@contextmanager
+def _recorded_hop(
+    kind: SpanKind,
+    properties: Mapping[str, str] | None,
+    description: tuple[str, Mapping[str, Any]],
+) -> Iterator[TraceContext]:
+    if kind == "server":
+        parent = received(properties) if properties else None
+    else:
+        parent = parent_of(properties)
+    name, attributes = description
+    with span(name, parent, kind=kind, attributes=attributes) as context:
+        if kind == "client":
+            yield context
+        else:
+            with activated(context):
+                yield context
+
+
+def parent_of(properties: Mapping[str, str] | None) -> TraceContext | None:
+    """The parent of an outgoing call: ``properties``' ``traceparent`` when valid, else
+    the current trace."""
+    if properties and wire.PROP_TRACEPARENT in properties:
+        explicit = received(properties)
+        if explicit is not None:
+            return explicit
+    return current_trace()
 
 
 def child_of(parent: TraceContext | None) -> TraceContext:
