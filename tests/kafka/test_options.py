@@ -6,7 +6,8 @@ import ssl
 
 import pytest
 
-from toolbus_kafka import KafkaOptionsError, parse_options
+from toolbus.domain.errors import BrokerOptionError
+from toolbus_kafka import parse_options
 
 
 def test_several_brokers_and_the_default_port() -> None:
@@ -46,7 +47,7 @@ def test_credentials_in_the_url_need_sasl_and_stay_out_of_repr() -> None:
 
 
 def test_credentials_over_plaintext_are_refused() -> None:
-    with pytest.raises(KafkaOptionsError, match="security_protocol=SASL_SSL"):
+    with pytest.raises(BrokerOptionError, match="security_protocol=SASL_SSL"):
         parse_options("kafka://alice:secret@k1:9092")
 
 
@@ -74,5 +75,5 @@ def test_plaintext_sends_no_sasl_or_tls_settings() -> None:
     ],
 )
 def test_bad_urls_and_options_say_what_to_fix(url: str, message: str) -> None:
-    with pytest.raises(KafkaOptionsError, match=message):
+    with pytest.raises(BrokerOptionError, match=message):
         parse_options(url)

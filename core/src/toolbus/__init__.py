@@ -46,6 +46,7 @@ from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import (
     AccessDenied,
     BadRequest,
+    BrokerOptionError,
     BusClosed,
     ConfigError,
     DeadlineExceeded,
@@ -80,6 +81,7 @@ __all__ = [
     "AgentStep",
     "Announcer",
     "BadRequest",
+    "BrokerOptionError",
     "BusClosed",
     "CallOutcome",
     "CallResult",

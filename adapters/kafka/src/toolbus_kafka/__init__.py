@@ -19,17 +19,30 @@ adapter do itself: ``subscription`` (consumer groups and fan-out),
 ``inbox`` (fetched deliveries shared by a subscription's readers; NATS's ``buffer``).
 """
 
+from typing import TYPE_CHECKING, Any
+
+from toolbus.domain._moved import renamed
+from toolbus.domain.errors import BrokerOptionError
 from toolbus_kafka.bus import KafkaBus, connect
 from toolbus_kafka.errors import KafkaTopicError, KafkaUnavailable, MessageRefused
-from toolbus_kafka.options import KafkaOptions, KafkaOptionsError, parse_options
+from toolbus_kafka.options import KafkaOptions, parse_options
 
 __all__ = [
+    "BrokerOptionError",
     "KafkaBus",
     "KafkaOptions",
-    "KafkaOptionsError",
     "KafkaTopicError",
     "KafkaUnavailable",
     "MessageRefused",
     "connect",
     "parse_options",
 ]
+
+
+if TYPE_CHECKING:
+    # Deprecated name, handed out by __getattr__ with a warning.
+    KafkaOptionsError = BrokerOptionError
+
+
+def __getattr__(name: str) -> Any:
+    return renamed(__name__, name)

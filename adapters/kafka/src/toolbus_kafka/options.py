@@ -16,20 +16,17 @@ from __future__ import annotations
 import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from toolbus.domain.errors import ToolbusError
+from toolbus.domain._moved import renamed
+from toolbus.domain.errors import BrokerOptionError
 from toolbus.settings import option_flag
 
 DEFAULT_PORT = 9092
 SCHEME = "kafka"
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER")
-
-
-class KafkaOptionsError(ToolbusError, ValueError):
-    """A Kafka URL or option is invalid; the message names it and says how to fix it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,12 +86,12 @@ class KafkaOptions:
 
     def __post_init__(self) -> None:
         if not self.bootstrap_servers:
-            raise KafkaOptionsError("Kafka URL names no broker; use kafka://host:port")
+            raise BrokerOptionError("Kafka URL names no broker; use kafka://host:port")
         if self.acks not in ("all", "-1", "0", "1"):
-            raise KafkaOptionsError(f"Kafka option 'acks' is {self.acks!r}; use all, 1 or 0")
+            raise BrokerOptionError(f"Kafka option 'acks' is {self.acks!r}; use all, 1 or 0")
         for name in ("partitions", "replication_factor", "max_message_size", "prefetch"):
             if getattr(self, name) < 1:
-                raise KafkaOptionsError(f"Kafka option {name!r} must be at least 1")
+                raise BrokerOptionError(f"Kafka option {name!r} must be at least 1")
         for name in (
             "linger_ms",
             "fanout_fetch_max_wait_ms",
@@ -102,7 +99,7 @@ class KafkaOptions:
             "commit_interval_ms",
         ):
             if getattr(self, name) < 0:
-                raise KafkaOptionsError(f"Kafka option {name!r} must not be negative")
+                raise BrokerOptionError(f"Kafka option {name!r} must not be negative")
         for name in (
             "session_timeout_ms",
             "heartbeat_interval_ms",
@@ -110,31 +107,31 @@ class KafkaOptions:
             "request_timeout_ms",
         ):
             if getattr(self, name) < 1:
-                raise KafkaOptionsError(f"Kafka option {name!r} must be a positive duration")
+                raise BrokerOptionError(f"Kafka option {name!r} must be a positive duration")
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
-            raise KafkaOptionsError(
+            raise BrokerOptionError(
                 "Kafka option 'heartbeat_interval_ms' must be below 'session_timeout_ms' "
                 "(a third of it is usual)"
             )
         if self.security_protocol not in SECURITY_PROTOCOLS:
-            raise KafkaOptionsError(
+            raise BrokerOptionError(
                 f"Kafka option 'security_protocol' is {self.security_protocol!r}; "
                 f"use one of {', '.join(SECURITY_PROTOCOLS)}"
             )
         if self.sasl_mechanism not in SASL_MECHANISMS:
-            raise KafkaOptionsError(
+            raise BrokerOptionError(
                 f"Kafka option 'sasl_mechanism' is {self.sasl_mechanism!r}; "
                 f"use one of {', '.join(SASL_MECHANISMS)}"
             )
         if self.sasl_username is not None and not self.security_protocol.startswith("SASL_"):
             # Never send a password where the user did not ask for SASL.
-            raise KafkaOptionsError(
+            raise BrokerOptionError(
                 "Kafka credentials were given but 'security_protocol' is "
                 f"{self.security_protocol}; set security_protocol=SASL_SSL "
                 "(or SASL_PLAINTEXT on a trusted network)"
             )
         if self.ssl_keyfile and not self.ssl_certfile:
-            raise KafkaOptionsError(
+            raise BrokerOptionError(
                 "Kafka option 'ssl_keyfile' needs 'ssl_certfile' (the client certificate)"
             )
 
@@ -209,7 +206,7 @@ OPTION_NAMES = frozenset(_CONVERTERS)
 def _convert(name: str, value: Any) -> Any:
     converter = _CONVERTERS.get(name)
     if converter is None:
-        raise KafkaOptionsError(
+        raise BrokerOptionError(
             f"unknown Kafka option {name!r}; known options: {', '.join(sorted(OPTION_NAMES))}"
         )
     if name == "acks":
@@ -219,7 +216,7 @@ def _convert(name: str, value: Any) -> Any:
     try:
         return converter(value)
     except ValueError as exc:
-        raise KafkaOptionsError(f"Kafka option {name!r}: {exc}") from None
+        raise BrokerOptionError(f"Kafka option {name!r}: {exc}") from None
 
 
 def _servers(hosts: str) -> tuple[str, ...]:
@@ -234,7 +231,7 @@ def _servers(hosts: str) -> tuple[str, ...]:
             host, _, port = part.partition(":")
         port = port or str(DEFAULT_PORT)
         if not host or not port.isdigit():
-            raise KafkaOptionsError(f"Kafka broker {part!r} is not host[:port]")
+            raise BrokerOptionError(f"Kafka broker {part!r} is not host[:port]")
         servers.append(f"{host}:{port}")
     return tuple(servers)
 
@@ -243,12 +240,12 @@ def parse_options(url: str, options: Mapping[str, Any] | None = None) -> KafkaOp
     """Read ``url`` and ``options`` into :class:`KafkaOptions` (``options`` wins)."""
     parts = urlsplit(url)
     if parts.scheme != SCHEME:
-        raise KafkaOptionsError(
+        raise BrokerOptionError(
             f"not a Kafka URL: {parts.scheme}://...; use kafka://host:port[,host:port]"
         )
     userinfo, _, hosts = parts.netloc.rpartition("@")
     if not hosts:
-        raise KafkaOptionsError("the Kafka URL names no broker; use kafka://host:port")
+        raise BrokerOptionError("the Kafka URL names no broker; use kafka://host:port")
     values: dict[str, Any] = {"bootstrap_servers": _servers(hosts)}
     if userinfo:
         user, _, password = userinfo.partition(":")
@@ -259,3 +256,12 @@ def parse_options(url: str, options: Mapping[str, Any] | None = None) -> KafkaOp
     for name, value in (options or {}).items():
         values[name] = _convert(name, value)
     return KafkaOptions(**values)
+
+
+if TYPE_CHECKING:
+    # Deprecated name, handed out by __getattr__ with a warning.
+    KafkaOptionsError = BrokerOptionError
+
+
+def __getattr__(name: str) -> Any:
+    return renamed(__name__, name)

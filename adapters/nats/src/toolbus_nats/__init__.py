@@ -18,15 +18,19 @@ provisioning their streams and consumers, which only JetStream has),
 (callback deliveries handed to a subscription's readers; Kafka's ``inbox``).
 """
 
+from typing import TYPE_CHECKING, Any
+
+from toolbus.domain._moved import renamed
+from toolbus.domain.errors import BrokerOptionError
 from toolbus_nats.bus import NatsBus, connect
 from toolbus_nats.errors import JetStreamError
 from toolbus_nats.naming import consumer_name, dead_letter_subject, stream_name, subject_for
-from toolbus_nats.options import NatsOptionError, NatsOptions, parse_options
+from toolbus_nats.options import NatsOptions, parse_options
 
 __all__ = [
+    "BrokerOptionError",
     "JetStreamError",
     "NatsBus",
-    "NatsOptionError",
     "NatsOptions",
     "connect",
     "consumer_name",
@@ -35,3 +39,12 @@ __all__ = [
     "stream_name",
     "subject_for",
 ]
+
+
+if TYPE_CHECKING:
+    # Deprecated name, handed out by __getattr__ with a warning.
+    NatsOptionError = BrokerOptionError
+
+
+def __getattr__(name: str) -> Any:
+    return renamed(__name__, name)

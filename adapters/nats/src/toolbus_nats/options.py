@@ -16,18 +16,15 @@ from __future__ import annotations
 import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from toolbus.domain.errors import ToolbusError
+from toolbus.domain._moved import renamed
+from toolbus.domain.errors import BrokerOptionError
 from toolbus.settings import option_flag
 
 DEFAULT_PORT = 4222
 SCHEMES = ("nats", "nats+tls")
-
-
-class NatsOptionError(ToolbusError, ValueError):
-    """A NATS URL or option is wrong; the message names it and says what is expected."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,19 +80,23 @@ class NatsOptions:
 
     def __post_init__(self) -> None:
         if not self.servers:
-            raise NatsOptionError("NATS options: at least one server (host:port) is needed")
+            raise BrokerOptionError("NATS options: at least one server (host:port) is needed")
         if self.storage not in ("file", "memory"):
-            raise NatsOptionError(
+            raise BrokerOptionError(
                 f"NATS option 'storage' is {self.storage!r}; use 'file' or 'memory'"
             )
         for name in ("ack_wait", "publish_timeout", "connect_timeout", "fanout_inactive_threshold"):
             if getattr(self, name) <= 0:
-                raise NatsOptionError(f"NATS option {name!r} must be a positive number of seconds")
+                raise BrokerOptionError(
+                    f"NATS option {name!r} must be a positive number of seconds"
+                )
         for name in ("max_deliveries", "pull_batch", "replicas"):
             if getattr(self, name) < 1:
-                raise NatsOptionError(f"NATS option {name!r} must be at least 1")
+                raise BrokerOptionError(f"NATS option {name!r} must be at least 1")
         if self.pull_batch > 256:
-            raise NatsOptionError("NATS option 'pull_batch' may be at most 256 (a JetStream limit)")
+            raise BrokerOptionError(
+                "NATS option 'pull_batch' may be at most 256 (a JetStream limit)"
+            )
 
     def server_urls(self) -> list[str]:
         """Server URLs for nats-py, without credentials (those go separately)."""
@@ -110,7 +111,9 @@ class NatsOptions:
         if self.tls_cert:
             context.load_cert_chain(self.tls_cert, self.tls_key)
         elif self.tls_key:
-            raise NatsOptionError("NATS option 'tls_key' needs 'tls_cert' (the client certificate)")
+            raise BrokerOptionError(
+                "NATS option 'tls_key' needs 'tls_cert' (the client certificate)"
+            )
         return context
 
     def connect_kwargs(self) -> dict[str, Any]:
@@ -156,20 +159,20 @@ def _convert(name: str, value: Any) -> Any:
     """``value`` as option ``name``'s type: text is parsed, typed values are checked."""
     expected = _TYPES.get(name)
     if expected is None:
-        raise NatsOptionError(
+        raise BrokerOptionError(
             f"unknown NATS option {name!r}; known options: {', '.join(sorted(OPTION_NAMES))}"
         )
     if isinstance(value, str):
         try:
             return _PARSERS[expected](value)
         except ValueError as exc:
-            raise NatsOptionError(f"NATS option {name!r}: {exc}") from None
+            raise BrokerOptionError(f"NATS option {name!r}: {exc}") from None
     # Configuration (TOML) may already hold numbers and booleans.
     if expected is float and isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
     if isinstance(value, expected) and not (expected is int and isinstance(value, bool)):
         return value
-    raise NatsOptionError(
+    raise BrokerOptionError(
         f"NATS option {name!r} must be {expected.__name__}, not {type(value).__name__}"
     )
 
@@ -181,7 +184,7 @@ def _servers(netloc: str) -> tuple[str, ...]:
         if not host:  # no port given
             host, port = port, str(DEFAULT_PORT)
         if not host or not port.isdigit():
-            raise NatsOptionError(f"NATS server {part!r} is not host[:port]")
+            raise BrokerOptionError(f"NATS server {part!r} is not host[:port]")
         servers.append(f"{host}:{port}")
     return tuple(servers)
 
@@ -190,13 +193,13 @@ def parse_options(url: str, options: Mapping[str, Any] | None = None) -> NatsOpt
     """Read ``url`` and ``options`` into :class:`NatsOptions` (``options`` wins)."""
     parts = urlsplit(url)
     if parts.scheme not in SCHEMES:
-        raise NatsOptionError(
+        raise BrokerOptionError(
             f"not a NATS URL: {url!r}; use nats://host:port[,host:port] or nats+tls://..."
         )
     userinfo, _, hosts = parts.netloc.rpartition("@")
     values: dict[str, Any] = {}
     if not hosts:
-        raise NatsOptionError(f"NATS URL {url!r} names no server; use nats://host:port")
+        raise BrokerOptionError(f"NATS URL {url!r} names no server; use nats://host:port")
     values["servers"] = _servers(hosts)
     if userinfo:
         user, colon, password = userinfo.partition(":")
@@ -214,3 +217,12 @@ def parse_options(url: str, options: Mapping[str, Any] | None = None) -> NatsOpt
         else:
             values[name] = _convert(name, value)
     return replace(NatsOptions(), **values)
+
+
+if TYPE_CHECKING:
+    # Deprecated name, handed out by __getattr__ with a warning.
+    NatsOptionError = BrokerOptionError
+
+
+def __getattr__(name: str) -> Any:
+    return renamed(__name__, name)

@@ -2,7 +2,7 @@
 
 Options come from the URL's query string (``pulsar://host:6650?operation_timeout=5``)
 and from the ``options`` mapping (``[broker-options]`` in ``toolbus.toml``); the
-mapping wins. Every problem is reported at once, as a :class:`ConfigError`
+mapping wins. Every problem is reported at once, as a :class:`BrokerOptionError`
 naming the option and the fix. Secrets (tokens, passwords) never appear in
 messages: :attr:`PulsarOptions.safe_url` is the URL without query or user info.
 """
@@ -19,7 +19,7 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import pulsar
 
-from toolbus.domain.errors import ConfigError, Problem
+from toolbus.domain.errors import BrokerOptionError, Problem
 from toolbus.settings import option_flag
 
 SCHEMES = ("pulsar", "pulsar+ssl")
@@ -286,7 +286,7 @@ def parse_options(url: str, options: Mapping[str, Any] | None = None) -> PulsarO
     if "basic_password" in values and "basic_username" not in values:
         problems.append(Problem(where, "basic_password", "needs basic_username"))
     if problems:
-        raise ConfigError(problems)
+        raise BrokerOptionError(problems)
 
     service_url = urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
     return PulsarOptions(service_url=service_url, **values)

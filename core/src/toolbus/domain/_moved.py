@@ -29,21 +29,34 @@ def forward(old: str, name: str, *new: str) -> Any:
     raise AttributeError(f"module {old!r} has no attribute {name!r}")
 
 
-#: Names replaced by another in the same module: old name -> (new name, why).
-RENAMED = {
-    "ToolAccessDenied": ("AccessDenied", "which every access refusal raises"),
-    "ToolInvocation": ("CallResult", "which every call on the calling side returns"),
+#: Names replaced by another: old name -> (the module holding the new one, or None for
+#: the same module; the new name; why).
+RENAMED: dict[str, tuple[str | None, str, str]] = {
+    "ToolAccessDenied": (None, "AccessDenied", "which every access refusal raises"),
+    "ToolInvocation": (None, "CallResult", "which every call on the calling side returns"),
+    "NatsOptionError": (
+        "toolbus.domain.errors",
+        "BrokerOptionError",
+        "which every broker adapter raises for a bad URL or option",
+    ),
+    "KafkaOptionsError": (
+        "toolbus.domain.errors",
+        "BrokerOptionError",
+        "which every broker adapter raises for a bad URL or option",
+    ),
 }
 
 
 def renamed(module: str, name: str) -> Any:
     """The object an old name in ``module`` stood for, with a DeprecationWarning."""
     if name in RENAMED:
-        new, why = RENAMED[name]
+        home, new, why = RENAMED[name]
         warnings.warn(
-            f"{name} is deprecated and stops working in the next release: use {new}, {why}",
+            f"{name} is deprecated and stops working in the next release: use {new}"
+            + (f" (from {home})" if home else "")
+            + f", {why}",
             DeprecationWarning,
             stacklevel=3,
         )
-        return getattr(importlib.import_module(module), new)
+        return getattr(importlib.import_module(home or module), new)
     raise AttributeError(f"module {module!r} has no attribute {name!r}")

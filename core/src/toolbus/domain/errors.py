@@ -89,6 +89,21 @@ class NotFound(ToolCallError):
     error_type = "not-found"
 
 
+class BrokerOptionError(ConfigError, ValueError):
+    """A broker URL or connection option is wrong, in any adapter (the in-memory bus too).
+
+    The message names the URL or option and says what to write instead. Built
+    from a list of problems like any :class:`ConfigError`, or from one sentence.
+    """
+
+    def __init__(self, problems: Iterable[Problem] | str) -> None:
+        if isinstance(problems, str):
+            self.problems = (Problem("broker options", "", problems),)
+            ToolbusError.__init__(self, problems)
+        else:
+            super().__init__(problems)
+
+
 class AccessDenied(ToolCallError):
     """This user may not do that: one error for every refusal on access grounds.
 

@@ -19,10 +19,13 @@ import weakref
 from collections import deque
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
+import pydantic
+
+from toolbus.broker_options import parse_broker_options
 from toolbus.domain.calls.queues import parse_queue
-from toolbus.domain.errors import BusClosed, MessageTooLarge
+from toolbus.domain.errors import BrokerOptionError, BusClosed, MessageTooLarge
 from toolbus.ports import Delivery, MessageHandler
 
 log = logging.getLogger("toolbus.memory")
@@ -387,17 +390,31 @@ class MemoryBus:
             await listener.close()
 
 
+class MemoryOptions(pydantic.BaseModel):
+    """The in-memory bus's options, as URL query parameters or ``options``."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+    #: Messages each group's or fan-out subscriber's buffer holds before publishers wait.
+    buffer_size: int = pydantic.Field(DEFAULT_BUFFER, ge=1)
+    max_message_size: int = pydantic.Field(DEFAULT_MAX_MESSAGE, ge=1)
+
+
 async def connect(url: str = "memory://", options: Mapping[str, Any] | None = None) -> MemoryBus:
     """Connect to the in-memory broker named by ``url`` (``memory://`` or ``memory://name``).
 
-    Query options: ``buffer_size`` (messages per subscriber buffer) and
-    ``max_message_size`` (bytes). ``options`` may give the same keys.
+    Options (:class:`MemoryOptions`) as query parameters or in ``options``; an
+    unknown one is a :class:`~toolbus.domain.errors.BrokerOptionError`, as on
+    every broker.
     """
     parts = urlsplit(url)
     if parts.scheme != "memory":
-        raise ValueError(f"not an in-memory bus URL: {url!r}; use 'memory://' or 'memory://name'")
-    merged: dict[str, Any] = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-    merged.update(options or {})
+        raise BrokerOptionError(
+            f"not an in-memory bus URL: {url!r}; use 'memory://' or 'memory://name'"
+        )
+    settings = parse_broker_options(
+        MemoryOptions, parts.query, options, where=f"memory bus URL {url.partition('?')[0]!r}"
+    )
     name = (parts.netloc + parts.path).strip("/") or "default"
-    broker = broker_for(name, int(merged.get("buffer_size", DEFAULT_BUFFER)))
-    return MemoryBus(broker, int(merged.get("max_message_size", DEFAULT_MAX_MESSAGE)))
+    broker = broker_for(name, settings.buffer_size)
+    return MemoryBus(broker, settings.max_message_size)
