@@ -65,3 +65,28 @@ def test_the_adapters_old_error_names_are_broker_option_error_with_a_warning(
         value = getattr(importlib.import_module(module), old)
 
     assert value is BrokerOptionError
+
+
+@pytest.mark.parametrize(
+    ("broker", "url", "servers"),
+    [
+        ("nats", "nats://[::1]", ("[::1]:4222",)),
+        ("nats", "nats://[::1]:5222,[fe80::2]", ("[::1]:5222", "[fe80::2]:4222")),
+        ("kafka", "kafka://[::1]", ("[::1]:9092",)),
+        ("kafka", "kafka://[::1]:9093,host", ("[::1]:9093", "host:9092")),
+    ],
+)
+def test_ipv6_hosts_with_or_without_a_port(broker: str, url: str, servers: tuple[str]) -> None:
+    parse, _ = PARSERS[broker]
+    options = parse(url)
+
+    found = options.servers if broker == "nats" else options.bootstrap_servers
+    assert tuple(found) == servers
+
+
+@pytest.mark.parametrize("server", ["[::1]x", "host:1:2", "::1", "host:port"])
+@pytest.mark.parametrize("broker", ["nats", "kafka"])
+def test_a_malformed_server_is_named(broker: str, server: str) -> None:
+    parse, _ = PARSERS[broker]
+    with pytest.raises(BrokerOptionError, match=r"is not host\[:port\]"):
+        parse(f"{broker}://{server}")

@@ -43,3 +43,20 @@ def parse_broker_options(
                 message = error["msg"][:1].lower() + error["msg"][1:]
             problems.append(Problem(where, name, message))
         raise BrokerOptionError(problems) from None
+
+
+def host_port(server: str, default_port: int) -> str:
+    """``host:port`` for one server of a broker URL: ``host``, ``host:port``, ``[v6]``,
+    ``[v6]:port`` (IPv6 literals keep their brackets). Raises ValueError otherwise."""
+    server = server.strip()
+    if server.startswith("["):  # an IPv6 literal; its own colons are not the port's
+        host, bracket, port = server[1:].partition("]")
+        if not bracket or (port and not port.startswith(":")):
+            raise ValueError(f"{server!r} is not host[:port]")
+        host, port = f"[{host}]" if host else "", port[1:]
+    else:
+        host, _, port = server.partition(":")
+    port = port or str(default_port)
+    if not host or not port.isdigit() or ":" in port:
+        raise ValueError(f"{server!r} is not host[:port]")
+    return f"{host}:{port}"

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from toolbus.broker_options import host_port
 from toolbus.domain._moved import renamed
 from toolbus.domain.errors import BrokerOptionError
 from toolbus.settings import option_flag
@@ -222,17 +223,10 @@ def _convert(name: str, value: Any) -> Any:
 def _servers(hosts: str) -> tuple[str, ...]:
     servers = []
     for part in hosts.split(","):
-        part = part.strip()
-        if part.startswith("["):  # an IPv6 literal: [::1]:9092
-            host, _, port = part[1:].partition("]")
-            port = port.removeprefix(":")
-            host = f"[{host}]"
-        else:
-            host, _, port = part.partition(":")
-        port = port or str(DEFAULT_PORT)
-        if not host or not port.isdigit():
-            raise BrokerOptionError(f"Kafka broker {part!r} is not host[:port]")
-        servers.append(f"{host}:{port}")
+        try:
+            servers.append(host_port(part, DEFAULT_PORT))
+        except ValueError:
+            raise BrokerOptionError(f"Kafka broker {part.strip()!r} is not host[:port]") from None
     return tuple(servers)
 
 

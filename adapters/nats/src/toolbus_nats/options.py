@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from toolbus.broker_options import host_port
 from toolbus.domain._moved import renamed
 from toolbus.domain.errors import BrokerOptionError
 from toolbus.settings import option_flag
@@ -180,12 +181,10 @@ def _convert(name: str, value: Any) -> Any:
 def _servers(netloc: str) -> tuple[str, ...]:
     servers = []
     for part in netloc.split(","):
-        host, _, port = part.strip().rpartition(":")
-        if not host:  # no port given
-            host, port = port, str(DEFAULT_PORT)
-        if not host or not port.isdigit():
-            raise BrokerOptionError(f"NATS server {part!r} is not host[:port]")
-        servers.append(f"{host}:{port}")
+        try:
+            servers.append(host_port(part, DEFAULT_PORT))
+        except ValueError:
+            raise BrokerOptionError(f"NATS server {part!r} is not host[:port]") from None
     return tuple(servers)
 
 
