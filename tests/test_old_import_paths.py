@@ -64,6 +64,7 @@ MOVED = [
     ("toolbus.domain.hook_config", "parse_hooks", "toolbus.domain.hooks.configured"),
     ("toolbus.domain.injection", "inject", "toolbus.domain.hooks.injection"),
     ("toolbus.cli.serving", "plan_services", "toolbus.cli.serve_plan"),
+    ("toolbus_kafka.topics", "TopicManager", "toolbus_kafka.provisioning"),
 ]
 
 

@@ -13,7 +13,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from toolbus_kafka import KafkaTopicError, connect, parse_options
-from toolbus_kafka.topics import TopicManager
+from toolbus_kafka.provisioning import TopicManager
 
 TOPIC_ALREADY_EXISTS = 36
 TOPIC_AUTHORIZATION_FAILED = 29

@@ -14,7 +14,7 @@ groups; offsets are committed once a request is acked. See
 Modules: ``bus``, ``options``, ``errors`` and ``plugin`` do the jobs their
 namesakes do in every adapter. The rest is split by what Kafka makes the
 adapter do itself: ``subscription`` (consumer groups and fan-out),
-``topics`` (creating topics before use; NATS does this in ``jetstream``),
+``provisioning`` (creating topics before use, as NATS provisions streams),
 ``tracking`` (which offsets may be committed when acks arrive out of order) and
 ``inbox`` (fetched deliveries shared by a subscription's readers; NATS's ``buffer``).
 """

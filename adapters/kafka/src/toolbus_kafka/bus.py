@@ -25,8 +25,8 @@ from toolbus.domain.calls.wire import PROP_ID
 from toolbus.domain.errors import BusClosed, MessageTooLarge
 from toolbus_kafka.errors import KafkaUnavailable, MessageRefused
 from toolbus_kafka.options import KafkaOptions, parse_options
+from toolbus_kafka.provisioning import TopicManager
 from toolbus_kafka.subscription import FanoutSubscription, GroupSubscription, KafkaSubscription
-from toolbus_kafka.topics import TopicManager
 
 log = logging.getLogger("toolbus.kafka")
 

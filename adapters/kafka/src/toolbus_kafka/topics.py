@@ -1,93 +1,14 @@
-"""Making sure a topic exists, with toolbus's partition count, before it is used.
+"""Deprecated import path, kept for one release.
 
-Topics are created explicitly through the admin API rather than left to the
-broker's auto-creation, which (where it is on at all) uses the broker's default
-partition count and message size. A topic that already exists is used as it
-is; its partition count is read back, because producers spread messages over
-every partition and fan-out subscriptions read them all.
+Use :mod:`toolbus_kafka.provisioning` instead.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-from typing import Any, Protocol
+from typing import Any
 
-from aiokafka.admin import NewTopic
-from aiokafka.errors import KafkaError, TopicAlreadyExistsError, for_code
-
-from toolbus_kafka.errors import KafkaTopicError
-from toolbus_kafka.options import KafkaOptions
-
-log = logging.getLogger("toolbus.kafka")
+from toolbus.domain._moved import forward
 
 
-class AdminClient(Protocol):
-    """The part of ``aiokafka.admin.AIOKafkaAdminClient`` used here."""
-
-    async def create_topics(self, new_topics: list[NewTopic]) -> Any: ...
-
-    async def describe_topics(self, topics: list[str]) -> list[dict[str, Any]]: ...
-
-
-class TopicManager:
-    """Creates topics on first use and remembers their partition counts."""
-
-    def __init__(self, admin: AdminClient, options: KafkaOptions) -> None:
-        self._admin = admin
-        self._options = options
-        self._partitions: dict[str, int] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
-
-    def partitions_of(self, topic: str) -> int | None:
-        """The partition count of a topic already ensured, else None (no I/O)."""
-        return self._partitions.get(topic)
-
-    async def ensure(self, topic: str) -> int:
-        """Create ``topic`` unless it exists; return its partition count."""
-        count = self._partitions.get(topic)
-        if count is not None:
-            return count
-        async with self._locks.setdefault(topic, asyncio.Lock()):
-            count = self._partitions.get(topic)
-            if count is None:
-                count = self._partitions[topic] = await self._create(topic)
-        return count
-
-    async def _create(self, topic: str) -> int:
-        options = self._options
-        request = NewTopic(
-            topic,
-            options.partitions,
-            options.replication_factor,
-            topic_configs={"max.message.bytes": str(options.max_message_size)},
-        )
-        try:
-            response = await self._admin.create_topics([request])
-            _, code, *detail = response.topic_errors[0]
-        except KafkaError as exc:
-            code, detail = -1, [str(exc)]
-        if code == 0:
-            log.info("created Kafka topic %r with %d partitions", topic, options.partitions)
-            return options.partitions
-        error = for_code(code) if code != -1 else KafkaError
-        # Already there (made by someone else, or before), or we may not create topics
-        # but may use them: either way an existing topic is all we need.
-        count = await self._existing_partitions(topic)
-        if count:
-            if error is not TopicAlreadyExistsError:
-                log.debug("using existing topic %r (could not create it: %s)", topic, error)
-            return count
-        message = detail[0] if detail and detail[0] else getattr(error, "description", "")
-        raise KafkaTopicError(topic, f"{error.__name__}: {message}".rstrip(": "))
-
-    async def _existing_partitions(self, topic: str) -> int:
-        try:
-            described = await self._admin.describe_topics([topic])
-        except KafkaError as exc:
-            log.debug("could not describe topic %r: %s", topic, exc)
-            return 0
-        for entry in described:
-            if entry.get("topic") == topic and entry.get("error_code", 0) == 0:
-                return len(entry.get("partitions") or ())
-        return 0
+def __getattr__(name: str) -> Any:
+    return forward(__name__, name, "toolbus_kafka.provisioning")

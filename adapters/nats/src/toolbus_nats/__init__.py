@@ -12,8 +12,8 @@ See ``docs/adapters/nats.md`` for the URL, the options and the delivery rules.
 Modules: ``bus``, ``options``, ``errors`` and ``plugin`` do the jobs their
 namesakes do in every adapter. The rest is split by persistence, because core
 NATS and JetStream deliver so differently that they share almost no code:
-``core`` (non-persistent queues), ``jetstream`` (persistent queues, and
-provisioning their streams and consumers, which only JetStream has),
+``core`` (non-persistent queues), ``jetstream`` (persistent queues),
+``provisioning`` (their streams and consumers, as Kafka provisions topics),
 ``naming`` (queue names to subjects, streams and consumers) and ``buffer``
 (callback deliveries handed to a subscription's readers; Kafka's ``inbox``).
 """

@@ -24,9 +24,10 @@ from toolbus.domain.errors import BusClosed
 from toolbus.ports import MessageHandler
 from toolbus_nats.core import CoreListener, CoreSubscription
 from toolbus_nats.errors import too_large, translate
-from toolbus_nats.jetstream import PullSubscription, Streams
+from toolbus_nats.jetstream import PullSubscription
 from toolbus_nats.naming import subject_for
 from toolbus_nats.options import NatsOptions, parse_options
+from toolbus_nats.provisioning import Streams
 
 log = logging.getLogger("toolbus.nats")
 

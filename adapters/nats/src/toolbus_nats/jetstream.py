@@ -2,10 +2,7 @@
 
 Layout (names from :mod:`toolbus_nats.naming`):
 
-* One stream per queue subject, *interest* retention: a message is kept until
-  every consumer that existed when it arrived has acked it, like a Pulsar
-  topic and its subscriptions. Made idempotently by whoever needs it first; a
-  stream an operator already made for the subject is used as it is.
+* One stream per queue subject, made as :mod:`toolbus_nats.provisioning` says.
 * A group (``subscribe(queue, group=...)``) is a durable **pull** consumer named
   after the group and shared by its members (the replicas of a service):
   explicit ack, redelivery after ``ack_wait``, starting at messages published
@@ -41,23 +38,13 @@ from typing import Any
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription as NatsSubscription
-from nats.js import JetStreamContext
-from nats.js.api import (
-    DEFAULT_PREFIX,
-    AckPolicy,
-    ConsumerConfig,
-    DeliverPolicy,
-    RetentionPolicy,
-    StorageType,
-    StreamConfig,
-)
-from nats.js.errors import BadRequestError, NotFoundError
+from nats.js.api import DEFAULT_PREFIX
 
 from toolbus.ports import Delivery
 from toolbus_nats.buffer import BufferClosed, DeliveryBuffer
 from toolbus_nats.errors import translate
-from toolbus_nats.naming import consumer_name, dead_letter_subject, stream_name
-from toolbus_nats.options import NatsOptions
+from toolbus_nats.naming import consumer_name, dead_letter_subject
+from toolbus_nats.provisioning import Streams
 
 log = logging.getLogger("toolbus.nats")
 
@@ -67,7 +54,6 @@ _NS = 1_000_000_000
 PULL_EXPIRES = 30.0
 # While a pull request waits, the server proves it is alive this often.
 PULL_HEARTBEAT = 5.0
-_STREAM_IN_USE = 10058  # JSStreamNameExistErr: same name, other configuration
 _STATUS = "Status"
 _PENDING_MESSAGES = "Nats-Pending-Messages"
 
@@ -78,109 +64,6 @@ DEAD_LETTER_SUBJECT = "Toolbus-Dead-Letter-Subject"
 DEAD_LETTER_STREAM = "Toolbus-Dead-Letter-Stream"
 DEAD_LETTER_SEQUENCE = "Toolbus-Dead-Letter-Sequence"
 DEAD_LETTER_CONSUMER = "Toolbus-Dead-Letter-Consumer"
-
-
-class Streams:
-    """Makes (once per connection) the streams and consumers persistent queues need."""
-
-    def __init__(self, js: JetStreamContext, options: NatsOptions) -> None:
-        self.js = js
-        self.options = options
-        self._streams: dict[str, str] = {}
-        self._where = ",".join(options.servers)
-
-    def forget(self, subject: str) -> None:
-        """Look the subject's stream up again next time (it was deleted under us)."""
-        self._streams.pop(subject, None)
-
-    def known(self, subject: str) -> str | None:
-        return self._streams.get(subject)
-
-    async def stream_for(self, subject: str) -> str:
-        """The stream that stores ``subject``, made with interest retention if there is none."""
-        name = self._streams.get(subject)
-        if name is not None:
-            return name
-        try:
-            name = await self._find_or_create(
-                subject, RetentionPolicy.INTEREST, self.options.max_age
-            )
-        except Exception as exc:
-            raise translate(
-                exc, f"set up the JetStream stream for {subject!r}", self._where
-            ) from exc
-        self._streams[subject] = name
-        return name
-
-    async def dead_letter_stream(self, subject: str) -> str:
-        """The stream keeping ``subject``'s dead letters (limits retention: kept until aged out)."""
-        dlq = dead_letter_subject(subject)
-        name = self._streams.get(dlq)
-        if name is None:
-            name = await self._find_or_create(
-                dlq, RetentionPolicy.LIMITS, self.options.dead_letter_max_age
-            )
-            self._streams[dlq] = name
-        return name
-
-    async def _find_or_create(
-        self, subject: str, retention: RetentionPolicy, max_age: float
-    ) -> str:
-        with contextlib.suppress(NotFoundError):
-            return await self.js.find_stream_name_by_subject(subject)
-        name = stream_name(subject)
-        config = StreamConfig(
-            name=name,
-            description=f"toolbus queue on subject {subject}",
-            subjects=[subject],
-            retention=retention,
-            storage=StorageType(self.options.storage),
-            num_replicas=self.options.replicas,
-            max_age=max_age or None,
-        )
-        try:
-            await self.js.add_stream(config)
-        except BadRequestError as exc:
-            if exc.err_code != _STREAM_IN_USE:
-                raise
-            # Made by someone else with other limits: use it if it holds our subject.
-            info = await self.js.stream_info(name)
-            if subject not in (info.config.subjects or ()):
-                raise
-            log.info(
-                "using existing stream %s for %s (its settings differ from ours)", name, subject
-            )
-        return name
-
-    async def consumer(self, stream: str, subject: str, group: str | None, name: str) -> None:
-        """Make (or update: the call is idempotent) consumer ``name`` for ``group``.
-
-        ``group=None`` makes an ephemeral fan-out consumer, which the server
-        removes ``fanout_inactive_threshold`` after its subscriber went away.
-        """
-        options = self.options
-        if group is None:
-            durable, inactive = None, options.fanout_inactive_threshold
-        else:
-            durable, inactive = name, None
-        config = ConsumerConfig(
-            name=name,
-            durable_name=durable,
-            description=f"toolbus {'group ' + repr(group) if group else 'fan-out'} on {subject}",
-            deliver_policy=DeliverPolicy.NEW,
-            ack_policy=AckPolicy.EXPLICIT,
-            ack_wait=options.ack_wait,
-            # One delivery more than the application sees: that one dead-letters it.
-            max_deliver=options.max_deliveries + 1,
-            filter_subject=subject,
-            inactive_threshold=inactive,
-        )
-        try:
-            await self.js.add_consumer(stream, config)
-        except Exception as exc:
-            raise translate(
-                exc, f"set up the JetStream consumer {name!r} on {subject!r}", self._where
-            ) from exc
 
 
 class JetStreamDelivery:
