@@ -50,7 +50,8 @@ FAN_OUT_PREFIX = "toolbus-"
 class PulsarBus:
     """A connection to a Pulsar broker (see the module docstring for the mapping)."""
 
-    def __init__(self, options: PulsarOptions, client: pulsar.Client) -> None:
+    # The broker's client first and its options second, as NatsBus takes them.
+    def __init__(self, client: pulsar.Client, options: PulsarOptions) -> None:
         self.options = options
         self._client = client
         self._url = options.safe_url
@@ -228,7 +229,7 @@ async def connect(url: str, options: Mapping[str, Any] | None = None) -> PulsarB
     except BaseException:
         await clients.release(parsed, client)
         raise
-    return PulsarBus(parsed, client)
+    return PulsarBus(client, parsed)
 
 
 async def _probe(client: pulsar.Client, options: PulsarOptions) -> None:
