@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl
+from urllib.parse import SplitResult, parse_qsl, urlsplit
 
 import pydantic
 
@@ -60,3 +60,17 @@ def host_port(server: str, default_port: int) -> str:
     if not host or not port.isdigit() or ":" in port:
         raise ValueError(f"{server!r} is not host[:port]")
     return f"{host}:{port}"
+
+
+def split_url(url: str, broker: str) -> SplitResult:
+    """``urlsplit(url)``, with its complaint as a :class:`BrokerOptionError` naming ``broker``.
+
+    The URL itself is left out of the message: it may carry a password.
+    """
+    try:
+        return urlsplit(url)
+    except ValueError as exc:
+        raise BrokerOptionError(
+            f"the {broker} URL cannot be read ({exc}); an IPv6 host goes in brackets, "
+            "with its port after them: [::1]:4222"
+        ) from None

@@ -17,9 +17,9 @@ import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, unquote
 
-from toolbus.broker_options import host_port
+from toolbus.broker_options import host_port, split_url
 from toolbus.domain._moved import renamed
 from toolbus.domain.errors import BrokerOptionError
 from toolbus.settings import option_flag
@@ -232,7 +232,7 @@ def _servers(hosts: str) -> tuple[str, ...]:
 
 def parse_options(url: str, options: Mapping[str, Any] | None = None) -> KafkaOptions:
     """Read ``url`` and ``options`` into :class:`KafkaOptions` (``options`` wins)."""
-    parts = urlsplit(url)
+    parts = split_url(url, "Kafka")
     if parts.scheme != SCHEME:
         raise BrokerOptionError(
             f"not a Kafka URL: {parts.scheme}://...; use kafka://host:port[,host:port]"

@@ -17,9 +17,9 @@ import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, unquote
 
-from toolbus.broker_options import host_port
+from toolbus.broker_options import host_port, split_url
 from toolbus.domain._moved import renamed
 from toolbus.domain.errors import BrokerOptionError
 from toolbus.settings import option_flag
@@ -190,7 +190,7 @@ def _servers(netloc: str) -> tuple[str, ...]:
 
 def parse_options(url: str, options: Mapping[str, Any] | None = None) -> NatsOptions:
     """Read ``url`` and ``options`` into :class:`NatsOptions` (``options`` wins)."""
-    parts = urlsplit(url)
+    parts = split_url(url, "NATS")
     if parts.scheme not in SCHEMES:
         raise BrokerOptionError(
             f"not a NATS URL: {url!r}; use nats://host:port[,host:port] or nats+tls://..."
