@@ -16,7 +16,9 @@ namesakes do in every adapter. The rest is split by what Kafka makes the
 adapter do itself: ``subscription`` (consumer groups and fan-out),
 ``provisioning`` (creating topics before use, as NATS provisions streams),
 ``tracking`` (which offsets may be committed when acks arrive out of order) and
-``inbox`` (fetched deliveries shared by a subscription's readers; NATS's ``buffer``).
+``inbox`` (fetched deliveries handed to a subscription's readers; where NATS
+and the in-memory bus wake readers to take from ``toolbus.delivery_buffer``,
+Kafka hands each delivery over, because its readers also take turns to fetch).
 """
 
 from typing import TYPE_CHECKING, Any

@@ -14,8 +14,9 @@ namesakes do in every adapter. The rest is split by persistence, because core
 NATS and JetStream deliver so differently that they share almost no code:
 ``core`` (non-persistent queues), ``jetstream`` (persistent queues),
 ``provisioning`` (their streams and consumers, as Kafka provisions topics),
-``naming`` (queue names to subjects, streams and consumers) and ``buffer``
-(callback deliveries handed to a subscription's readers; Kafka's ``inbox``).
+``naming`` (queue names to subjects, streams and consumers). Callback
+deliveries reach a subscription's readers through the core's
+``toolbus.delivery_buffer``, which the in-memory bus uses too.
 """
 
 from typing import TYPE_CHECKING, Any

@@ -14,8 +14,8 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription as NatsSubscription
 
+from toolbus.delivery_buffer import BufferClosed, DeliveryBuffer
 from toolbus.ports import Delivery, MessageHandler
-from toolbus_nats.buffer import BufferClosed, DeliveryBuffer
 
 log = logging.getLogger("toolbus.nats")
 

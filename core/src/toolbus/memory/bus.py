@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from collections import deque
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -24,6 +23,7 @@ from urllib.parse import urlsplit
 import pydantic
 
 from toolbus.broker_options import parse_broker_options
+from toolbus.delivery_buffer import DeliveryBuffer
 from toolbus.domain.calls.queues import parse_queue
 from toolbus.domain.errors import BrokerOptionError, BusClosed, MessageTooLarge
 from toolbus.ports import Delivery, MessageHandler
@@ -37,98 +37,6 @@ _EMPTY: Mapping[str, str] = {}
 
 class _Closed(Exception):
     """Wakes a consumer whose subscription was closed."""
-
-
-class _Buffer:
-    """A bounded FIFO read by one fan-out subscriber or by every member of a group.
-
-    Consumers waiting for a message are woken one at a time: a woken consumer
-    takes a message when it runs, and wakes the next one if more are left. So a
-    consumer that gets through messages quickly takes a burst in one go, rather
-    than every idle consumer being scheduled for one message each; one that is
-    held up (a tool awaiting I/O) has woken the next before it starts.
-    """
-
-    __slots__ = ("getters", "items", "limit", "loop", "putters", "waking")
-
-    def __init__(self, limit: int, loop: asyncio.AbstractEventLoop) -> None:
-        # The broker's loop, kept: each get_running_loop() asks the OS for the pid.
-        self.loop = loop
-        self.items: deque[MemoryDelivery] = deque()
-        #: Consumers waiting for a message; each future is set (to None) to wake one.
-        self.getters: deque[asyncio.Future[None]] = deque()
-        self.putters: deque[asyncio.Future[None]] = deque()
-        self.limit = limit
-        #: A consumer has been woken and has not run yet.
-        self.waking = False
-
-    def _wake_one(self) -> None:
-        getters = self.getters
-        while getters:
-            getter = getters.popleft()
-            if not getter.done():
-                getter.set_result(None)
-                self.waking = True
-                return
-
-    def offer(self, item: MemoryDelivery) -> None:
-        """Keep ``item`` and make sure a consumer is on its way."""
-        self.items.append(item)
-        if not self.waking:
-            self._wake_one()
-
-    def push_front(self, item: MemoryDelivery) -> None:
-        """Put a redelivery ahead of everything else; it never waits for space."""
-        self.items.appendleft(item)
-        if not self.waking:
-            self._wake_one()
-
-    async def put(self, item: MemoryDelivery) -> None:
-        while len(self.items) >= self.limit:
-            waiter = self.loop.create_future()
-            self.putters.append(waiter)
-            try:
-                await waiter
-            finally:
-                if not waiter.done():
-                    waiter.cancel()
-        self.offer(item)
-
-    def _wake_putter(self) -> None:
-        putters = self.putters
-        while putters:
-            putter = putters.popleft()
-            if not putter.done():
-                putter.set_result(None)
-                return
-
-    def take(self) -> MemoryDelivery | None:
-        """The next message if one is here (making room for a waiting publisher)."""
-        items = self.items
-        if not items:
-            return None
-        item = items.popleft()
-        if items and not self.waking:
-            self._wake_one()  # more left: the next consumer, in case we are held up
-        if self.putters:
-            self._wake_putter()
-        return item
-
-    def wait(self) -> asyncio.Future[None]:
-        """A place in the queue of consumers waiting to be woken."""
-        getter: asyncio.Future[None] = self.loop.create_future()
-        self.getters.append(getter)
-        return getter
-
-    def woke(self) -> None:
-        """A woken consumer is running (it takes a message next, if one is left)."""
-        self.waking = False
-
-    def pass_wake(self) -> None:
-        """A woken consumer leaves without taking: wake another if anything is left."""
-        self.waking = False
-        if self.items:
-            self._wake_one()
 
 
 class _Push:
@@ -206,7 +114,13 @@ class MemoryDelivery:
 class MemorySubscription:
     """One subscription: a fan-out buffer of its own, or a seat in a group."""
 
-    def __init__(self, bus: MemoryBus, topic: _Topic, buffer: _Buffer, persistent: bool) -> None:
+    def __init__(
+        self,
+        bus: MemoryBus,
+        topic: _Topic,
+        buffer: DeliveryBuffer[MemoryDelivery],
+        persistent: bool,
+    ) -> None:
         self.bus = bus
         self.topic = topic
         self.buffer = buffer
@@ -270,11 +184,11 @@ class _Topic:
     __slots__ = ("fanout", "group_members", "groups", "targets")
 
     def __init__(self) -> None:
-        self.groups: dict[str, _Buffer] = {}
+        self.groups: dict[str, DeliveryBuffer[MemoryDelivery]] = {}
         self.group_members: dict[str, int] = {}
-        self.fanout: list[_Buffer | _Push] = []
+        self.fanout: list[DeliveryBuffer[MemoryDelivery] | _Push] = []
         #: Every buffer a message goes to: one per group, one per fan-out subscriber.
-        self.targets: tuple[_Buffer | _Push, ...] = ()
+        self.targets: tuple[DeliveryBuffer[MemoryDelivery] | _Push, ...] = ()
 
     def refresh(self) -> None:
         self.targets = (*self.groups.values(), *self.fanout)
@@ -357,12 +271,13 @@ class MemoryBus:
         if self.closed:
             raise BusClosed("the in-memory bus connection is closed")
         topic = self.broker.topic(queue)
+        buffer: DeliveryBuffer[MemoryDelivery]
         if group is None:
-            buffer = _Buffer(self.broker.buffer_size, self.broker.loop)
+            buffer = DeliveryBuffer(self.broker.buffer_size, loop=self.broker.loop)
             topic.fanout.append(buffer)
         else:
             buffer = topic.groups.get(group) or topic.groups.setdefault(
-                group, _Buffer(self.broker.buffer_size, self.broker.loop)
+                group, DeliveryBuffer(self.broker.buffer_size, loop=self.broker.loop)
             )
             topic.group_members[group] = topic.group_members.get(group, 0) + 1
         topic.refresh()

@@ -1,4 +1,4 @@
-"""The hand-over buffer between nats-py callbacks and subscription readers (no server)."""
+"""The buffer between a broker's callbacks and a subscription's readers (no server)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
+from toolbus.delivery_buffer import BufferClosed, DeliveryBuffer
 from toolbus.domain.errors import BusClosed
-from toolbus_nats.buffer import BufferClosed, DeliveryBuffer
 
 pytestmark = pytest.mark.anyio
 
