@@ -65,6 +65,7 @@ MOVED = [
     ("toolbus.domain.injection", "inject", "toolbus.domain.hooks.injection"),
     ("toolbus.cli.serving", "plan_services", "toolbus.cli.serve_plan"),
     ("toolbus_kafka.topics", "TopicManager", "toolbus_kafka.provisioning"),
+    ("toolbus_nats.buffer", "DeliveryBuffer", "toolbus.delivery_buffer"),
 ]
 
 
