@@ -186,6 +186,11 @@ LLM_PORT = ("toolbus.application.agent.llm", "toolbus.application.agent.llm_urls
 # layer -> packages its modules must not import
 LAYER_RULES: dict[str, tuple[str, ...]] = {
     "toolbus.ports": ("toolbus.application", *ADAPTERS, *COMPOSITION),
+    # What adapters share sits beside the ports, and like them sees only the domain.
+    **{
+        support: ("toolbus.application", *ADAPTERS, *COMPOSITION)
+        for support in ("toolbus.broker_options", "toolbus.delivery_buffer")
+    },
     "toolbus.application": (*ADAPTERS, *COMPOSITION),
     # Adapters implement ports; they register through toolbus.plugins but never
     # reach into the application or the command line.
