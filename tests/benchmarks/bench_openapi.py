@@ -30,8 +30,8 @@ from pathlib import Path
 import httpx
 
 from toolbus.benchmark import Figure, measure
-from toolbus.domain.announcements import announced_tools
-from toolbus.domain.config import load_registry
+from toolbus.domain.config.loading import load_registry
+from toolbus.domain.live.announcements import announced_tools
 from toolbus.testing.kit import ToolTestKit
 from toolbus_openapi import Credential, Limits, ToolsetSettings, open_toolset
 

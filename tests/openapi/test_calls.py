@@ -14,9 +14,10 @@ import pytest
 
 from tests.openapi.conftest import Api
 from toolbus import AgentSession, Tools, ToolServiceClient, running
-from toolbus.application.live_registry import LiveRegistry
-from toolbus.domain.announcements import announced_tools
-from toolbus.domain.config import load_registry
+from toolbus.application.live.registry import LiveRegistry
+from toolbus.domain.config.loading import load_registry
+from toolbus.domain.config.registry import Registry
+from toolbus.domain.config.schemas import export_tools
 from toolbus.domain.errors import (
     BadRequest,
     NotFound,
@@ -24,8 +25,7 @@ from toolbus.domain.errors import (
     ToolServiceError,
     Unavailable,
 )
-from toolbus.domain.registry import Registry
-from toolbus.domain.schemas import export_tools
+from toolbus.domain.live.announcements import announced_tools
 from toolbus.memory.bus import connect
 from toolbus.testing.kit import ToolTestKit
 from toolbus_openapi import Limits, OpenAPIService, serving

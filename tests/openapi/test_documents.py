@@ -11,11 +11,11 @@ import jsonschema
 import pytest
 import yaml
 
-from toolbus.domain.announcements import announced_tools
-from toolbus.domain.config import load_registry
+from toolbus.domain.calls.naming import sanitize_toolname
+from toolbus.domain.config.loading import load_registry
+from toolbus.domain.config.schemas import export_tools
 from toolbus.domain.errors import ConfigError
-from toolbus.domain.naming import sanitize_toolname
-from toolbus.domain.schemas import export_tools
+from toolbus.domain.live.announcements import announced_tools
 from toolbus_openapi import ToolsetSettings, open_toolset, read_document, read_operations
 from toolbus_openapi.document import parse_document
 from toolbus_openapi.service import OpenAPIService

@@ -20,9 +20,9 @@ from tests.context.support import formatted, span_texts, tapped
 from tests.openapi.conftest import Api
 from tests.openapi.test_calls import registry_of
 from toolbus import AgentSession
-from toolbus.application.announcements import ANNOUNCEMENTS_QUEUE, Announcer
-from toolbus.application.audit import ListAuditSink
-from toolbus.application.metrics import ToolbusMetrics
+from toolbus.application.agent.audit import ListAuditSink
+from toolbus.application.calls.metrics import ToolbusMetrics
+from toolbus.application.live.announcements import ANNOUNCEMENTS_QUEUE, Announcer
 from toolbus.domain.errors import ToolCallError
 from toolbus.testing.kit import ToolTestKit
 from toolbus_openapi import Credential

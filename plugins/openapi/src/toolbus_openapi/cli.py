@@ -113,7 +113,7 @@ def serve_openapi(
     from toolbus.cli.common import fail, setup_logging
     from toolbus.cli.serve import run_until_signalled
     from toolbus.domain.errors import ConfigError, Problem
-    from toolbus.domain.live_settings import read_live_settings
+    from toolbus.domain.live.settings import read_live_settings
     from toolbus.settings import SETTINGS_FILE, load_settings
     from toolbus_openapi.executor import Credential
     from toolbus_openapi.toolset import (

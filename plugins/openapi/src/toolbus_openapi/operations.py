@@ -30,8 +30,8 @@ import yaml
 from referencing import Registry, Resource, Specification
 from referencing.exceptions import NoSuchResource
 
+from toolbus.domain.calls.naming import sanitize_toolname
 from toolbus.domain.errors import ConfigError, Problem
-from toolbus.domain.naming import sanitize_toolname
 from toolbus_openapi.document import Document
 from toolbus_openapi.schemas import Resolved, UnresolvableRef, json_schema
 

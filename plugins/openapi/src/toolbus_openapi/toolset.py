@@ -169,11 +169,11 @@ def _server_url(document: Document, problems: list[Problem], where: str) -> str 
 async def serving(bus: Any, *services: OpenAPIService, **options: Any) -> AsyncIterator[None]:
     """Serve and announce toolsets for the duration of the block; close their clients after.
 
-    ``options`` go to :func:`toolbus.application.companions.alongside`
+    ``options`` go to :func:`toolbus.application.live.companions.alongside`
     (``announce``, ``interval``).
     """
     from toolbus import running
-    from toolbus.application.companions import alongside
+    from toolbus.application.live.companions import alongside
 
     tools = {service.id: service.tools() for service in services}
     defaults = {"tool": {k: {**t, "service": s} for s, ts in tools.items() for k, t in ts.items()}}
