@@ -254,3 +254,12 @@ def test_a_relative_server_url_needs_a_base_url_for_a_local_document(tmp_path: P
         open_toolset(ToolsetSettings("t", str(spec)))
     service = open_toolset(ToolsetSettings("t", str(spec), base_url="http://127.0.0.1:9/api"))
     assert isinstance(service, OpenAPIService)
+
+
+def test_headers_that_would_change_delivery_are_not_arguments() -> None:
+    headers = ["Host", "Content-Length", "Transfer-Encoding", "Connection", "Accept", "X-Tag"]
+    parameters = [{"name": name, "in": "header", "schema": {"type": "string"}} for name in headers]
+
+    (operation,) = catalog_of(doc({"/a": {"get": op("a", parameters=parameters)}})).operations
+
+    assert [argument["name"] for argument in operation.arguments] == ["X-Tag"]

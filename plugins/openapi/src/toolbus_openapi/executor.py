@@ -39,6 +39,8 @@ from toolbus.domain.errors import (
 )
 from toolbus_openapi.operations import FORM, Operation
 
+log = logging.getLogger("toolbus.openapi")
+
 CredentialKind = Literal["bearer", "header", "query"]
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _ABSOLUTE_URL = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*:)?//")
@@ -217,6 +219,8 @@ class HTTPExecutor:
         request = self.build(operation, arguments)
         try:
             response = await self.client().send(request, stream=True)
+            # Method, path template and status only: arguments and URLs may hold secrets.
+            log.debug("%s answered HTTP %d", operation.label, response.status_code)
             try:
                 if response.is_success:
                     return _redact(await self._observation(response), secrets)

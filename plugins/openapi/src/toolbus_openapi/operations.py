@@ -42,8 +42,19 @@ OPERATION_PARAM = "operation"
 #: Tool descriptions longer than this are cut: some LLM APIs refuse longer ones.
 MAX_DESCRIPTION = 1024
 JSON_TYPES = frozenset({"string", "number", "integer", "boolean", "array", "object"})
-# Headers the document may not describe as parameters (OpenAPI: they are ignored).
-_RESERVED_HEADERS = frozenset({"accept", "content-type", "authorization"})
+# Headers a parameter may not set: OpenAPI ignores the first three; the others
+# would let an argument change where or how the request is delivered.
+_RESERVED_HEADERS = frozenset(
+    {
+        "accept",
+        "content-type",
+        "authorization",
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+    }
+)
 # Property names LLM tool APIs accept.
 _ARGUMENT_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _NOT_WORD = re.compile(r"[^A-Za-z0-9]+")
