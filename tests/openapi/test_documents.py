@@ -263,3 +263,16 @@ def test_headers_that_would_change_delivery_are_not_arguments() -> None:
     (operation,) = catalog_of(doc({"/a": {"get": op("a", parameters=parameters)}})).operations
 
     assert [argument["name"] for argument in operation.arguments] == ["X-Tag"]
+
+
+def test_yaml_dates_stay_strings_so_the_tools_can_be_announced() -> None:
+    text = (
+        "openapi: 3.0.0\ninfo: {title: t, version: '1'}\npaths:\n  /orders:\n    get:\n"
+        "      operationId: listOrders\n      parameters:\n"
+        "        - {name: since, in: query, schema: {type: string, example: 2024-01-31}}\n"
+    )
+
+    (operation,) = catalog_of(text).operations
+
+    assert operation.arguments[0]["examples"] == ["2024-01-31"]
+    json.dumps(operation.descriptor())

@@ -43,6 +43,24 @@ class Document:
         return str(info.get("title", "")) if isinstance(info, dict) else ""
 
 
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """YAML's safe loader, minus timestamps: ``example: 2024-01-31`` stays a string.
+
+    A date object would not survive the JSON the tools are announced in.
+    """
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [entry for entry in entries if entry[0] != "tag:yaml.org,2002:timestamp"]
+    for first, entries in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def load_yaml(text: str) -> Any:
+    """Parse YAML (or JSON, a subset of it) with :class:`_Loader`."""
+    return yaml.load(text, Loader=_Loader)
+
+
 def is_url(source: str) -> bool:
     return urlsplit(source).scheme in ("http", "https")
 
@@ -75,7 +93,7 @@ def parse_document(text: str, source: str, uri: str) -> Document:
             raise _problem(source, f"is not valid JSON: {exc}") from None
     else:
         try:
-            contents = yaml.safe_load(text)
+            contents = load_yaml(text)
         except yaml.YAMLError as exc:
             raise _problem(source, f"is not valid YAML: {exc}") from None
     if not isinstance(contents, dict):

@@ -32,7 +32,7 @@ from referencing.exceptions import NoSuchResource
 
 from toolbus.domain.calls.naming import sanitize_toolname
 from toolbus.domain.errors import ConfigError, Problem
-from toolbus_openapi.document import Document
+from toolbus_openapi.document import Document, load_yaml
 from toolbus_openapi.schemas import Resolved, UnresolvableRef, json_schema
 
 HTTP_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
@@ -509,7 +509,7 @@ def _retrieve_file(uri: str) -> Resource[Any]:
         raise NoSuchResource(ref=uri)  # type: ignore[call-arg]
     try:
         text = Path(parts.path).read_text(encoding="utf-8")
-        contents = json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)
+        contents = json.loads(text) if text.lstrip().startswith("{") else load_yaml(text)
     except (OSError, ValueError, yaml.YAMLError):
         raise NoSuchResource(ref=uri) from None  # type: ignore[call-arg]
     return Specification.OPAQUE.create_resource(contents)

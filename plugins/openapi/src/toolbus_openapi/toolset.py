@@ -28,6 +28,7 @@ from urllib.parse import urljoin
 import httpx
 
 from toolbus.domain.errors import ConfigError, Problem
+from toolbus.ports import Bus
 from toolbus_openapi.document import Document, is_url, read_document
 from toolbus_openapi.executor import Credential, HTTPExecutor, Limits
 from toolbus_openapi.operations import read_operations
@@ -166,7 +167,7 @@ def _server_url(document: Document, problems: list[Problem], where: str) -> str 
 
 
 @asynccontextmanager
-async def serving(bus: Any, *services: OpenAPIService, **options: Any) -> AsyncIterator[None]:
+async def serving(bus: Bus, *services: OpenAPIService, **options: Any) -> AsyncIterator[None]:
     """Serve and announce toolsets for the duration of the block; close their clients after.
 
     ``options`` go to :func:`toolbus.application.live.companions.alongside`
