@@ -276,3 +276,24 @@ def test_yaml_dates_stay_strings_so_the_tools_can_be_announced() -> None:
 
     assert operation.arguments[0]["examples"] == ["2024-01-31"]
     json.dumps(operation.descriptor())
+
+
+def test_operation_ids_that_make_one_tool_name_get_names_of_their_own() -> None:
+    long = "PostTestHelpersIssuingPersonalizationDesignsPersonalizationDesign"
+    paths = {
+        "/a": {"post": op(f"{long}Activate")},
+        "/b": {"post": op(f"{long}Deactivate")},
+        "/c": {"get": op("get.pet"), "post": op("get_pet")},
+        "/d": {"get": op("plain")},
+    }
+
+    everything = {o.operation_id: o.tool for o in catalog_of(doc(paths)).operations}
+    one = {o.operation_id: o.tool for o in catalog_of(doc(paths), include=["get.pet"]).operations}
+
+    assert everything["plain"] == "t_plain"
+    hashed = [everything[key] for key in everything if key != "plain"]
+    assert len(set(hashed)) == 4
+    assert all(len(name) == 64 or name.startswith("t_get_pet_") for name in hashed)
+    assert everything[f"{long}Activate"].startswith(f"t_{long}"[:57] + "_")
+    # The name does not depend on the filter.
+    assert one == {"get.pet": everything["get.pet"]}

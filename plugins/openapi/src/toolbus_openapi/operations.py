@@ -2,13 +2,14 @@
 
 Every operation becomes one tool named ``sanitize_toolname(f"{toolset}_{operationId}")``
 (an operation with no ``operationId`` is named after its method and path,
-``get_pets_petId``). Its arguments are the operation's path, query and header
+``get_pets_petId``; operationIds that would share a name get a hash suffix,
+see :func:`_tool_names`). Its arguments are the operation's path, query and header
 parameters and its request body: a JSON or form body that is an object is
 flattened into one argument per property, any other body is one argument
 ``body``. Schemas are resolved into self-contained JSON Schemas
 (:mod:`toolbus_openapi.schemas`), required flags kept.
 
-A problem that makes the document unusable as a whole (colliding names, a
+A problem that makes the document unusable as a whole (colliding ids, a
 ``$ref`` that points nowhere, a filter that matches nothing, an operation that
 was asked for by name but cannot be served) is collected with every other one
 and raised as one :class:`~toolbus.ConfigError`. An operation this module
@@ -18,8 +19,10 @@ is skipped with the reason, for one warning each.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +33,7 @@ import yaml
 from referencing import Registry, Resource, Specification
 from referencing.exceptions import NoSuchResource
 
-from toolbus.domain.calls.naming import sanitize_toolname
+from toolbus.domain.calls.naming import MAX_TOOL_NAME, sanitize_toolname
 from toolbus.domain.errors import ConfigError, Problem
 from toolbus_openapi.document import Document, load_yaml
 from toolbus_openapi.schemas import Resolved, UnresolvableRef, json_schema
@@ -162,6 +165,7 @@ def read_operations(
     openapi_30 = document.version.startswith("3.0")
     found = list(_operations(document.contents))
     names = _operation_ids(found, where, problems)
+    tool_names = _tool_names(toolset, set(names.values()))
 
     known_filters = set(names.values()) | {tag for _, _, op in found for tag in _tags(op)}
     for option, given in (("--include", include), ("--exclude", exclude)):
@@ -172,7 +176,6 @@ def read_operations(
 
     operations: list[Operation] = []
     skipped: list[Skipped] = []
-    tools: dict[str, Operation] = {}
     for path, method, raw in found:
         operation_id = names[(path, method)]
         tags = _tags(raw)
@@ -188,7 +191,7 @@ def read_operations(
                 path=path,
                 method=method,
                 operation_id=operation_id,
-                tool=sanitize_toolname(f"{toolset}_{operation_id}"),
+                tool=tool_names[operation_id],
                 tags=tags,
                 resolved=resolved,
                 openapi_30=openapi_30,
@@ -203,19 +206,6 @@ def read_operations(
                 )
             else:
                 skipped.append(Skipped(label, str(exc)))
-            continue
-        other = tools.setdefault(operation.tool, operation)
-        if other is not operation:
-            if other.operation_id != operation_id:  # the same id is reported already
-                problems.append(
-                    Problem(
-                        where,
-                        "",
-                        f"operations {other.label} and {operation.label} both become tool "
-                        f"{operation.tool!r}; give them operationIds that differ within the "
-                        "first 64 characters",
-                    )
-                )
             continue
         operations.append(operation)
     if problems:
@@ -242,6 +232,28 @@ def _tags(operation: Mapping[str, Any]) -> tuple[str, ...]:
 def fallback_id(method: str, path: str) -> str:
     """The name of an operation without an operationId: ``get_pets_petId``."""
     return "_".join(part for part in (method, *_NOT_WORD.split(path)) if part)
+
+
+def _tool_names(toolset: str, operation_ids: set[str]) -> dict[str, str]:
+    """Each operation's tool name: ``sanitize_toolname(f"{toolset}_{operationId}")``.
+
+    Where distinct operationIds give one name (cut at 64 characters, or made
+    alike by sanitizing), each of them gets the first 57 characters and ``_``
+    plus 6 hex digits of the SHA-256 of its operationId instead. The names are
+    worked out over the whole document, before any filter, so that a tool's
+    name never depends on which other operations are served.
+    """
+    plain = {
+        operation_id: sanitize_toolname(f"{toolset}_{operation_id}")
+        for operation_id in operation_ids
+    }
+    owners = Counter(plain.values())
+    return {
+        operation_id: name
+        if owners[name] == 1
+        else f"{name[: MAX_TOOL_NAME - 7]}_{hashlib.sha256(operation_id.encode()).hexdigest()[:6]}"
+        for operation_id, name in plain.items()
+    }
 
 
 def _operation_ids(
