@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.openapi.api import document
 from tests.openapi.conftest import Api
 from toolbus import AgentSession, Tools, ToolServiceClient, running
 from toolbus.application.live.registry import LiveRegistry
@@ -69,6 +70,29 @@ async def test_path_query_header_and_body_parameters_reach_the_api(
         ("POST", "/api/items", ""),
     ]
     assert shop.hits.hits[3].headers["content-type"] == "application/json"
+
+
+async def test_a_base_url_at_the_root_or_with_a_trailing_slash_works(
+    toolbus: ToolTestKit, shop: Api, make_toolset: Any, tmp_path: Any
+) -> None:
+    from toolbus_openapi import ToolsetSettings, open_toolset
+
+    spec = tmp_path / "root.json"
+    path = {
+        "get": {"operationId": "getItem"},
+        "parameters": [document()["components"]["parameters"]["ItemId"]],
+    }
+    spec.write_text(json.dumps({**document(), "paths": {"/api/items/{item_id}": path}}))
+    at_root = open_toolset(ToolsetSettings("root", str(spec), base_url=shop.url))
+    slashed = make_toolset(base_url=f"{shop.url}/api/")
+    try:
+        await toolbus.serve(at_root, slashed)
+        await toolbus.call(at_root, {"item_id": "1"}, config={"operation": "getItem"})
+        await toolbus.call(slashed, {"item_id": "2"}, config={"operation": "getItem"})
+    finally:
+        await at_root.executor.aclose()
+
+    assert [hit.path for hit in shop.hits.hits] == ["/api/items/1", "/api/items/2"]
 
 
 async def test_required_and_unknown_arguments_are_refused_before_any_request(

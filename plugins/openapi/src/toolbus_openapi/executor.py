@@ -153,6 +153,8 @@ class HTTPExecutor:
     transport: httpx.AsyncBaseTransport | None = None
     _client: httpx.AsyncClient | None = field(default=None, init=False, repr=False)
     _base: httpx.URL = field(init=False, repr=False)
+    #: The base URL's path without its trailing "/" ("" for the root).
+    _base_path: str = field(init=False, repr=False)
     _origin: _Origin = field(init=False, repr=False)
     _allowed: frozenset[_Origin] = field(init=False, repr=False)
     _allowed_any_port: frozenset[str] = field(init=False, repr=False)
@@ -165,7 +167,8 @@ class HTTPExecutor:
             )
         if base.query or base.fragment:
             raise ValueError(f"base URL {self.base_url!r} may not have a query or fragment")
-        self._base = base.copy_with(path=base.path.rstrip("/") or "")
+        self._base = base
+        self._base_path = base.path.rstrip("/")
         self._origin = _Origin.of(base)
         allowed, any_port = {self._origin}, set()
         for entry in self.allow_hosts:
@@ -266,8 +269,8 @@ class HTTPExecutor:
                 params.extend(_query_pairs(parameter.name, value, parameter.explode))
             else:
                 headers[parameter.name] = _header_value(operation, parameter.argument, value)
-        url = self._base.copy_with(path=self._base.path + path, params=params or None)
-        if _Origin.of(url) != self._origin or not url.path.startswith(self._base.path):
+        url = self._base.copy_with(path=self._base_path + path, params=params or None)
+        if _Origin.of(url) != self._origin or not url.path.startswith(f"{self._base_path}/"):
             raise BadRequest(f"{operation.label}: the arguments lead outside {self.base_url}")
         content: dict[str, Any] = {}
         body = operation.body
