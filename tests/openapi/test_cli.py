@@ -77,6 +77,7 @@ def test_bad_flags_and_documents_are_refused_with_every_problem(
         "--bearer-env", "SHOP_TOKEN", "--include", "nothing",
     )  # fmt: skip
     nothing = run()
+    unsigned = run("--toolset", "shop", "--spec", shop.spec_url, "--allow-unsigned")
 
     assert bad_doc.exit_code == 2
     assert "bad.yaml: is not valid YAML" in bad_doc.output
@@ -90,6 +91,8 @@ def test_bad_flags_and_documents_are_refused_with_every_problem(
     assert "--include 'nothing' names no operationId or tag" in unset.output
     assert nothing.exit_code == 2
     assert "no toolset to serve" in nothing.output
+    assert unsigned.exit_code == 2
+    assert "--allow-unsigned relaxes --verify-key" in unsigned.output
 
 
 @pytest.mark.broker

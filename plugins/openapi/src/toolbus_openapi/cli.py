@@ -105,11 +105,23 @@ def serve_openapi(
         int | None, typer.Option(help="Expose Prometheus metrics on http://ADDR:PORT/metrics.")
     ] = None,
     metrics_addr: Annotated[str, typer.Option(help="Address for --metrics-port.")] = "127.0.0.1",
+    verify_key: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Accept only calls signed by one of these public keys (a JWK, JWK Set or "
+            "PEM file, or env:VARIABLE; repeatable). Needs toolbus[signing].",
+            show_default=False,
+        ),
+    ] = None,
+    allow_unsigned: Annotated[
+        bool, typer.Option(help="With --verify-key: also serve unsigned calls, unverified.")
+    ] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO level.")] = False,
 ) -> None:
     """Serve an HTTP API's operations, from its OpenAPI document, as tools."""
     from dataclasses import replace
 
+    from toolbus.application.identity import CallVerifier, SigningKeyError
     from toolbus.cli.common import fail, setup_logging
     from toolbus.cli.serve import run_until_signalled
     from toolbus.domain.errors import ConfigError, Problem
@@ -124,6 +136,14 @@ def serve_openapi(
     )
 
     setup_logging(verbose)
+    if allow_unsigned and not verify_key:
+        fail("--allow-unsigned relaxes --verify-key: give the keys to verify with too")
+    try:
+        verifier = (
+            CallVerifier.load(verify_key, required=not allow_unsigned) if verify_key else None
+        )
+    except SigningKeyError as exc:
+        fail(str(exc))
     problems: list[Problem] = []
     try:
         settings = load_settings(broker)
@@ -228,5 +248,6 @@ def serve_openapi(
             "interval": live.announce_interval if announce_interval is None else announce_interval,
             "defaults": {"tool": tools},
         },
+        verifier=verifier,
         cleanup=close_clients,
     )
