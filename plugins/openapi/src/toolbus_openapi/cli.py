@@ -29,54 +29,77 @@ def serve_openapi(
     toolset: Annotated[
         list[str] | None,
         typer.Option(
+            metavar="NAME",
             help="The toolset's name: its tools are named NAME_operationId and its service "
-            "NAME. Without --spec, the [openapi.toolsets.NAME] table of toolbus.toml; "
+            "NAME. Without --spec, the \\[openapi.toolsets.NAME] table of toolbus.toml; "
             "without --toolset, every toolset that file declares.",
             show_default=False,
         ),
     ] = None,
     spec: Annotated[
         str | None,
-        typer.Option(help="The OpenAPI 3.0/3.1 document: a file or an http(s) URL (JSON or YAML)."),
+        typer.Option(
+            metavar="FILE_OR_URL",
+            help="The OpenAPI 3.0/3.1 document: a file or an http(s) URL (JSON or YAML).",
+        ),
     ] = None,
     base_url: Annotated[
         str | None,
-        typer.Option(help="Where requests go; default: the document's first server URL."),
+        typer.Option(
+            metavar="URL", help="Where requests go; default: the document's first server URL."
+        ),
     ] = None,
     allow_host: Annotated[
         list[str] | None,
-        typer.Option(help="Another host (NAME or NAME:PORT) redirects may lead to; repeatable."),
+        typer.Option(
+            metavar="HOST",
+            help="Another host (NAME or NAME:PORT) redirects may lead to; repeatable.",
+        ),
     ] = None,
     include: Annotated[
         list[str] | None,
-        typer.Option(help="Serve only these operationIds or tags; repeatable."),
+        typer.Option(
+            metavar="ID_OR_TAG", help="Serve only these operationIds or tags; repeatable."
+        ),
     ] = None,
     exclude: Annotated[
         list[str] | None,
-        typer.Option(help="Leave out these operationIds or tags; repeatable."),
+        typer.Option(metavar="ID_OR_TAG", help="Leave out these operationIds or tags; repeatable."),
     ] = None,
     bearer_env: Annotated[
         str | None,
-        typer.Option(help="Send 'Authorization: Bearer $VAR' with this variable's value."),
+        typer.Option(
+            metavar="VAR", help="Send 'Authorization: Bearer $VAR' with this variable's value."
+        ),
     ] = None,
     header_env: Annotated[
         list[str] | None,
-        typer.Option(help="HEADER=VAR: send header HEADER with $VAR's value; repeatable."),
+        typer.Option(
+            metavar="HEADER=VAR",
+            help="HEADER=VAR: send header HEADER with $VAR's value; repeatable.",
+        ),
     ] = None,
     query_env: Annotated[
         list[str] | None,
-        typer.Option(help="PARAM=VAR: send query parameter PARAM with $VAR's value; repeatable."),
+        typer.Option(
+            metavar="PARAM=VAR",
+            help="PARAM=VAR: send query parameter PARAM with $VAR's value; repeatable.",
+        ),
     ] = None,
     env_param: Annotated[
         list[str] | None,
-        typer.Option(help="A variable tools may inject as an argument (options.envs); repeatable."),
+        typer.Option(
+            metavar="VAR",
+            help="A variable tools may inject as an argument (options.envs); repeatable.",
+        ),
     ] = None,
     timeout: Annotated[
-        float | None, typer.Option(min=0.001, help="Seconds to connect and per read. [default: 30]")
+        float | None,
+        typer.Option(min=0.001, help="Seconds to connect and per read. \\[default: 30]"),
     ] = None,
     max_response_bytes: Annotated[
         int | None,
-        typer.Option(min=1, help="Bytes of an answer kept; more is cut. [default: 65536]"),
+        typer.Option(min=1, help="Bytes of an answer kept; more is cut. \\[default: 65536]"),
     ] = None,
     list_tools: Annotated[
         bool, typer.Option("--list-tools", help="Print the tools and skipped operations; exit.")
@@ -93,13 +116,13 @@ def serve_openapi(
         typer.Option(
             "--announce/--no-announce",
             help="Announce the tools so agents can call them with no configuration. "
-            "Default: on ([announcements] enabled in toolbus.toml).",
+            "Default: on (\\[announcements] enabled in toolbus.toml).",
             show_default=False,
         ),
     ] = None,
     announce_interval: Annotated[
         float | None,
-        typer.Option(min=0.1, help="Seconds between announcements. [default: 10]"),
+        typer.Option(min=0.1, help="Seconds between announcements. \\[default: 10]"),
     ] = None,
     metrics_port: Annotated[
         int | None, typer.Option(help="Expose Prometheus metrics on http://ADDR:PORT/metrics.")
@@ -108,8 +131,9 @@ def serve_openapi(
     verify_key: Annotated[
         list[str] | None,
         typer.Option(
+            metavar="KEY",
             help="Accept only calls signed by one of these public keys (a JWK, JWK Set or "
-            "PEM file, or env:VARIABLE; repeatable). Needs toolbus[signing].",
+            "PEM file, or env:VARIABLE; repeatable). Needs toolbus\\[signing].",
             show_default=False,
         ),
     ] = None,
