@@ -151,7 +151,7 @@ def serve_openapi(
     from toolbus.domain.errors import ConfigError, Problem
     from toolbus.domain.live.settings import read_live_settings
     from toolbus.settings import SETTINGS_FILE, load_settings
-    from toolbus_openapi.executor import Credential
+    from toolbus_openapi.credentials import Credential
     from toolbus_openapi.toolset import (
         ToolsetSettings,
         credentials_from,

@@ -17,63 +17,24 @@ Safety rules, each enforced here:
 
 from __future__ import annotations
 
-import codecs
 import json
 import logging
 import os
-import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
-from urllib.parse import quote
+from typing import Any
 
 import httpx
 
-from toolbus.domain.errors import (
-    BadRequest,
-    NotFound,
-    ToolAccessDenied,
-    ToolCallError,
-    ToolServiceError,
-    Unavailable,
-)
+from toolbus.domain.errors import BadRequest, ToolAccessDenied, ToolServiceError, Unavailable
+from toolbus_openapi.answers import error_for, error_message, observation, redact
+from toolbus_openapi.arguments import check_arguments, header_value, path_segment, query_pairs
+from toolbus_openapi.credentials import Credential, CredentialTransport
 from toolbus_openapi.operations import FORM, Operation
 
 log = logging.getLogger("toolbus.openapi")
 
-CredentialKind = Literal["bearer", "header", "query"]
 _DEFAULT_PORTS = {"http": 80, "https": 443}
-_ABSOLUTE_URL = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*:)?//")
-_JSON_TYPE = re.compile(r"^application/(?:[\w.+-]+\+)?json\b", re.IGNORECASE)
-_TEXT_TYPE = re.compile(
-    r"^(?:text/|application/(?:[\w.+-]+\+)?(?:json|xml|yaml|javascript)\b)", re.IGNORECASE
-)
-
-
-@dataclass(frozen=True, slots=True)
-class Credential:
-    """An API credential read from the environment variable ``env`` at call time.
-
-    * ``bearer``: ``Authorization: Bearer <value>``;
-    * ``header``: header ``name: <value>`` (e.g. ``X-API-Key``);
-    * ``query``: query parameter ``name=<value>``.
-    """
-
-    kind: CredentialKind
-    env: str
-    name: str = ""
-
-    def __post_init__(self) -> None:
-        if self.kind not in ("bearer", "header", "query"):
-            raise ValueError(f"credential kind {self.kind!r}: use bearer, header or query")
-        if self.kind != "bearer" and not self.name:
-            raise ValueError(f"a {self.kind} credential needs the {self.kind} name")
-
-    def __str__(self) -> str:
-        where = {"bearer": "bearer token", "header": f"header {self.name}"}.get(
-            self.kind, f"query parameter {self.name}"
-        )
-        return f"{where} from ${self.env}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +155,9 @@ class HTTPExecutor:
                 )
             )
             self._client = httpx.AsyncClient(
-                transport=_CredentialTransport(inner, self),
+                transport=CredentialTransport(
+                    inner, self.credentials, self.environ, self.is_own_origin
+                ),
                 timeout=httpx.Timeout(limits.timeout),
                 follow_redirects=True,
                 max_redirects=limits.max_redirects,
@@ -225,12 +188,12 @@ class HTTPExecutor:
             # Method, path template and status only: arguments and URLs may hold secrets.
             log.debug("%s answered HTTP %d", operation.label, response.status_code)
             try:
+                limits = self.limits
                 if response.is_success:
-                    return _redact(await self._observation(response), secrets)
-                raise _error_for(
-                    response.status_code,
-                    _redact(await self._error_message(operation, response), secrets),
-                )
+                    text = await observation(response, limits.max_response_bytes)
+                    return redact(text, secrets)
+                message = await error_message(operation.label, response, limits.max_error_bytes)
+                raise error_for(response.status_code, redact(message, secrets))
             finally:
                 await response.aclose()
         except _HostRefused as exc:
@@ -247,12 +210,12 @@ class HTTPExecutor:
                 f"{operation.label}: more than {self.limits.max_redirects} redirects"
             ) from None
         except httpx.HTTPError as exc:
-            detail = _redact(str(exc) or type(exc).__name__, secrets)
+            detail = redact(str(exc) or type(exc).__name__, secrets)
             raise Unavailable(f"{operation.label}: cannot reach {self._origin}: {detail}") from None
 
     def build(self, operation: Operation, arguments: Mapping[str, Any]) -> httpx.Request:
         """The request for ``operation``; :class:`BadRequest` for arguments it cannot take."""
-        _check_arguments(operation, arguments)
+        check_arguments(operation, arguments)
         path = operation.path
         params: list[tuple[str, str]] = []
         headers: dict[str, str] = {}
@@ -263,12 +226,12 @@ class HTTPExecutor:
             if parameter.as_json:
                 value = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
             if parameter.location == "path":
-                segment = _path_segment(operation, parameter.argument, value)
+                segment = path_segment(operation, parameter.argument, value)
                 path = path.replace("{" + parameter.name + "}", segment)
             elif parameter.location == "query":
-                params.extend(_query_pairs(parameter.name, value, parameter.explode))
+                params.extend(query_pairs(parameter.name, value, parameter.explode))
             else:
-                headers[parameter.name] = _header_value(operation, parameter.argument, value)
+                headers[parameter.name] = header_value(operation, parameter.argument, value)
         url = self._base.copy_with(path=self._base_path + path, params=params or None)
         if _Origin.of(url) != self._origin or not url.path.startswith(f"{self._base_path}/"):
             raise BadRequest(f"{operation.label}: the arguments lead outside {self.base_url}")
@@ -303,37 +266,6 @@ class HTTPExecutor:
         }
         return fields if fields or body.required else None
 
-    # ------------------------------------------------------------------ answers
-
-    async def _observation(self, response: httpx.Response) -> str:
-        data, cut = await _read(response, self.limits.max_response_bytes)
-        content_type = response.headers.get("content-type", "")
-        if not data:
-            return f"HTTP {response.status_code} {response.reason_phrase}: no content"
-        if content_type and not _TEXT_TYPE.match(content_type):
-            return (
-                f"HTTP {response.status_code}: {len(data)}{'+' if cut else ''} bytes of "
-                f"{content_type.split(';', 1)[0]} (not text; not shown)"
-            )
-        text = _decode(data, response.encoding or "utf-8", final=not cut)
-        if cut:
-            return f"{text}\n[response truncated at {self.limits.max_response_bytes} bytes]"
-        if _JSON_TYPE.match(content_type):
-            try:
-                document = json.loads(text)
-            except ValueError:
-                return text
-            return json.dumps(document, ensure_ascii=False, separators=(",", ":"))
-        return text
-
-    async def _error_message(self, operation: Operation, response: httpx.Response) -> str:
-        data, cut = await _read(response, self.limits.max_error_bytes)
-        excerpt = " ".join(_decode(data, response.encoding or "utf-8", final=not cut).split())
-        return (
-            f"{operation.label} answered HTTP {response.status_code} {response.reason_phrase}"
-            + (f": {excerpt}{' …' if cut else ''}" if excerpt else "")
-        )
-
     # ------------------------------------------------------------------ safety
 
     async def _check_host(self, request: httpx.Request) -> None:
@@ -358,145 +290,6 @@ class HTTPExecutor:
             secrets.append(value)
         return secrets
 
-    def credential_headers(self) -> tuple[dict[str, str], list[tuple[str, str]]]:
-        """The credentials as headers and query parameters, read from the environment now."""
-        headers: dict[str, str] = {}
-        params: list[tuple[str, str]] = []
-        for credential in self.credentials:
-            value = self.environ.get(credential.env, "")
-            if credential.kind == "bearer":
-                headers["Authorization"] = f"Bearer {value}"
-            elif credential.kind == "header":
-                headers[credential.name] = value
-            else:
-                params.append((credential.name, value))
-        return headers, params
-
     def is_own_origin(self, url: httpx.URL) -> bool:
+        """Whether ``url`` is on the base URL's scheme, host and port (credentials go there)."""
         return _Origin.of(url) == self._origin and url.scheme == self._base.scheme
-
-
-class _CredentialTransport(httpx.AsyncBaseTransport):
-    """Adds the credentials to requests for the API's own origin, as they leave.
-
-    httpx logs each request's URL after it is answered: the request it logs is
-    the one it built, so a query-parameter credential added to a copy here is
-    never part of a log line. A redirect to another allowed host gets no
-    credentials.
-    """
-
-    def __init__(self, inner: httpx.AsyncBaseTransport, executor: HTTPExecutor) -> None:
-        self._inner = inner
-        self._executor = executor
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        if self._executor.credentials and self._executor.is_own_origin(request.url):
-            headers, params = self._executor.credential_headers()
-            outgoing = httpx.Request(
-                request.method,
-                request.url.copy_merge_params(tuple(params)) if params else request.url,
-                headers={**request.headers, **headers},
-                stream=request.stream,
-                extensions=request.extensions,
-            )
-            return await self._inner.handle_async_request(outgoing)
-        return await self._inner.handle_async_request(request)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def _check_arguments(operation: Operation, arguments: Mapping[str, Any]) -> None:
-    known = {str(argument["name"]) for argument in operation.arguments}
-    unknown = sorted(set(arguments) - known)
-    if unknown:
-        raise BadRequest(
-            f"{operation.tool}: unknown argument(s) {', '.join(unknown)}; "
-            f"it takes {', '.join(sorted(known)) or 'no arguments'}"
-        )
-    missing = [
-        str(argument["name"])
-        for argument in operation.arguments
-        if argument.get("required") and arguments.get(str(argument["name"])) is None
-    ]
-    if missing:
-        raise BadRequest(f"{operation.tool}: missing required argument(s) {', '.join(missing)}")
-
-
-def _scalar(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, dict | list):
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    return str(value)
-
-
-def _path_segment(operation: Operation, argument: str, value: Any) -> str:
-    text = _scalar(value)
-    if text in ("", ".", "..") or "/" in text or "\\" in text or _ABSOLUTE_URL.match(text):
-        raise BadRequest(
-            f"{operation.tool}: path parameter {argument} may not be empty, '.' or '..', nor "
-            f"contain '/' or '\\' or be a URL; got {text[:80]!r}"
-        )
-    return quote(text, safe="")
-
-
-def _query_pairs(name: str, value: Any, explode: bool) -> list[tuple[str, str]]:
-    if isinstance(value, list):
-        items = [_scalar(item) for item in value]
-        return [(name, item) for item in items] if explode else [(name, ",".join(items))]
-    if isinstance(value, dict):
-        if explode:
-            return [(str(key), _scalar(item)) for key, item in value.items()]
-        flat = [part for key, item in value.items() for part in (str(key), _scalar(item))]
-        return [(name, ",".join(flat))]
-    return [(name, _scalar(value))]
-
-
-def _header_value(operation: Operation, argument: str, value: Any) -> str:
-    text = _scalar(value)
-    if "\r" in text or "\n" in text:
-        raise BadRequest(f"{operation.tool}: header parameter {argument} may not span lines")
-    return text
-
-
-async def _read(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
-    """Up to ``limit`` bytes of the body, and whether there was more (not downloaded)."""
-    data = bytearray()
-    async for chunk in response.aiter_bytes():
-        data += chunk
-        if len(data) > limit:
-            return bytes(data[:limit]), True
-    return bytes(data), False
-
-
-def _decode(data: bytes, encoding: str, *, final: bool) -> str:
-    try:
-        decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
-    except LookupError:
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    # A cut answer may end inside a character: leave that partial character out.
-    return str(decoder.decode(data, final=final))
-
-
-def _redact(text: str, secrets: list[str]) -> str:
-    for secret in secrets:
-        for form in {secret, json.dumps(secret)[1:-1], quote(secret, safe="")}:
-            if form:
-                text = text.replace(form, "***")
-    return text
-
-
-def _error_for(status: int, message: str) -> ToolCallError:
-    if status in (400, 405, 409, 412, 413, 415, 422):
-        return BadRequest(message)
-    if status in (401, 403):
-        return ToolAccessDenied(message)
-    if status in (404, 410):
-        return NotFound(message)
-    if status in (408, 429, 502, 503, 504):
-        return Unavailable(message)
-    return ToolServiceError(message)

@@ -29,8 +29,9 @@ import httpx
 
 from toolbus.domain.errors import ConfigError, Problem
 from toolbus.ports import Bus
+from toolbus_openapi.credentials import Credential
 from toolbus_openapi.document import Document, is_url, read_document
-from toolbus_openapi.executor import Credential, HTTPExecutor, Limits
+from toolbus_openapi.executor import HTTPExecutor, Limits
 from toolbus_openapi.operations import read_operations
 from toolbus_openapi.service import TOOLSET_NAME, OpenAPIService
 
