@@ -20,23 +20,16 @@ is skipped with the reason, for one warning each.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
-
-import yaml
-from referencing import Registry, Resource, Specification
-from referencing.exceptions import NoSuchResource
 
 from toolbus.domain.calls.naming import MAX_TOOL_NAME, sanitize_toolname
 from toolbus.domain.errors import ConfigError, Problem
-from toolbus_openapi.document import Document, load_yaml
-from toolbus_openapi.schemas import Resolved, UnresolvableRef, json_schema
+from toolbus_openapi.document import Document
+from toolbus_openapi.schemas import Resolved, UnresolvableRef, json_schema, registry_for
 
 HTTP_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 LOCATIONS = ("path", "query", "header")
@@ -161,7 +154,7 @@ def read_operations(
     """
     where = f"OpenAPI document {document.source}"
     problems: list[Problem] = []
-    resolved = Resolved.of(_registry(document), document.uri)
+    resolved = Resolved.of(registry_for(document), document.uri)
     openapi_30 = document.version.startswith("3.0")
     found = list(_operations(document.contents))
     names = _operation_ids(found, where, problems)
@@ -499,29 +492,3 @@ def _description(raw: Mapping[str, Any], method: str, path: str) -> str:
     if len(text) > MAX_DESCRIPTION:
         text = text[: MAX_DESCRIPTION - 1].rstrip() + "…"
     return text
-
-
-# --------------------------------------------------------------------------- references
-
-
-def _registry(document: Document) -> Registry[Any]:
-    """A registry holding the document, able to read the local files it refers to."""
-    resource: Resource[Any] = Specification.OPAQUE.create_resource(document.contents)
-    # referencing's classes are attrs classes behind a wrapper mypy cannot see through.
-    registry: Registry[Any] = Registry(retrieve=_retrieve_file)  # type: ignore[call-arg]
-    with_document: Registry[Any] = registry.with_resource(document.uri, resource)
-    return with_document
-
-
-def _retrieve_file(uri: str) -> Resource[Any]:
-    # Only files next to a local document: a document must not make its reader
-    # fetch from hosts nobody allowed.
-    parts = urlsplit(uri)
-    if parts.scheme != "file":
-        raise NoSuchResource(ref=uri)  # type: ignore[call-arg]
-    try:
-        text = Path(parts.path).read_text(encoding="utf-8")
-        contents = json.loads(text) if text.lstrip().startswith("{") else load_yaml(text)
-    except (OSError, ValueError, yaml.YAMLError):
-        raise NoSuchResource(ref=uri) from None  # type: ignore[call-arg]
-    return Specification.OPAQUE.create_resource(contents)

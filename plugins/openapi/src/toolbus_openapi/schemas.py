@@ -12,11 +12,17 @@ or dropped where JSON Schema has no meaning for them (``discriminator``,
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
-from referencing import Registry
+import yaml
+from referencing import Registry, Resource, Specification
 from referencing.exceptions import NoSuchResource, PointerToNowhere, Unresolvable
+
+from toolbus_openapi.document import Document, load_yaml
 
 if TYPE_CHECKING:
     # Public through Registry.resolver(), but exported by no public module.
@@ -122,3 +128,26 @@ def _reason(exc: Unresolvable) -> str:
     if isinstance(exc, NoSuchResource):
         return "the document it names cannot be read (only files next to a local document are)"
     return type(exc).__name__
+
+
+def registry_for(document: Document) -> Registry[Any]:
+    """A registry holding the document, able to read the local files it refers to."""
+    resource: Resource[Any] = Specification.OPAQUE.create_resource(document.contents)
+    # referencing's classes are attrs classes behind a wrapper mypy cannot see through.
+    registry: Registry[Any] = Registry(retrieve=_retrieve_file)  # type: ignore[call-arg]
+    with_document: Registry[Any] = registry.with_resource(document.uri, resource)
+    return with_document
+
+
+def _retrieve_file(uri: str) -> Resource[Any]:
+    # Only files next to a local document: a document must not make its reader
+    # fetch from hosts nobody allowed.
+    parts = urlsplit(uri)
+    if parts.scheme != "file":
+        raise NoSuchResource(ref=uri)  # type: ignore[call-arg]
+    try:
+        text = Path(parts.path).read_text(encoding="utf-8")
+        contents = json.loads(text) if text.lstrip().startswith("{") else load_yaml(text)
+    except (OSError, ValueError, yaml.YAMLError):
+        raise NoSuchResource(ref=uri) from None  # type: ignore[call-arg]
+    return Specification.OPAQUE.create_resource(contents)
