@@ -116,6 +116,32 @@ def document(secured: bool = True) -> dict[str, Any]:
                     {"name": "X-Trace-Tag", "in": "header", "schema": {"type": "string"}},
                 ],
             ),
+            "/notes": {
+                "post": {
+                    "operationId": "addNote",
+                    "requestBody": {"content": {"text/plain": {"schema": {"type": "string"}}}},
+                }
+            },
+            "/login": {
+                "post": {
+                    "operationId": "logIn",
+                    "requestBody": {
+                        "required": True,
+                        "content": {
+                            "application/x-www-form-urlencoded": {
+                                "schema": {
+                                    "type": "object",
+                                    "required": ["user"],
+                                    "properties": {
+                                        "user": {"type": "string"},
+                                        "remember": {"type": "boolean"},
+                                    },
+                                }
+                            }
+                        },
+                    },
+                }
+            },
             "/whoami": get(
                 "whoAmI",
                 "Who the API thinks the caller is",
@@ -206,6 +232,12 @@ def app(recorder: Recorder, elsewhere: str, secret: str) -> Starlette:
         await recorder.record(request)
         return RedirectResponse(f"{elsewhere}/collect", status_code=302)
 
+    async def echo_body(request: Request) -> Response:
+        await recorder.record(request)
+        return PlainTextResponse(
+            f"{request.headers.get('content-type')}: {(await request.body()).decode()}"
+        )
+
     async def openapi(request: Request) -> Response:
         return JSONResponse(document())
 
@@ -215,6 +247,8 @@ def app(recorder: Recorder, elsewhere: str, secret: str) -> Starlette:
             Route("/api/items", items, methods=["GET", "POST"]),
             Route("/api/items/{item_id}", item),
             Route("/api/headers", headers),
+            Route("/api/notes", echo_body, methods=["POST"]),
+            Route("/api/login", echo_body, methods=["POST"]),
             Route("/api/whoami", whoami),
             Route("/api/slow", slow),
             Route("/api/big", big),

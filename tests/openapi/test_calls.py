@@ -95,6 +95,18 @@ async def test_a_base_url_at_the_root_or_with_a_trailing_slash_works(
     assert [hit.path for hit in shop.hits.hits] == ["/api/items/1", "/api/items/2"]
 
 
+async def test_form_and_text_bodies_are_sent_as_their_media_types(
+    toolbus: ToolTestKit, make_toolset: Any
+) -> None:
+    tools = await tools_for(toolbus, make_toolset())
+
+    form = await tools.call("shop_logIn", {"user": "ada lovelace", "remember": True})
+    text = await tools.call("shop_addNote", {"body": "buy milk"})
+
+    assert form == "application/x-www-form-urlencoded: user=ada+lovelace&remember=true"
+    assert text == "text/plain: buy milk"
+
+
 async def test_required_and_unknown_arguments_are_refused_before_any_request(
     toolbus: ToolTestKit, shop: Api, make_toolset: Any
 ) -> None:
