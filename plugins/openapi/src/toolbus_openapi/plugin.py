@@ -8,15 +8,18 @@ those toolsets: ``toolbus serve NAME``, ``toolbus call NAME_operationId``,
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from toolbus.plugins import ToolRegistrar, hookimpl
-from toolbus.settings import SETTINGS_FILE, load_settings
-from toolbus_openapi.toolset import open_toolset, toolsets_from_file
 
 
 @hookimpl
 def toolbus_register_tools(register: ToolRegistrar) -> None:
+    # Imported here: processes that only look for code hooks import this module
+    # too, and need neither httpx nor a YAML parser for that.
+    from pathlib import Path
+
+    from toolbus.settings import SETTINGS_FILE, load_settings
+    from toolbus_openapi.toolset import open_toolset, toolsets_from_file
+
     settings = load_settings()
     for toolset in toolsets_from_file(settings.file, Path.cwd(), where=SETTINGS_FILE).values():
         # Commands that only list tools need no credentials; a call without them
