@@ -7,14 +7,16 @@ Which services that means, and what each announces, is planned in
 from __future__ import annotations
 
 import signal
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import anyio
 import typer
 
 from toolbus.application.calls.host import DEFAULT_CONCURRENCY, ServiceHost
 from toolbus.application.calls.metrics import MetricsUnavailable, start_metrics_server
+from toolbus.application.calls.service import ToolService
 from toolbus.application.identity import CallVerifier, SigningKeyError
 from toolbus.application.live.companions import alongside
 from toolbus.cli.app import SERVE_SERVICES, serve_app
@@ -22,7 +24,7 @@ from toolbus.cli.common import fail, redact_url, run, setup_logging
 from toolbus.cli.serve_plan import describe, plan_services
 from toolbus.domain.errors import ConfigError, PluginError
 from toolbus.plugins import connect
-from toolbus.settings import load_settings
+from toolbus.settings import Settings, load_settings
 
 
 @serve_app.command(SERVE_SERVICES)
@@ -120,6 +122,41 @@ def serve(
         resolved = plan.services
     except (ConfigError, PluginError) as exc:
         fail(str(exc))
+    run_until_signalled(
+        settings,
+        resolved,
+        concurrency=concurrency,
+        drain_timeout=drain_timeout,
+        metrics_port=metrics_port,
+        metrics_addr=metrics_addr,
+        companions=plan.alongside_options(),
+        verifier=verifier,
+        expose_errors=expose_errors,
+    )
+
+
+def run_until_signalled(
+    settings: Settings,
+    services: Sequence[ToolService],
+    *,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    drain_timeout: float = 30.0,
+    metrics_port: int | None = None,
+    metrics_addr: str = "127.0.0.1",
+    companions: Mapping[str, Any] | None = None,
+    verifier: CallVerifier | None = None,
+    expose_errors: bool = False,
+    cleanup: Callable[[], Awaitable[None]] | None = None,
+) -> None:
+    """Serve ``services`` on ``settings.broker`` until SIGTERM/SIGINT, then drain and return.
+
+    What ``toolbus serve`` does once it knows its services; commands that serve
+    other kinds of tools (``toolbus serve KIND``) call it too. ``companions``
+    are the options of :func:`~toolbus.application.live.companions.alongside`;
+    ``verifier`` and ``expose_errors`` go to each
+    :class:`~toolbus.application.calls.host.ServiceHost`; ``cleanup`` runs on
+    the way out, after the services stopped.
+    """
     metrics_server = None
     if metrics_port is not None:
         try:
@@ -139,7 +176,7 @@ def serve(
                 verifier=verifier,
                 expose_errors=expose_errors,
             )
-            for s in resolved
+            for s in services
         ]
         try:
             # Signals are caught before anything is announced: a supervisor may send
@@ -150,7 +187,7 @@ def serve(
                         await tasks.start(host.serve)
                     # Announcements withdraw when this block ends, before the hosts stop:
                     # agents stop choosing a service before it stops taking calls.
-                    async with alongside(bus, resolved, **plan.alongside_options()) as extra:
+                    async with alongside(bus, services, **(companions or {})) as extra:
                         for host in hosts:
                             typer.echo(
                                 f"serving {host.service.id} on {host.service.request_queue} "
@@ -172,6 +209,8 @@ def serve(
         finally:
             with anyio.CancelScope(shield=True):
                 await bus.close()
+                if cleanup is not None:
+                    await cleanup()
 
     try:
         run(main)
