@@ -20,9 +20,9 @@ from toolbus.domain.config.loading import load_registry
 from toolbus.domain.config.registry import Registry
 from toolbus.domain.config.schemas import export_tools
 from toolbus.domain.errors import (
+    AccessDenied,
     BadRequest,
     NotFound,
-    ToolAccessDenied,
     ToolServiceError,
     Unavailable,
 )
@@ -170,7 +170,7 @@ async def test_a_redirect_to_another_host_is_refused_before_it_is_sent(
 ) -> None:
     tools = await tools_for(toolbus, make_toolset())
 
-    with pytest.raises(ToolAccessDenied, match=r"refused to follow a redirect to 127\.0\.0\.1:"):
+    with pytest.raises(AccessDenied, match=r"refused to follow a redirect to 127\.0\.0\.1:"):
         await tools.call("shop_redirectAway")
 
     assert [hit.path for hit in shop.hits.hits] == ["/api/redirect/away"]

@@ -16,9 +16,9 @@ from urllib.parse import quote
 import httpx
 
 from toolbus.domain.errors import (
+    AccessDenied,
     BadRequest,
     NotFound,
-    ToolAccessDenied,
     ToolCallError,
     ToolServiceError,
     Unavailable,
@@ -67,7 +67,7 @@ def error_for(status: int, message: str) -> ToolCallError:
     if status in (400, 405, 409, 412, 413, 415, 422):
         return BadRequest(message)
     if status in (401, 403):
-        return ToolAccessDenied(message)
+        return AccessDenied(message)
     if status in (404, 410):
         return NotFound(message)
     if status in (408, 429, 502, 503, 504):

@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx
 
-from toolbus.domain.errors import BadRequest, ToolAccessDenied, ToolServiceError, Unavailable
+from toolbus.domain.errors import AccessDenied, BadRequest, ToolServiceError, Unavailable
 from toolbus_openapi.answers import error_for, error_message, observation, redact
 from toolbus_openapi.arguments import check_arguments, header_value, path_segment, query_pairs
 from toolbus_openapi.credentials import Credential, CredentialTransport
@@ -197,7 +197,7 @@ class HTTPExecutor:
             finally:
                 await response.aclose()
         except _HostRefused as exc:
-            raise ToolAccessDenied(
+            raise AccessDenied(
                 f"{operation.label}: refused to follow a redirect to {_Origin.of(exc.url)}; "
                 f"requests may go only to {self._allowed_description()}"
             ) from None
