@@ -696,3 +696,33 @@ def test_the_python_examples_in_the_docs_run(code: str, monkeypatch: pytest.Monk
     monkeypatch.chdir(ROOT)  # the examples use paths relative to the repository root
 
     exec(compile(code, "<docs>", "exec"), {})
+
+
+# --------------------------------------------------------------------------- trustgraph-wire
+
+
+def test_a_service_is_called_with_the_newest_trustgraph_request_by_default() -> None:
+    assert load_registry(snapshot()).services["joke-service"].generation == "2.4"
+
+
+@pytest.mark.parametrize(
+    ("given", "generation"),
+    [("2.1", "2.1"), ("2.4", "2.4"), ("2.1.28", "2.1"), ("2.3.21", "2.1"), ("2.11.1", "2.4")],
+)
+def test_trustgraph_wire_takes_a_generation_or_a_release(given: str, generation: str) -> None:
+    registry = load_registry(
+        snapshot(services={"joke-service": service(**{"trustgraph-wire": given})})
+    )
+
+    assert registry.services["joke-service"].generation == generation
+
+
+@pytest.mark.parametrize(("given", "reason"), [("1.9", "no tool-service wire"), (2.4, "string")])
+def test_a_bad_trustgraph_wire_names_the_service_and_the_choices(given: Any, reason: str) -> None:
+    problem = only_problem(
+        snapshot(services={"joke-service": service(**{"trustgraph-wire": given})})
+    )
+
+    assert (problem.where, problem.field) == ("tool-service 'joke-service'", "trustgraph-wire")
+    assert reason in problem.message
+    assert "'2.1'" in problem.message and "'2.4'" in problem.message

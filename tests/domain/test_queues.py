@@ -90,3 +90,48 @@ def test_a_plain_dotted_name_addresses_the_same_subject_as_its_qualified_form() 
     )
     assert plain.dotted == qualified.dotted == "tg.request.joke"
     assert plain.persistent and not qualified.persistent
+
+
+@pytest.mark.parametrize(
+    ("raw", "pulsar", "kafka", "persistent"),
+    [
+        ("request:tg:joke", "non-persistent://tg/request/joke", "tg.request.joke", False),
+        ("response:tg:joke", "non-persistent://tg/response/joke", "tg.response.joke", False),
+        ("notify:tg:config", "non-persistent://tg/notify/config", "tg.notify.config", False),
+        ("flow:tg:jobs", "persistent://tg/flow/jobs", "tg.flow.jobs", True),
+        (
+            "request:tg:tool:ws1:default",
+            "non-persistent://tg/request/tool:ws1:default",
+            "tg.request.tool.ws1.default",
+            False,
+        ),
+    ],
+)
+def test_trustgraph_queue_ids_map_as_trustgraph_s_own_backends_map_them(
+    raw: str, pulsar: str, kafka: str, persistent: bool
+) -> None:
+    queue = parse_queue(raw)
+
+    assert (queue.topic, queue.dotted, queue.persistent) == (pulsar, kafka, persistent)
+    assert str(queue) == raw
+
+
+def test_both_spellings_of_a_queue_reach_the_same_topic_on_every_broker() -> None:
+    ours, theirs = parse_queue("non-persistent://tg/request/joke"), parse_queue("request:tg:joke")
+
+    assert (ours.topic, ours.dotted) == (theirs.topic, theirs.dotted)
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        ("queue:tg:joke", "class must be one of flow, request, response, notify"),
+        ("request:tg", "a topicspace and a topic must follow"),
+        ("request::joke", "topicspace ''"),
+        ("request:tg:jo.ke", "topic 'jo.ke'"),
+        ("request:tg:joke:", "topic ''"),
+    ],
+)
+def test_malformed_trustgraph_queue_ids_are_rejected_with_the_reason(raw: str, reason: str) -> None:
+    with pytest.raises(QueueNameError, match=reason):
+        parse_queue(raw)

@@ -16,6 +16,7 @@ from toolbus.domain.calls.wire import (
     encode_error,
     encode_request,
     encode_response,
+    generation_of,
     observation_text,
 )
 from toolbus.domain.errors import WireError
@@ -226,3 +227,42 @@ def test_other_byte_buffers_decode_like_bytes(wrap: Any) -> None:
 
     assert decode_request(wrap(body)) == ToolRequest("zoë", {"a": 1}, {"b": "ü"})
     assert decode_response(wrap(encode_response("ok"))) == ToolResponse("ok")
+
+
+# --------------------------------------------------------------------------- generations
+
+
+def test_a_2_4_request_is_byte_identical_to_trustgraphs() -> None:
+    config, arguments = {"collection": "Zürich"}, {"q": "日本"}
+    expected = json.dumps({"config": json.dumps(config), "arguments": json.dumps(arguments)})
+
+    assert encode_request("alice", config, arguments, "2.4") == expected.encode()
+    assert encode_request("", None, None, "2.4") == b'{"config": "{}", "arguments": "{}"}'
+
+
+def test_a_release_may_stand_for_its_generation() -> None:
+    assert encode_request("a", None, None, "2.11.1") == encode_request("a", None, None, "2.4")
+    assert encode_request("a", None, None, "2.3.21") == encode_request("a", None, None, "2.1")
+
+
+@pytest.mark.parametrize(
+    ("version", "generation"),
+    [("2.1", "2.1"), ("2.3", "2.1"), ("2.3.21", "2.1"), ("2.4", "2.4"), ("2.4.0", "2.4"),
+     ("2.11.1", "2.4"), (" 2.10 ", "2.4")],
+)  # fmt: skip
+def test_generation_of_a_release(version: str, generation: str) -> None:
+    assert generation_of(version) == generation
+
+
+@pytest.mark.parametrize("version", ["1.9.4", "2.0.14", "3.0", "2", "", "latest", "2.x"])
+def test_a_release_without_tool_services_is_refused_with_the_choices(version: str) -> None:
+    with pytest.raises(WireError, match=r"use '2.1' .* or '2.4'"):
+        generation_of(version)
+
+
+def test_both_generations_decode_alike_but_for_the_user() -> None:
+    old = decode_request(encode_request("alice", {"c": 1}, {"a": 2}, "2.1"))
+    new = decode_request(encode_request("alice", {"c": 1}, {"a": 2}, "2.4"))
+
+    assert old == ("alice", {"c": 1}, {"a": 2})
+    assert new == ("", {"c": 1}, {"a": 2})

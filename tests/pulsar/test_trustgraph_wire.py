@@ -138,6 +138,8 @@ async def test_a_raw_trustgraph_style_service_answers_a_toolbus_client(
             route: dict[str, Any] = {
                 "request_queue": request_queue,
                 "response_queue": response_queue,
+                # This service reads requests as trustgraph-base 2.1 to 2.3 write them.
+                "generation": "2.1",
             }
             chunks = [
                 chunk
@@ -155,6 +157,6 @@ async def test_a_raw_trustgraph_style_service_answers_a_toolbus_client(
         await bus.close()
 
     body, properties = received[0]
-    # The request toolbus sent is byte for byte what TrustGraph's client sends.
+    # The request toolbus sent is byte for byte what TrustGraph 2.1's client sends.
     assert body == trustgraph_request("alice", {"k": "v"}, {"topic": "x"})
     assert uuid.UUID(properties["id"])

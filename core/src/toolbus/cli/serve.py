@@ -102,6 +102,13 @@ def serve(
             "(development only: the text may hold secrets).",
         ),
     ] = False,
+    join_stream: Annotated[
+        bool,
+        typer.Option(
+            help="Answer every streamed result as one response, for callers that keep only "
+            "the first (TrustGraph's non-streaming ToolServiceClient.call).",
+        ),
+    ] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO level.")] = False,
 ) -> None:
     """Serve tool services (the default: toolbus serve SERVICE...)."""
@@ -175,6 +182,7 @@ def run_until_signalled(
                 drain_timeout=drain_timeout,
                 verifier=verifier,
                 expose_errors=expose_errors,
+                join_stream=join_stream or None,
             )
             for s in services
         ]

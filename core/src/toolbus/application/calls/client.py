@@ -344,16 +344,21 @@ class ToolServiceClient:
         arguments: Mapping[str, Any] | None = None,
         timeout: float | None = None,
         properties: Mapping[str, str] | None = None,
+        generation: str | None = None,
     ) -> CallResult:
         """Call a tool service; its observation (chunks joined) and after-execution.
 
         ``service`` is the service's descriptor (its queues and id), or its id
         beside ``request_queue`` and ``response_queue``; the id names it in
-        errors and spans.
+        errors and spans. ``generation`` is the TrustGraph request generation
+        to write, ``"2.1"`` (with ``user``) or ``"2.4"`` (without), or a 2.x
+        release; by default the descriptor's (``trustgraph-wire``), else the
+        newest. toolbus services read both.
         """
         waiter = await self._start(
-            service, request_queue, response_queue, user, config, arguments, timeout, properties
-        )
+            service, request_queue, response_queue, user, config, arguments, timeout, properties,
+            generation,
+        )  # fmt: skip
         return CallResult("".join(waiter.chunks), waiter.after_execution)
 
     async def call(
@@ -367,11 +372,13 @@ class ToolServiceClient:
         arguments: Mapping[str, Any] | None = None,
         timeout: float | None = None,
         properties: Mapping[str, str] | None = None,
+        generation: str | None = None,
     ) -> str:
         """Call a tool service and return its observation (stream chunks joined)."""
         waiter = await self._start(
-            service, request_queue, response_queue, user, config, arguments, timeout, properties
-        )
+            service, request_queue, response_queue, user, config, arguments, timeout, properties,
+            generation,
+        )  # fmt: skip
         return "".join(waiter.chunks)
 
     def _start(
@@ -384,6 +391,7 @@ class ToolServiceClient:
         arguments: Mapping[str, Any] | None,
         timeout: float | None,
         properties: Mapping[str, str] | None,
+        generation: str | None,
     ) -> Coroutine[Any, Any, _Waiter]:
         """The exchange of one call, as a CLIENT span when an OpenTelemetry SDK records.
 
@@ -395,19 +403,22 @@ class ToolServiceClient:
             name: str | None = service.id
             request_queue = request_queue or service.request_queue
             response_queue = response_queue or service.response_queue
+            generation = generation or service.generation
         elif request_queue and response_queue:
             name = service
         else:
             request_queue, response_queue, name = _route(service, request_queue, response_queue)
+        generation = _generation(generation)
         label = name or request_queue
         if tracing.recording():
             return self._traced(
                 request_queue, response_queue, user, config, arguments, timeout, label, name,
-                properties,
+                properties, generation,
             )  # fmt: skip
         return self._exchange(
-            request_queue, response_queue, user, config, arguments, timeout, label, properties
-        )
+            request_queue, response_queue, user, config, arguments, timeout, label, properties,
+            generation,
+        )  # fmt: skip
 
     async def _traced(
         self,
@@ -420,14 +431,16 @@ class ToolServiceClient:
         label: str,
         name: str | None,
         properties: Mapping[str, str] | None,
+        generation: str,
     ) -> _Waiter:
         # The service's span is a child of this one: the span's own id goes on the wire.
         with tracing.hop("client", properties, _span, label, name, request_queue) as context:
             if context is not None:
                 properties = {**(properties or {}), **tracing.as_properties(context)}
             return await self._exchange(
-                request_queue, response_queue, user, config, arguments, timeout, label, properties
-            )
+                request_queue, response_queue, user, config, arguments, timeout, label, properties,
+                generation,
+            )  # fmt: skip
 
     async def _exchange(
         self,
@@ -439,6 +452,7 @@ class ToolServiceClient:
         timeout: float | None,
         label: str,
         properties: Mapping[str, str] | None,
+        generation: str,
     ) -> _Waiter:
         """Send one request and wait for its whole answer; the waiter holds it.
 
@@ -446,8 +460,10 @@ class ToolServiceClient:
         """
         limit = self.default_timeout if timeout is None else timeout
         listener = self._listeners.get(response_queue) or await self._listener(response_queue)
-        body = wire.encode_request(user, config, arguments)
+        body = wire.encode_request(user, config, arguments, generation)
         call_id, waiter, props = self._register(listener, limit, properties, watch=True)
+        if user and generation == wire.GENERATION_2_4:
+            props[wire.PROP_USER] = user
         if self.signer is not None:
             props[PROP_CALL_TOKEN] = self.signer.sign(
                 call_id=call_id, audience=label, user=user, body=body
@@ -484,6 +500,7 @@ class ToolServiceClient:
         arguments: Mapping[str, Any] | None = None,
         timeout: float | None = None,
         properties: Mapping[str, str] | None = None,
+        generation: str | None = None,
     ) -> AsyncIterator[str]:
         """Call a tool service and yield its chunks as they arrive (empty ones skipped).
 
@@ -491,11 +508,16 @@ class ToolServiceClient:
         Raises the service's error, if any, after the chunks that came before it.
         """
         request_queue, response_queue, name = _route(service, request_queue, response_queue)
+        if isinstance(service, ServiceDescriptor):
+            generation = generation or service.generation
+        generation = _generation(generation)
         label = name or request_queue
         limit = self.default_timeout if timeout is None else timeout
         listener = await self._listener(response_queue)
-        body = wire.encode_request(user, config, arguments)
+        body = wire.encode_request(user, config, arguments, generation)
         call_id, waiter, props = self._register(listener, limit, properties, watch=False)
+        if user and generation == wire.GENERATION_2_4:
+            props[wire.PROP_USER] = user
         if self.signer is not None:
             props[PROP_CALL_TOKEN] = self.signer.sign(
                 call_id=call_id, audience=label, user=user, body=body
@@ -548,6 +570,15 @@ def _route(
             "request_queue= and response_queue="
         )
     return request_queue, response_queue, service
+
+
+def _generation(requested: str | None) -> str:
+    """The request generation to write: the newest unless asked; a release names its own."""
+    if requested is None:
+        return wire.NEWEST_GENERATION
+    if requested == wire.GENERATION_2_4 or requested == wire.GENERATION_2_1:
+        return requested
+    return wire.generation_of(requested)
 
 
 def _span(label: str, name: str | None, request_queue: str) -> tuple[str, dict[str, str]]:

@@ -37,7 +37,7 @@ import anyio
 from anyio.abc import TaskStatus
 
 from toolbus.application.calls.metrics import ToolbusMetrics, default_metrics
-from toolbus.application.calls.service import ToolResult, ToolService
+from toolbus.application.calls.service import JOIN_STREAM_PARAM, ToolResult, ToolService
 from toolbus.application.calls.supervision import supervised
 from toolbus.application.identity.caller import serving as _serving
 from toolbus.application.identity.verifying import CallVerifier
@@ -86,6 +86,7 @@ class ServiceHost:
         idempotency_bytes: int = DEFAULT_IDEMPOTENCY_BYTES,
         verifier: CallVerifier | None = None,
         expose_errors: bool = False,
+        join_stream: bool | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -124,6 +125,8 @@ class ServiceHost:
         #: Answer unexpected exceptions with their text (development only: it may
         #: hold secrets); by default a generic message and a log reference.
         self.expose_errors = expose_errors
+        #: Answer streamed results as one response (None: as the service says).
+        self.join_stream = service.join_stream if join_stream is None else join_stream
         # A pool of ``concurrency`` workers, each reading the subscription and
         # handling a request inline: no task spawn, semaphore or cancel scope per
         # call, and the fewest event-loop hops per round trip.
@@ -272,11 +275,14 @@ class ServiceHost:
             request = wire.decode_request(body)
         except WireError as exc:
             raise BadRequest(str(exc)) from None
+        # A request of TrustGraph's 2.4 generation has no user in its body; a
+        # toolbus client sends it as a property instead.
+        user = request.user or properties.get(wire.PROP_USER) or ""
         if self.verifier is None and PROP_CALL_TOKEN not in properties:
             # The usual unverified call: one Caller per user, not one per call.
-            caller = self._unverified.get(request.user) or self._unverified_caller(request.user)
+            caller = self._unverified.get(user) or self._unverified_caller(user)
         else:
-            caller = self._identify(properties, reply.call_id, request.user, body)
+            caller = self._identify(properties, reply.call_id, user, body)
         arguments = request.arguments
         env_names = properties.get(wire.PROP_ENV_ARGS)
         if env_names:
@@ -286,18 +292,18 @@ class ServiceHost:
         try:
             if tracing.recording():
                 with tracing.hop("server", properties, self._describe_span):
-                    result = await self.service.handle(request.user, request.config, arguments)
-                    await self._send_result(reply, result)
+                    result = await self.service.handle(user, request.config, arguments)
+                    await self._send_result(reply, result, request.config)
             else:
                 # What hop() does without a span, spelled out: a context manager here
                 # costs a measurable share of an in-memory round trip.
                 token = tracing.enter_served(properties)
                 try:
-                    result = await self.service.handle(request.user, request.config, arguments)
+                    result = await self.service.handle(user, request.config, arguments)
                     if isinstance(result, str):  # the common case first: no further checks
                         await reply.send(result)
                     else:
-                        await self._send_result(reply, result)
+                        await self._send_result(reply, result, request.config)
                 finally:
                     tracing.leave(token)
         finally:
@@ -335,12 +341,18 @@ class ServiceHost:
             )
         return Caller(user)
 
-    async def _send_result(self, reply: _Reply, result: Any) -> None:
+    async def _send_result(
+        self, reply: _Reply, result: Any, config: Mapping[str, Any] | None = None
+    ) -> None:
         """Answer with what the tool returned: a value, a ``ToolResult``, or a stream."""
         if isinstance(result, str):
             await reply.send(result)
         elif isinstance(result, ToolResult):
             await reply.send(wire.observation_text(result.content), result.after_execution)
+        elif (inspect.isasyncgen(result) or isinstance(result, AsyncIterator)) and (
+            self.join_stream or (config is not None and _asks_joined(config))
+        ):
+            await self._send_joined(reply, result)
         elif inspect.isasyncgen(result) or isinstance(result, AsyncIterator):
             # With secrets, hold back what could be a secret's beginning until the
             # next chunk shows whether it is: each message is redacted on its own.
@@ -361,6 +373,20 @@ class ServiceHost:
             await reply.send("", reply.after_execution)
         else:
             await reply.send(wire.observation_text(result))
+
+    async def _send_joined(self, reply: _Reply, chunks: AsyncIterator[Any]) -> None:
+        """A stream answered as one response, for callers that keep only the first one.
+
+        TrustGraph's non-streaming ``ToolServiceClient.call`` returns the first
+        response with the call's id: it would see only the first chunk.
+        """
+        texts: list[str] = []
+        async for chunk in chunks:
+            if isinstance(chunk, ToolResult):
+                reply.after_execution = chunk.after_execution
+                chunk = chunk.content
+            texts.append(wire.observation_text(chunk))
+        await reply.send("".join(texts), reply.after_execution)
 
     def _inject_environment(
         self, reply: _Reply, arguments: dict[str, Any], env_names: str
@@ -551,6 +577,12 @@ class _Holdback:
     def flush(self) -> str:
         rest, self.pending = self.pending, ""
         return rest
+
+
+def _asks_joined(config: Mapping[str, Any]) -> bool:
+    # TrustGraph's tool CLI may store config values as text: "true" counts too.
+    value = config.get(JOIN_STREAM_PARAM)
+    return value is True or (isinstance(value, str) and value.lower() == "true")
 
 
 def _expired(deadline: str, now: float) -> bool:

@@ -6,7 +6,9 @@ Returning a value answers once; an async generator streams chunks. Raising a
 exception becomes TrustGraph's generic ``tool-service-error``.
 
 A decorated function whose parameters are exactly ``user, config, arguments``
-gets the raw dicts, as in TrustGraph. Any other signature is *typed*: the
+(TrustGraph 2.1 to 2.3) or ``config, arguments`` (TrustGraph 2.4 and later)
+gets the raw dicts, as in TrustGraph; so does a subclass's ``invoke`` of either
+shape. Any other signature is *typed*: the
 parameters (except ``user``, ``config`` and ``caller``, passed when named) are the
 tool's arguments, validated by pydantic, and their JSON Schema is the tool's
 argument schema — the way the MCP SDK does it. Sync functions run in a worker
@@ -50,7 +52,14 @@ class ToolResult:
             )
 
 
+#: A config value a tool may set (``"join-stream": true``) to have a streaming
+#: service answer its calls with one joined response; the service must list it
+#: in ``config_params`` for it to be forwarded.
+JOIN_STREAM_PARAM = "join-stream"
+
 _RAW_SIGNATURE = ("user", "config", "arguments")
+#: TrustGraph 2.4 and later: ``invoke(config, arguments)``, no user.
+_RAW_SIGNATURE_2_4 = ("config", "arguments")
 #: Parameters filled by the host, not from arguments: ``caller`` is the
 #: :class:`~toolbus.domain.identity.Caller` (verified where the service checks tokens).
 _INJECTED = frozenset({"user", "config", "caller"})
@@ -81,6 +90,12 @@ class ToolService:
     env_params: Collection[str] = ()
     #: JSON Schema of the arguments, when the service knows it (typed functions do).
     arguments_schema: dict[str, Any] | None = None
+    #: Answer a streamed result with one response holding every chunk, for callers
+    #: that keep only the first response (TrustGraph's ``ToolServiceClient.call``).
+    #: Per tool instead: list :data:`JOIN_STREAM_PARAM` in ``config_params``.
+    join_stream: bool = False
+    # False for an invoke(config, arguments) ported from TrustGraph 2.4+ (set in __init__).
+    _invoke_takes_user = True
 
     def __init__(self) -> None:
         if not self.id:
@@ -91,6 +106,9 @@ class ToolService:
         # Fail at definition time, not on the first request.
         parse_queue(self.request_queue)
         parse_queue(self.response_queue)
+        # A service ported from TrustGraph 2.4 or later keeps its invoke(config, arguments).
+        parameters = tuple(inspect.signature(self.invoke).parameters)
+        self._invoke_takes_user = parameters != _RAW_SIGNATURE_2_4
 
     def invoke(self, user: str, config: dict[str, Any], arguments: dict[str, Any]) -> Any:
         """Answer one request. Implement it as ``async def``: return the observation,
@@ -101,7 +119,10 @@ class ToolService:
         self, user: str, config: dict[str, Any], arguments: dict[str, Any]
     ) -> Any | AsyncIterator[Any]:
         """What the host calls: the result, or an async iterator of chunks."""
-        result = self.invoke(user, config, arguments)
+        if self._invoke_takes_user:
+            result = self.invoke(user, config, arguments)
+        else:
+            result = self.invoke(config, arguments)  # type: ignore[call-arg]
         if inspect.isawaitable(result):
             return await result
         return result
@@ -131,8 +152,10 @@ class FunctionToolService(ToolService):
         response_queue: str = "",
         config_params: Sequence[str | Mapping[str, Any]] = (),
         env_params: Collection[str] = (),
+        join_stream: bool = False,
     ) -> None:
         self.id = id
+        self.join_stream = join_stream
         self.env_params = frozenset(env_params)
         self.request_queue = request_queue
         self.response_queue = response_queue
@@ -143,7 +166,8 @@ class FunctionToolService(ToolService):
         self._is_async = inspect.iscoroutinefunction(fn)
         self._is_async_gen = inspect.isasyncgenfunction(fn)
         names = tuple(inspect.signature(fn).parameters)
-        self._raw = names == _RAW_SIGNATURE
+        self._raw = names in (_RAW_SIGNATURE, _RAW_SIGNATURE_2_4)
+        self._with_user = names != _RAW_SIGNATURE_2_4
         self._injected: tuple[str, ...] = ()
         self._validate: Callable[[dict[str, Any]], dict[str, Any]] | None = None
         if not self._raw:
@@ -153,7 +177,9 @@ class FunctionToolService(ToolService):
 
     def _bind(self, user: str, config: dict[str, Any], arguments: dict[str, Any]) -> dict[str, Any]:
         if self._raw:
-            return {"user": user, "config": config, "arguments": arguments}
+            if self._with_user:
+                return {"user": user, "config": config, "arguments": arguments}
+            return {"config": config, "arguments": arguments}
         assert self._validate is not None
         try:
             kwargs = self._validate(arguments)
@@ -192,8 +218,12 @@ def tool_service(
     response_queue: str = "",
     config_params: Sequence[str | Mapping[str, Any]] = (),
     env_params: Collection[str] = (),
+    join_stream: bool = False,
 ) -> Callable[[Callable[..., Any]], FunctionToolService]:
     """Make a tool service from a function.
+
+    ``join_stream=True`` answers a generator's chunks as one response (see
+    :attr:`ToolService.join_stream`).
 
     >>> @tool_service("echo")
     ... async def echo(text: str) -> str:
@@ -208,6 +238,7 @@ def tool_service(
             response_queue=response_queue,
             config_params=config_params,
             env_params=env_params,
+            join_stream=join_stream,
         )
 
     return decorate

@@ -1,10 +1,19 @@
-"""Queue names: Pulsar-style ``{persistent|non-persistent}://tenant/namespace/name`` or plain.
+"""Queue names: Pulsar-style ``{persistent|non-persistent}://tenant/namespace/name``,
+TrustGraph's ``class:topicspace:topic``, or plain.
 
 Each adapter maps a name deterministically onto its broker: Pulsar uses the
 topic as is, NATS and Kafka use :attr:`QueueName.dotted` (``tenant.namespace.name``).
 ``persistent`` promises at-least-once delivery with acks; ``non-persistent``
 at-most-once. A plain name follows Pulsar's own rule and is persistent, in
 tenant ``public`` and namespace ``default``; its dotted form is the name itself.
+
+TrustGraph (2.2 and later) names queues ``class:topicspace:topic``, and its
+pub/sub backends map them the same way: ``request:tg:joke`` is
+the Pulsar topic ``non-persistent://tg/request/joke`` and the Kafka topic
+``tg.request.joke`` (class ``flow`` is persistent; ``request``, ``response`` and
+``notify`` are not). Both spellings therefore name the same queue on every
+broker. The topic part may hold further ``:``-separated words
+(``request:tg:tool:ws1``); on Kafka and NATS they become dots.
 """
 
 from __future__ import annotations
@@ -19,6 +28,8 @@ from toolbus.domain.errors import QueueNameError
 # otherwise two different queues could map to the same NATS subject or Kafka topic.
 _SEGMENT = re.compile(r"[A-Za-z0-9_-]+")
 _PLAIN = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")
+#: TrustGraph's queue classes and whether each is persistent.
+TRUSTGRAPH_CLASSES = {"flow": True, "request": False, "response": False, "notify": False}
 # Kafka's limit on topic names, the strictest of the brokers we map onto.
 MAX_DOTTED_LENGTH = 249
 
@@ -39,7 +50,8 @@ class QueueName:
         """``tenant.namespace.name`` (NATS subject, Kafka topic); a plain name as given."""
         if self.plain:
             return self.name
-        return f"{self.tenant}.{self.namespace}.{self.name}"
+        # A TrustGraph topic's further words (``tool:ws1``) become dots, as TrustGraph does.
+        return f"{self.tenant}.{self.namespace}.{self.name.replace(':', '.')}"
 
     @property
     def topic(self) -> str:
@@ -57,7 +69,9 @@ def parse_queue(raw: str) -> QueueName:
     if not isinstance(raw, str) or not raw:
         raise QueueNameError("queue name is empty; use e.g. 'non-persistent://tg/request/joke'")
     scheme, sep, rest = raw.partition("://")
-    if not sep:
+    if not sep and ":" in raw:
+        queue = _parse_trustgraph_id(raw)
+    elif not sep:
         if not _PLAIN.fullmatch(raw):
             raise QueueNameError(
                 f"queue name {raw!r} has characters that cannot map onto every broker; "
@@ -89,3 +103,26 @@ def parse_queue(raw: str) -> QueueName:
             f"brokers accept at most {MAX_DOTTED_LENGTH}"
         )
     return queue
+
+
+def _parse_trustgraph_id(raw: str) -> QueueName:
+    """``class:topicspace:topic``, as TrustGraph's pub/sub backends name queues."""
+    parts = raw.split(":")
+    if len(parts) < 3 or parts[0] not in TRUSTGRAPH_CLASSES:
+        raise QueueNameError(
+            f"queue name {raw!r} looks like TrustGraph's 'class:topicspace:topic' but is not: "
+            f"the class must be one of {', '.join(TRUSTGRAPH_CLASSES)} and a topicspace and "
+            "a topic must follow (e.g. 'request:tg:joke')"
+        )
+    for index, part in enumerate(parts[1:]):
+        label = "topicspace" if index == 0 else "topic"
+        if not _SEGMENT.fullmatch(part):
+            raise QueueNameError(
+                f"queue name {raw!r}: {label} {part!r} must be non-empty and use only "
+                "letters, digits, '-' and '_'"
+            )
+    queue_class, topicspace = parts[0], parts[1]
+    name = ":".join(parts[2:])
+    return QueueName(
+        raw, TRUSTGRAPH_CLASSES[queue_class], topicspace, queue_class, name, plain=False
+    )

@@ -1,10 +1,18 @@
 """The tool-service wire envelope, byte-compatible with TrustGraph's tool services.
 
-TrustGraph (trustgraph-base 2.1) writes bodies with Python's default
-``json.dumps``: keys in declaration order, ``", "`` / ``": "`` separators,
-non-ASCII escaped. We produce the same bytes. ``config`` and ``arguments`` are
-JSON *strings* inside the JSON body. Correlation and control data (``id``,
-trace context, deadline) travel as message properties, never in the body.
+TrustGraph writes bodies with Python's default ``json.dumps``: keys in
+declaration order, ``", "`` / ``": "`` separators, non-ASCII escaped. We produce
+the same bytes. ``config`` and ``arguments`` are JSON *strings* inside the JSON
+body. Correlation and control data (``id``, trace context, deadline) travel as
+message properties, never in the body.
+
+Requests come in two generations: trustgraph-base 2.1 to 2.3 write
+``{user, config, arguments}``; 2.4 and later write ``{config, arguments}``.
+Either reads the other's (its decoder ignores unknown keys and fills missing
+ones with ""), so the generation only decides which bytes a client writes. A
+client of the newer generation sends a non-empty user as the ``user`` message
+property, which TrustGraph ignores and toolbus services read. Responses are
+the same in both.
 
 Decoders ignore unknown keys, fill defaults for missing ones, and raise only
 :class:`WireError` on malformed input.
@@ -31,6 +39,14 @@ PROP_DEADLINE = "deadline"  # absolute Unix time in seconds, as a decimal string
 PROP_AFTER_EXECUTION = "after-execution"
 # Argument name -> environment variable name, resolved by the service (options.envs).
 PROP_ENV_ARGS = "env-args"
+#: Who the call is for, when the body has no ``user`` (the 2.4 generation's requests).
+PROP_USER = "user"
+
+#: The request generations, named after the first trustgraph-base release that wrote each.
+GENERATION_2_1 = "2.1"
+GENERATION_2_4 = "2.4"
+GENERATIONS = (GENERATION_2_1, GENERATION_2_4)
+NEWEST_GENERATION = GENERATION_2_4
 
 GENERIC_ERROR = "tool-service-error"
 
@@ -100,12 +116,41 @@ def _json_text(value: Mapping[str, Any] | str | None, what: str) -> str:
 # that), and building them is several times cheaper on the per-call path.
 
 
+def generation_of(version: str) -> str:
+    """The request generation a TrustGraph version speaks: ``"2.1"`` or ``"2.4"``.
+
+    Accepts a generation or any 2.x release (``"2.3.21"`` → ``"2.1"``,
+    ``"2.11.1"`` → ``"2.4"``); raises :class:`WireError` naming the fix otherwise.
+    """
+    text = str(version).strip()
+    major, _, rest = text.partition(".")
+    minor = rest.partition(".")[0]
+    if major == "2" and minor.isdigit() and int(minor) >= 1:
+        return GENERATION_2_4 if int(minor) >= 4 else GENERATION_2_1
+    raise WireError(
+        f"TrustGraph version {version!r} has no tool-service wire: use '2.1' (trustgraph-base "
+        "2.1 to 2.3, requests carry 'user') or '2.4' (2.4 and later, no 'user'), or a 2.x release"
+    )
+
+
 def encode_request(
     user: str,
     config: Mapping[str, Any] | str | None = None,
     arguments: Mapping[str, Any] | str | None = None,
+    generation: str = GENERATION_2_1,
 ) -> bytes:
-    """Encode a request. Mappings are JSON-encoded; strings are taken as JSON already."""
+    """Encode a request as ``generation`` writes it (``"2.4"``: no ``user`` in the body).
+
+    Mappings are JSON-encoded; strings are taken as JSON already. ``generation``
+    may also be a TrustGraph release (see :func:`generation_of`).
+    """
+    if generation != GENERATION_2_1 and generation != GENERATION_2_4:
+        generation = generation_of(generation)
+    if generation == GENERATION_2_4:
+        return (
+            f'{{"config": {_quote(_json_text(config, "config"))}, '
+            f'"arguments": {_quote(_json_text(arguments, "arguments"))}}}'
+        ).encode()
     return (
         f'{{"user": {_quote(user)}, '
         f'"config": {_quote(_json_text(config, "config"))}, '

@@ -14,11 +14,15 @@ from typing import Any
 
 from toolbus.domain.calls.arguments import NO_OPTIONS, ArgumentOptions
 from toolbus.domain.calls.naming import sanitize_toolname
+from toolbus.domain.calls.wire import NEWEST_GENERATION
 
 DEFAULT_GROUP = "default"
 SERVICES = "tool-service"
 TOOLS = "tool"
 TOOL_SERVICE_TYPE = "tool-service"
+#: Tool-service key: which TrustGraph request generation the service reads
+#: ("2.1": with ``user``; "2.4", the default: without), or a 2.x release.
+TRUSTGRAPH_WIRE = "trustgraph-wire"
 BUILTIN_TOOL_TYPES: frozenset[str] = frozenset({TOOL_SERVICE_TYPE})
 
 # The canonical key comes first: it is the one TrustGraph's code and CLI write.
@@ -57,6 +61,8 @@ class ServiceDescriptor:
     request_queue: str
     response_queue: str
     config_params: tuple[ConfigParam, ...] = ()
+    #: The request generation callers write for it (``trustgraph-wire``).
+    generation: str = NEWEST_GENERATION
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from typing import Any
 from toolbus.domain.calls.arguments import parse_options
 from toolbus.domain.calls.naming import sanitize_toolname
 from toolbus.domain.calls.queues import QueueName, parse_queue
+from toolbus.domain.calls.wire import NEWEST_GENERATION, generation_of
 from toolbus.domain.config.descriptors import (
     AFTER_EXECUTION_VALUES,
     APPLICABLE_STATES_KEYS,
@@ -31,6 +32,7 @@ from toolbus.domain.config.descriptors import (
     TOOL_FIELDS,
     TOOL_SERVICE_TYPE,
     TOOLS,
+    TRUSTGRAPH_WIRE,
     ConfigParam,
     ServiceDescriptor,
     ToolArgument,
@@ -38,7 +40,7 @@ from toolbus.domain.config.descriptors import (
 )
 from toolbus.domain.config.parsing import describe, parse_json
 from toolbus.domain.config.registry import Registry
-from toolbus.domain.errors import ConfigError, Problem, QueueNameError
+from toolbus.domain.errors import ConfigError, Problem, QueueNameError, WireError
 
 _ARGUMENT_FIELDS = frozenset({"name", "type", "description", "required"})
 _HAS_LETTER_OR_DIGIT = re.compile(r"[A-Za-z0-9]")
@@ -198,9 +200,22 @@ def _service(key: str, raw: Mapping[str, Any], problems: _Problems) -> ServiceDe
             "read its own responses as requests, so give the responses a queue of their own",
         )
     params = _config_params(raw.get("config-params"), where, problems)
+    generation = NEWEST_GENERATION
+    version = raw.get(TRUSTGRAPH_WIRE, NEWEST_GENERATION)
+    if not isinstance(version, str):
+        problems.add(
+            where,
+            TRUSTGRAPH_WIRE,
+            f"must be a string such as '2.1' or '2.4', not {describe(version)}",
+        )
+    else:
+        try:
+            generation = generation_of(version)
+        except WireError as exc:
+            problems.add(where, TRUSTGRAPH_WIRE, str(exc))
     if len(problems) > before:
         return None
-    return ServiceDescriptor(key, raw["request-queue"], raw["response-queue"], params)
+    return ServiceDescriptor(key, raw["request-queue"], raw["response-queue"], params, generation)
 
 
 def _arguments(value: Any, where: str, problems: _Problems) -> tuple[ToolArgument, ...]:

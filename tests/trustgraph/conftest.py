@@ -1,0 +1,31 @@
+"""Brokers shared with TrustGraph (pulsar-lite, Tansu) and its releases' environments."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.kafka.broker import TANSU_OPTIONS, tansu_broker
+from tests.pulsar.server import pulsar_lite_server
+
+
+@pytest.fixture(scope="session")
+def pulsar_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with pulsar_lite_server(tmp_path_factory.mktemp("pulsar-lite")) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def kafka_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with tansu_broker(tmp_path_factory.mktemp("tansu")) as address:
+        yield address
+
+
+@pytest.fixture(scope="session")
+def brokers(pulsar_url: str, kafka_address: str) -> dict[str, tuple[str, str]]:
+    """Per broker: (toolbus URL, the address TrustGraph's peer is given)."""
+    return {
+        "pulsar": (pulsar_url, pulsar_url),
+        "kafka": (f"kafka://{kafka_address}?{TANSU_OPTIONS}", f"kafka://{kafka_address}"),
+    }
