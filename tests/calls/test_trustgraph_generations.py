@@ -211,3 +211,21 @@ async def test_anything_else_leaves_the_stream_as_it_is(bus: MemoryBus, value: A
     bodies = await answers(bus, chunks_service(f"other-{value}"), {"join-stream": value})
 
     assert len(bodies) == 4
+
+
+async def test_a_descriptor_s_generation_applies_unless_the_call_names_one(
+    bus: MemoryBus,
+) -> None:
+    registry = load_registry(
+        {"tool-service": {"who": {**who.descriptor(), "trustgraph-wire": "2.1"}}}
+    )
+    descriptor = registry.services["who"]
+    spy = await bus.subscribe(who.request_queue)
+    async with running(bus, who), ToolServiceClient(bus) as client:
+        await client.call(service=descriptor, user="ann")
+        await client.call(service=descriptor, user="ann", generation="2.4")
+        chunks = [c async for c in client.stream(service=descriptor, user="ann")]
+    bodies = [(await next_body(spy))[0] for _ in range(3)]
+
+    assert chunks == ["ann"]
+    assert [json.loads(body).get("user") for body in bodies] == ["ann", None, "ann"]
