@@ -139,6 +139,7 @@ def serve(
         companions=plan.alongside_options(),
         verifier=verifier,
         expose_errors=expose_errors,
+        join_stream=join_stream,
     )
 
 
@@ -153,6 +154,7 @@ def run_until_signalled(
     companions: Mapping[str, Any] | None = None,
     verifier: CallVerifier | None = None,
     expose_errors: bool = False,
+    join_stream: bool = False,
     cleanup: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
     """Serve ``services`` on ``settings.broker`` until SIGTERM/SIGINT, then drain and return.
@@ -160,8 +162,8 @@ def run_until_signalled(
     What ``toolbus serve`` does once it knows its services; commands that serve
     other kinds of tools (``toolbus serve KIND``) call it too. ``companions``
     are the options of :func:`~toolbus.application.live.companions.alongside`;
-    ``verifier`` and ``expose_errors`` go to each
-    :class:`~toolbus.application.calls.host.ServiceHost`; ``cleanup`` runs on
+    ``verifier``, ``expose_errors`` and ``join_stream`` (answer streams joined)
+    go to each :class:`~toolbus.application.calls.host.ServiceHost`; ``cleanup`` runs on
     the way out, after the services stopped.
     """
     metrics_server = None
