@@ -15,6 +15,31 @@ def test_several_brokers_and_the_default_port() -> None:
     assert options.bootstrap_servers == ("k1:9093", "k2:9092", "[::1]:9094")
 
 
+def test_bootstrap_servers_from_configuration_win_over_the_url() -> None:
+    listed = ["kafka-1:9092", "kafka-2:9093", "kafka-3"]
+    options = parse_options("kafka://localhost", {"bootstrap_servers": listed})
+    assert options.bootstrap_servers == ("kafka-1:9092", "kafka-2:9093", "kafka-3:9092")
+    assert options.client_kwargs()["bootstrap_servers"] == list(options.bootstrap_servers)
+    # The URL may then name no broker at all.
+    assert parse_options("kafka://", {"bootstrap_servers": "a:1,b:2"}).bootstrap_servers == (
+        "a:1",
+        "b:2",
+    )
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"bootstrap_servers": 9092}, "'bootstrap_servers' must be a list of host:port"),
+        ({"bootstrap_servers": []}, "'bootstrap_servers' must be a list of host:port"),
+        ({"bootstrap_servers": "k1,,k2"}, "'' is not host"),
+    ],
+)
+def test_bad_bootstrap_servers_say_what_to_fix(options: dict[str, object], message: str) -> None:
+    with pytest.raises(BrokerOptionError, match=message):
+        parse_options("kafka://k1", options)
+
+
 def test_query_values_are_typed_and_the_mapping_wins() -> None:
     options = parse_options(
         "kafka://k1?partitions=8&acks=1&ssl_check_hostname=false",

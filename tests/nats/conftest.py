@@ -1,4 +1,4 @@
-"""A real nats-server (JetStream on, in a temp dir) for the NATS adapter tests."""
+"""Real nats-servers (JetStream on, in temp dirs) for the NATS adapter tests."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.nats.cluster import NatsCluster
 from tests.nats.server import TEST_ACK_WAIT, NatsServer
 
 
@@ -27,3 +28,10 @@ def nats_url(nats_server: NatsServer) -> str:
 def own_nats_server(tmp_path: Path) -> NatsServer:
     """A server of the test's own (not started), for tests that stop and restart it."""
     return NatsServer(tmp_path)
+
+
+@pytest.fixture
+def nats_cluster(tmp_path: Path) -> Iterator[NatsCluster]:
+    """Three nodes routed into one cluster, JetStream on each; the test's own."""
+    with NatsCluster(tmp_path / "cluster").running() as cluster:
+        yield cluster

@@ -42,6 +42,11 @@ class ServeProcess:
                 raise AssertionError("toolbus serve exited early:\n" + "\n".join(self.lines))
             await self._new_line.wait()
 
+    async def stop(self) -> None:
+        """SIGTERM, as a rollout does: the service drains its calls in flight, then exits."""
+        self.process.terminate()
+        await self.process.wait()
+
     def kill(self) -> None:
         """Die at once, like a crashed process: no drain, no nack."""
         self.process.send_signal(signal.SIGKILL)
@@ -55,17 +60,19 @@ async def serve_many(
     workdir: Path,
     env: Mapping[str, str] | None = None,
     ready_timeout: float = 60.0,
+    options: Sequence[str] = (),
 ) -> AsyncIterator[list[ServeProcess]]:
-    """One ``toolbus serve SERVICES --broker URL`` process per broker URL, started together.
+    """One ``toolbus serve SERVICES --broker URL [OPTIONS]`` process per broker URL.
 
-    Yields once every service of every process is live (it said ``serving``).
+    Started together; yields once every service of every process is live (it
+    said ``serving``).
     """
     toolbus = Path(sys.executable).parent / "toolbus"
     environment = {**os.environ, "PYTHONPATH": str(HERE), **(env or {})}
     async with AsyncExitStack() as stack, anyio.create_task_group() as readers:
         started: list[ServeProcess] = []
         for broker in brokers:
-            argv = [str(toolbus), "serve", *services, "--broker", broker]
+            argv = [str(toolbus), "serve", *services, "--broker", broker, *options]
             process = await anyio.open_process(argv, cwd=workdir, env=environment)
             stack.push_async_callback(_stop, process)
             started.append(ServeProcess(process))

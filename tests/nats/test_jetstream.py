@@ -206,3 +206,40 @@ async def test_a_replica_process_killed_mid_call_is_covered_by_another(
             with anyio.fail_after(30):
                 await answered.wait()
     assert answers == ["answered by the survivor"]
+
+
+async def test_a_stored_message_is_stored_once_and_readers_see_only_its_properties(
+    nats_url: str, buses: list[NatsBus], js: JetStreamContext
+) -> None:
+    bus = await open_bus(buses, nats_url)
+    queue = fresh_queue(persistent=True)
+    subscription = await bus.subscribe(queue, group="readers")
+    await bus.publish(queue, b"once", {"id": "call-1"})
+    delivery = await next_delivery(subscription, 5)
+    # The id that lets JetStream recognise a copy sent again is the adapter's own.
+    assert dict(delivery.properties) == {"id": "call-1"}
+    stored = await js.get_last_msg(stream_name(dotted(queue)), dotted(queue))
+    assert stored.headers is not None and stored.headers.get("Nats-Msg-Id")
+    # Sent again with the same id (as after a lost confirmation): stored once.
+    ack = await js.publish(dotted(queue), b"once", headers=dict(stored.headers))
+    assert ack.duplicate
+    assert (await js.stream_info(stream_name(dotted(queue)))).state.messages == 1
+    await delivery.ack()
+
+
+@pytest.mark.parametrize("confirm_acks", [True, False])
+async def test_an_ack_removes_the_message_with_or_without_confirmation(
+    nats_url: str, buses: list[NatsBus], js: JetStreamContext, confirm_acks: bool
+) -> None:
+    bus = await open_bus(buses, nats_url, confirm_acks=confirm_acks)
+    queue = fresh_queue(persistent=True)
+    subscription = await bus.subscribe(queue, group="readers")
+    await bus.publish(queue, b"done", {"id": "1"})
+    await (await next_delivery(subscription, 5)).ack()
+    stream = stream_name(dotted(queue))
+    with anyio.fail_after(5):
+        # Interest retention: the message goes once its only group acked it. The
+        # server's stream state offers no event to wait on: ask until it is gone.
+        while (await js.stream_info(stream)).state.messages:  # noqa: ASYNC110
+            await anyio.sleep(0.02)
+    await subscription.close()

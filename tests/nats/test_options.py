@@ -66,6 +66,24 @@ def test_configuration_wins_over_the_url() -> None:
     assert parse_options("nats://h:1", {"servers": ["a:1", "b"]}).servers == ("a:1", "b:4222")
 
 
+def test_a_server_list_in_configuration_may_use_nats_urls() -> None:
+    listed = ["nats://nats-1:4222", "tls://nats-2:4222", "nats-3"]
+    options = parse_options("nats://unused", {"servers": listed})
+    assert options.servers == ("nats-1:4222", "nats-2:4222", "nats-3:4222")
+
+
+def test_acks_are_confirmed_unless_told_otherwise() -> None:
+    assert parse_options("nats://a").confirm_acks is True
+    assert parse_options("nats://a?confirm_acks=false").confirm_acks is False
+
+
+def test_servers_are_tried_at_random_unless_told_otherwise() -> None:
+    assert parse_options("nats://a,b").connect_kwargs()["dont_randomize"] is False
+    in_order = parse_options("nats://a,b?randomize=false").connect_kwargs()
+    assert in_order["dont_randomize"] is True
+    assert in_order["servers"] == ["nats://a:4222", "nats://b:4222"]
+
+
 @pytest.mark.parametrize(
     ("url", "options", "message"),
     [
@@ -75,6 +93,10 @@ def test_configuration_wins_over_the_url() -> None:
         ("nats://h:1?ack_wait=0", {}, "'ack_wait' must be a positive"),
         ("nats://h:1?pull_batch=1000", {}, "at most 256"),
         ("nats://h:notaport", {}, "host[:port]"),
+        ("nats://a:4222,,b:4222", {}, "NATS server '' is not host[:port]"),
+        ("nats://h:1", {"servers": 4222}, "'servers' must be a list of host:port"),
+        ("nats://h:1", {"servers": ["a:1", 2]}, "'servers' must be a list of host:port"),
+        ("nats://h:1", {"servers": ["http://a:1"]}, "'http://a:1' is not host[:port]"),
         ("kafka://h:1", {}, "not a NATS URL"),
         ("nats://h:1?tls_handshake_first=maybe", {}, "not a boolean"),
         ("nats://h:1", {"max_deliveries": 2.5}, "must be int, not float"),

@@ -117,3 +117,20 @@ def test_the_cli_reports_an_unreachable_broker_and_exits(tmp_path: Path) -> None
     assert time.monotonic() - started < 20
     assert f"cannot reach the Pulsar broker at {url}" in done.stderr
     assert "connect_timeout" in done.stderr
+
+
+async def test_a_url_listing_several_brokers_works_when_one_is_down(pulsar_url: str) -> None:
+    live = pulsar_url.removeprefix("pulsar://")
+    dead = nothing_listening().removeprefix("pulsar://")
+    bus = await connect(f"pulsar://{dead},{live}", {"connect_timeout": 5})
+    try:
+        queue = f"persistent://test/several/{uuid.uuid4().hex[:8]}"
+        subscription = await bus.subscribe(queue, group="g")
+        await bus.publish(queue, b"reached", {"id": "1"})
+        with anyio.fail_after(10):
+            delivery = await anext(aiter(subscription))
+        assert delivery.body == b"reached"
+        await delivery.ack()
+        await subscription.close()
+    finally:
+        await bus.close()

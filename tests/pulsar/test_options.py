@@ -58,12 +58,19 @@ def test_every_problem_is_reported_together() -> None:
         ("nats://broker:4222", "not a Pulsar URL"),
         ("pulsar://", "names no host"),
         ("pulsar://alice:secret@broker:6650", "carries credentials"),
+        ("pulsar://b1:6650,,b3:6650", "lists '', which is not host[:port]"),
+        ("pulsar://b1:6650,b2:http", "lists 'b2:http', which is not host[:port]"),
     ],
 )
 def test_bad_urls_are_explained(url: str, expected: str) -> None:
     message = problems(url)
     assert expected in message
     assert "secret" not in message
+
+
+def test_several_brokers_in_one_url() -> None:
+    url = "pulsar+ssl://pulsar-1:6651,pulsar-2:6651,[::1]:6651"
+    assert parse_options(url).service_url == url
 
 
 def test_secrets_never_appear_in_errors() -> None:

@@ -226,8 +226,23 @@ def _servers(hosts: str) -> tuple[str, ...]:
         try:
             servers.append(host_port(part, DEFAULT_PORT))
         except ValueError:
-            raise BrokerOptionError(f"Kafka broker {part.strip()!r} is not host[:port]") from None
+            raise BrokerOptionError(
+                f"Kafka broker {part.strip()!r} is not host[:port]; list bootstrap servers "
+                "as host:port,host:port"
+            ) from None
     return tuple(servers)
+
+
+def _server_list(value: Any) -> tuple[str, ...]:
+    """The ``bootstrap_servers`` option: a comma-separated string or a list of strings."""
+    if isinstance(value, str):
+        return _servers(value)
+    if isinstance(value, list | tuple) and value and all(isinstance(v, str) for v in value):
+        return _servers(",".join(value))
+    raise BrokerOptionError(
+        f"Kafka option 'bootstrap_servers' must be a list of host:port strings, not {value!r}; "
+        'for example ["kafka-1:9092", "kafka-2:9092", "kafka-3:9092"]'
+    )
 
 
 def parse_options(url: str, options: Mapping[str, Any] | None = None) -> KafkaOptions:
@@ -238,9 +253,14 @@ def parse_options(url: str, options: Mapping[str, Any] | None = None) -> KafkaOp
             f"not a Kafka URL: {parts.scheme}://...; use kafka://host:port[,host:port]"
         )
     userinfo, _, hosts = parts.netloc.rpartition("@")
-    if not hosts:
-        raise BrokerOptionError("the Kafka URL names no broker; use kafka://host:port")
-    values: dict[str, Any] = {"bootstrap_servers": _servers(hosts)}
+    values: dict[str, Any] = {}
+    if hosts:
+        values["bootstrap_servers"] = _servers(hosts)
+    elif "bootstrap_servers" not in (options or {}):
+        raise BrokerOptionError(
+            "the Kafka URL names no broker; use kafka://host:port[,host:port] "
+            "(or the bootstrap_servers option)"
+        )
     if userinfo:
         user, _, password = userinfo.partition(":")
         values["sasl_username"] = unquote(user)
@@ -248,7 +268,10 @@ def parse_options(url: str, options: Mapping[str, Any] | None = None) -> KafkaOp
     for name, value in parse_qsl(parts.query, keep_blank_values=True):
         values[name] = _convert(name, value)
     for name, value in (options or {}).items():
-        values[name] = _convert(name, value)
+        if name == "bootstrap_servers":
+            values[name] = _server_list(value)
+        else:
+            values[name] = _convert(name, value)
     return KafkaOptions(**values)
 
 

@@ -13,10 +13,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
+import time
+import uuid
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import nats.errors
+import nats.js.errors
 from nats.aio.client import Client
 
 from toolbus.domain.calls.queues import parse_queue
@@ -24,7 +27,7 @@ from toolbus.domain.errors import BusClosed
 from toolbus.ports import MessageHandler
 from toolbus_nats.core import CoreListener, CoreSubscription
 from toolbus_nats.errors import too_large, translate
-from toolbus_nats.jetstream import PullSubscription
+from toolbus_nats.jetstream import MSG_ID, PullSubscription
 from toolbus_nats.naming import subject_for
 from toolbus_nats.options import NatsOptions, parse_options
 from toolbus_nats.provisioning import Streams
@@ -37,6 +40,12 @@ _Source = TypeVar("_Source", bound=CoreSubscription | PullSubscription | CoreLis
 CORE_BUFFER_MESSAGES = 10_000
 CORE_BUFFER_BYTES = 64 * 1024 * 1024
 _HEADER_OVERHEAD = len(b"NATS/1.0\r\n\r\n")
+#: Seconds between attempts to store a message while its stream has no leader.
+NO_LEADER_RETRY_WAIT = 0.25
+#: Seconds to wait for JetStream's confirmation before sending a message again.
+STORE_ATTEMPT_TIMEOUT = 2.0
+#: A last attempt shorter than this is not worth making.
+MIN_STORE_ATTEMPT = 0.05
 
 
 def _headers_size(headers: Mapping[str, str]) -> int:
@@ -148,16 +157,43 @@ class NatsBus:
             raise translate(exc, f"publish to {queue}", self._where) from exc
 
     async def _store(self, subject: str, body: bytes, headers: dict[str, str] | None) -> None:
-        """Publish into JetStream and wait until the stream has stored it."""
-        if self.streams.known(subject) is None:
-            # Before the first message: make sure a stream holds the subject, so
-            # that the message is stored for every group that has subscribed.
-            await self.streams.stream_for(subject)
+        """Publish into JetStream and wait until the stream has stored it.
+
+        The confirmation can be lost with a server that goes away (the client
+        moves to another one) and the stream can be without a leader for a few
+        seconds in a cluster. Both are waited out, for up to ``publish_timeout``:
+        the message carries a ``Nats-Msg-Id``, so a copy sent again after a lost
+        confirmation is recognised by JetStream and stored once.
+        """
         js = self.streams.js
-        try:
-            await js.publish(subject, body, timeout=self.options.publish_timeout, headers=headers)
-        except Exception as exc:
-            raise translate(exc, f"store a message on {subject!r}", self._where) from exc
+        headers = {**(headers or {}), MSG_ID: uuid.uuid4().hex}
+        deadline = time.monotonic() + self.options.publish_timeout
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                ack = await js.publish(
+                    subject, body, timeout=min(left, STORE_ATTEMPT_TIMEOUT), headers=headers
+                )
+                self.streams.remember(subject, ack.stream)
+                return
+            except nats.js.errors.NoStreamResponseError as exc:
+                if self.streams.known(subject) is None:
+                    # No stream holds the subject (nobody subscribed yet): make one,
+                    # so that this message is kept for the groups that will. The
+                    # stream is not looked up before publishing, as that needs the
+                    # cluster's meta leader, which may be away while the stream is not.
+                    await self.streams.stream_for(subject)
+                    continue
+                # The stream is electing a leader: nobody stores the subject now.
+                if time.monotonic() + NO_LEADER_RETRY_WAIT >= deadline:
+                    raise translate(exc, f"store a message on {subject!r}", self._where) from exc
+                await asyncio.sleep(NO_LEADER_RETRY_WAIT)
+            except nats.errors.TimeoutError as exc:
+                # No confirmation: lost with a node, or the stream is busy electing.
+                if deadline - time.monotonic() < MIN_STORE_ATTEMPT:
+                    raise translate(exc, f"store a message on {subject!r}", self._where) from exc
+            except Exception as exc:
+                raise translate(exc, f"store a message on {subject!r}", self._where) from exc
 
     async def subscribe(
         self, queue: str, group: str | None = None

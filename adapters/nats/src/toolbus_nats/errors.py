@@ -39,7 +39,10 @@ def translate(exc: Exception, doing: str, servers: str) -> Exception:
     ):
         return JetStreamError(
             f"cannot {doing}: JetStream does not answer on {servers}; persistent:// queues need "
-            "a nats-server started with JetStream enabled (-js), or use non-persistent:// queues"
+            "a nats-server started with JetStream enabled (-js), or use non-persistent:// "
+            "queues. In a cluster, the queue's stream may have no leader for a while (one of "
+            "its replicas' servers is down and the rest have not elected a new one, or too "
+            "few are up): check 'nats stream info' and raise 'publish_timeout' to wait longer"
         )
     if isinstance(exc, nats.errors.TimeoutError | TimeoutError):
         return BusClosed(

@@ -35,6 +35,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
+import nats.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription as NatsSubscription
@@ -52,9 +53,17 @@ _EMPTY: Mapping[str, str] = {}
 _NS = 1_000_000_000
 # A pull request lives this long before the server ends it and we renew it.
 PULL_EXPIRES = 30.0
-# While a pull request waits, the server proves it is alive this often.
-PULL_HEARTBEAT = 5.0
+# While a pull request waits, the server proves it is alive this often. A pull
+# request dies silently with its consumer's leader (a node that crashed, a
+# leadership that moved); three missed heartbeats renew it, so this bounds how
+# long a subscription stalls after a failure in a cluster. Each costs one tiny
+# message per second per idle subscription.
+PULL_HEARTBEAT = 1.0
+# Seconds to wait for JetStream to confirm an ack before sending it again.
+ACK_CONFIRM_TIMEOUT = 1.0
 _STATUS = "Status"
+#: JetStream stores a message sent twice with the same id once.
+MSG_ID = "Nats-Msg-Id"
 _PENDING_MESSAGES = "Nats-Pending-Messages"
 
 # Dead-letter headers: the original properties ride along unchanged.
@@ -75,7 +84,11 @@ class JetStreamDelivery:
         self._msg = msg
         self._owner = owner
         self.body = msg.data
-        self.properties: Mapping[str, str] = msg.headers or _EMPTY
+        headers = msg.headers
+        if headers and MSG_ID in headers:
+            # Set by the publisher for JetStream's duplicate detection, not for the reader.
+            headers = {name: value for name, value in headers.items() if name != MSG_ID}
+        self.properties: Mapping[str, str] = headers or _EMPTY
         self.redelivered = delivered > 1
         self.settled = False
         #: When JetStream last heard that we are working on it (time.monotonic).
@@ -85,7 +98,10 @@ class JetStreamDelivery:
         if not self.settled:
             self.settled = True
             self._owner.held.discard(self)
-            await self._owner.send(self._msg.ack, "acknowledge a message")
+            if self._owner.confirm_acks:
+                self._owner.confirm_ack(self._msg)
+            else:
+                await self._owner.send(self._msg.ack, "acknowledge a message")
 
     async def nack(self) -> None:
         if not self.settled:
@@ -118,6 +134,7 @@ class PullSubscription:
         self._nc = nc
         self._streams = streams
         self._options = streams.options
+        self.confirm_acks = self._options.confirm_acks
         self.subject = subject
         self.group = group
         self._on_close = on_close
@@ -136,6 +153,8 @@ class PullSubscription:
         self._inbox = ""
         self._sub: NatsSubscription | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        #: Acks sent and not yet confirmed by JetStream.
+        self._confirming: set[asyncio.Task[None]] = set()
         self._closing = False
         self._where = ",".join(self._options.servers)
         # A pull request counts as activity: renew it well within the time after
@@ -331,6 +350,47 @@ class PullSubscription:
             await self._pull()
         return delivery
 
+    def confirm_ack(self, msg: Msg) -> None:
+        """Acknowledge ``msg`` until JetStream confirms it, in the background.
+
+        In a cluster an ack can be lost while the consumer's leadership moves to
+        another node (or with the node this connection was attached to); the new
+        leader would then deliver the message again after ``ack_wait``, to any
+        member of the group, and the tool would run twice. So (with the
+        ``confirm_acks`` option, on by default) every ack asks for the server's
+        confirmation and is sent again, for up to ``ack_wait``, until it has one.
+        """
+        if self._nc.is_closed:
+            raise translate(
+                nats.errors.ConnectionClosedError(), "acknowledge a message", self._where
+            )
+        task = asyncio.get_running_loop().create_task(self._confirmed_ack(msg))
+        self._confirming.add(task)
+        task.add_done_callback(self._confirming.discard)
+
+    async def _confirmed_ack(self, msg: Msg) -> None:
+        ack_wait = self._options.ack_wait
+        deadline = time.monotonic() + ack_wait
+        attempt = min(ACK_CONFIRM_TIMEOUT, ack_wait / 4)
+        while True:
+            started = time.monotonic()
+            try:
+                await msg.ack_sync(timeout=attempt)
+                return
+            except Exception as exc:
+                if self._nc.is_closed or time.monotonic() + attempt > deadline:
+                    log.warning(
+                        "JetStream did not confirm the ack of message %s on %s (%s); "
+                        "it may be delivered again",
+                        msg.metadata.sequence.stream,
+                        self._consumer,
+                        exc or type(exc).__name__,
+                    )
+                    return
+                log.debug("ack of %s not confirmed yet; sending it again", self._consumer)
+                # A quick refusal (no leader to answer yet) must not become a busy loop.
+                await asyncio.sleep(max(0.0, started + attempt - time.monotonic()))
+
     async def send(self, action: Callable[[], Awaitable[None]], doing: str) -> None:
         """Run an ack-like action, reporting failures as toolbus errors."""
         try:
@@ -364,6 +424,12 @@ class PullSubscription:
         elif sub is not None and not self._nc.is_closed:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
+        confirming, self._confirming = self._confirming, set()
+        if confirming and usable:
+            # Acks already sent are seen through before the connection may go.
+            await asyncio.wait(confirming, timeout=self._options.publish_timeout)
+        for task in confirming:
+            task.cancel()
         held, self.held = self.held, set()
         self._buffer.take_all()
         if usable:

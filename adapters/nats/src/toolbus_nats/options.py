@@ -52,6 +52,9 @@ class NatsOptions:
     tls_handshake_first: bool = False
     # -- connection -------------------------------------------------------------
     connect_timeout: float = 5.0
+    #: Try the servers in random order, which spreads clients over a cluster;
+    #: false tries them in the order given (a preferred, nearby node first).
+    randomize: bool = True
     reconnect_wait: float = 1.0
     #: -1: keep trying for ever (a service outlives a broker restart).
     max_reconnect_attempts: int = -1
@@ -62,6 +65,10 @@ class NatsOptions:
     #: A subscriber that is alive keeps its deliveries from expiring (it reports
     #: progress), so this is how long a *dead* consumer holds a message up.
     ack_wait: float = 30.0
+    #: Ask JetStream to confirm each ack, and send it again until it does (for up
+    #: to ``ack_wait``): an ack lost while a cluster moves a consumer's leadership
+    #: would otherwise bring the message back, maybe to another replica.
+    confirm_acks: bool = True
     #: Deliveries before a message goes to the dead-letter subject.
     max_deliveries: int = 5
     #: Messages a subscription asks JetStream for ahead of use.
@@ -127,6 +134,7 @@ class NatsOptions:
             "max_reconnect_attempts": self.max_reconnect_attempts,
             "pending_size": self.reconnect_buffer,
             "allow_reconnect": True,
+            "dont_randomize": not self.randomize,
         }
         if self.user is not None:
             kwargs["user"] = self.user
@@ -178,14 +186,33 @@ def _convert(name: str, value: Any) -> Any:
     )
 
 
-def _servers(netloc: str) -> tuple[str, ...]:
+def _servers(listed: str) -> tuple[str, ...]:
+    """``host[:port],...`` (each may also be written ``nats://host:port``) as ``host:port``s."""
     servers = []
-    for part in netloc.split(","):
+    for part in listed.split(","):
+        scheme, separator, rest = part.strip().partition("://")
         try:
-            servers.append(host_port(part, DEFAULT_PORT))
+            servers.append(
+                host_port(rest if separator and scheme in ("nats", "tls") else part, DEFAULT_PORT)
+            )
         except ValueError:
-            raise BrokerOptionError(f"NATS server {part!r} is not host[:port]") from None
+            raise BrokerOptionError(
+                f"NATS server {part.strip()!r} is not host[:port]; list servers as "
+                "host:port,host:port"
+            ) from None
     return tuple(servers)
+
+
+def _server_list(value: Any) -> tuple[str, ...]:
+    """The ``servers`` option: a comma-separated string or a list of strings."""
+    if isinstance(value, str):
+        return _servers(value)
+    if isinstance(value, list | tuple) and value and all(isinstance(v, str) for v in value):
+        return _servers(",".join(value))
+    raise BrokerOptionError(
+        f"NATS option 'servers' must be a list of host:port strings, not {value!r}; "
+        'for example ["nats-1:4222", "nats-2:4222", "nats-3:4222"]'
+    )
 
 
 def parse_options(url: str, options: Mapping[str, Any] | None = None) -> NatsOptions:
@@ -212,7 +239,7 @@ def parse_options(url: str, options: Mapping[str, Any] | None = None) -> NatsOpt
         values[name] = _convert(name, value)
     for name, value in (options or {}).items():
         if name == "servers":
-            values["servers"] = _servers(value if isinstance(value, str) else ",".join(value))
+            values["servers"] = _server_list(value)
         else:
             values[name] = _convert(name, value)
     return replace(NatsOptions(), **values)

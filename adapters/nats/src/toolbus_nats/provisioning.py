@@ -52,6 +52,10 @@ class Streams:
     def known(self, subject: str) -> str | None:
         return self._streams.get(subject)
 
+    def remember(self, subject: str, stream: str) -> None:
+        """``stream`` holds ``subject`` (JetStream said so when it stored a message)."""
+        self._streams[subject] = stream
+
     async def stream_for(self, subject: str) -> str:
         """The stream that stores ``subject``, made with interest retention if there is none."""
         name = self._streams.get(subject)

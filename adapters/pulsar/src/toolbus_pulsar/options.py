@@ -1,6 +1,8 @@
 """Broker URL and options: parsing, validation, and what they become for pulsar-client.
 
-Options come from the URL's query string (``pulsar://host:6650?operation_timeout=5``)
+The URL may list several brokers (``pulsar://pulsar-1:6650,pulsar-2:6650``);
+pulsar-client spreads its lookups over them and moves on from one that does not
+answer. Options come from the URL's query string (``pulsar://host:6650?operation_timeout=5``)
 and from the ``options`` mapping (``[broker-options]`` in ``toolbus.toml``); the
 mapping wins. Every problem is reported at once, as a :class:`BrokerOptionError`
 naming the option and the fix. Secrets (tokens, passwords) never appear in
@@ -19,10 +21,12 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import pulsar
 
+from toolbus.broker_options import host_port
 from toolbus.domain.errors import BrokerOptionError, Problem
 from toolbus.settings import option_flag
 
 SCHEMES = ("pulsar", "pulsar+ssl")
+DEFAULT_PORT = 6650
 
 #: Apache Pulsar's default ``maxMessageSize`` (5 MiB).
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
@@ -137,6 +141,14 @@ def _strip_userinfo(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
+def _is_host_port(server: str) -> bool:
+    try:
+        host_port(server, DEFAULT_PORT)
+    except ValueError:
+        return False
+    return True
+
+
 def _positive_float(value: Any) -> float:
     number = float(value)
     if not math.isfinite(number) or number <= 0:
@@ -245,6 +257,17 @@ def parse_options(url: str, options: Mapping[str, Any] | None = None) -> PulsarO
         )
     elif not parts.netloc:
         problems.append(Problem(where, "", "names no host; use pulsar://host:6650"))
+    else:
+        problems.extend(
+            Problem(
+                where,
+                "",
+                f"lists {host.strip()!r}, which is not host[:port]; list brokers as "
+                "pulsar://host:6650,host:6650",
+            )
+            for host in parts.netloc.split(",")
+            if not _is_host_port(host)
+        )
     raw: dict[str, Any] = dict(parse_qsl(parts.query, keep_blank_values=True))
     raw.update(options or {})
 
