@@ -203,38 +203,72 @@ def _distribution(ep: metadata.EntryPoint) -> tuple[str, str]:
     return (dist.metadata["Name"], dist.version)
 
 
-def adapter_for(url: str) -> AdapterInfo:
-    """The adapter serving ``url``'s scheme, importing that adapter only."""
+@dataclass(frozen=True, slots=True)
+class _AdapterKind:
+    """What differs between looking up a broker adapter and an LLM adapter."""
+
+    what: str  # "broker adapter", "LLM adapter"
+    listed_as: str  # how the list of installed ones is headed in errors
+    group: str
+    extras: Mapping[str, str]
+    url_forms: str
+    register: Callable[[pluggy.PluginManager, Callable[[Any], None]], None]
+
+
+_BROKERS = _AdapterKind(
+    "broker adapter",
+    "installed adapters",
+    ADAPTER_GROUP,
+    _EXTRAS,
+    "memory://, nats://host:port, pulsar://host:port or kafka://host:port",
+    lambda pm, register: pm.hook.toolbus_register_adapters(register=register),
+)
+_LLMS = _AdapterKind(
+    "LLM adapter",
+    "installed LLM adapters",
+    LLM_GROUP,
+    _LLM_EXTRAS,
+    "openai://MODEL, openai+http://HOST:PORT/PATH/MODEL, anthropic://MODEL or scripted://NAME",
+    lambda pm, register: pm.hook.toolbus_register_llms(register=register),
+)
+
+
+def _adapter_serving(kind: _AdapterKind, url: str) -> Any:
+    """The ``kind`` of adapter serving ``url``'s scheme, importing that adapter only."""
     scheme = urlsplit(url).scheme
+    label = kind.what.split()[0]  # "broker", "LLM"
     if not scheme:
-        raise PluginError(
-            f"broker URL {url!r} has no scheme; use memory://, nats://host:port, "
-            "pulsar://host:port or kafka://host:port"
-        )
+        raise PluginError(f"{label} URL {url!r} has no scheme; use {kind.url_forms}")
     base = scheme.split("+", 1)[0]
-    found = [ep for ep in _entry_points(ADAPTER_GROUP) if ep.name == base]
+    found = [ep for ep in _entry_points(kind.group) if ep.name == base]
     if not found:
-        installed = sorted(ep.name for ep in _entry_points(ADAPTER_GROUP))
+        installed = sorted(ep.name for ep in _entry_points(kind.group))
         hint = (
-            f"install it with: pip install 'toolbus[{_EXTRAS[base]}]'"
-            if base in _EXTRAS
+            f"install it with: pip install 'toolbus[{kind.extras[base]}]'"
+            if base in kind.extras
             else "install a plugin that provides it"
         )
         raise PluginError(
-            f"no broker adapter for {scheme}:// is installed; {hint} "
-            f"(installed adapters: {', '.join(installed) or 'none'})"
+            f"no {kind.what} for {scheme}:// is installed; {hint} "
+            f"({kind.listed_as}: {', '.join(installed) or 'none'})"
         )
     pm = _manager()
     try:
         pm.register(found[0].load(), name=found[0].name)
     except Exception as exc:
-        raise PluginError(f"broker adapter {base!r} failed to load: {exc}") from exc
-    adapters: list[AdapterInfo] = []
-    pm.hook.toolbus_register_adapters(register=adapters.append)
+        raise PluginError(f"{kind.what} {base!r} failed to load: {exc}") from exc
+    adapters: list[Any] = []
+    kind.register(pm, adapters.append)
     for info in adapters:
         if scheme in info.schemes or base in info.schemes:
             return info
-    raise PluginError(f"the {base!r} adapter does not serve {scheme}:// URLs")
+    raise PluginError(f"the {base!r} {kind.what} does not serve {scheme}:// URLs")
+
+
+def adapter_for(url: str) -> AdapterInfo:
+    """The broker adapter serving ``url``'s scheme, importing that adapter only."""
+    info: AdapterInfo = _adapter_serving(_BROKERS, url)
+    return info
 
 
 async def connect(url: str, options: Mapping[str, Any] | None = None) -> Bus:
@@ -244,36 +278,8 @@ async def connect(url: str, options: Mapping[str, Any] | None = None) -> Bus:
 
 def llm_adapter_for(url: str) -> LLMInfo:
     """The LLM adapter serving ``url``'s scheme, importing that adapter only."""
-    scheme = urlsplit(url).scheme
-    if not scheme:
-        raise PluginError(
-            f"LLM URL {url!r} has no scheme; use openai://MODEL, "
-            "openai+http://HOST:PORT/PATH/MODEL, anthropic://MODEL or scripted://NAME"
-        )
-    base = scheme.split("+", 1)[0]
-    found = [ep for ep in _entry_points(LLM_GROUP) if ep.name == base]
-    if not found:
-        installed = sorted(ep.name for ep in _entry_points(LLM_GROUP))
-        hint = (
-            f"install it with: pip install 'toolbus[{_LLM_EXTRAS[base]}]'"
-            if base in _LLM_EXTRAS
-            else "install a plugin that provides it"
-        )
-        raise PluginError(
-            f"no LLM adapter for {scheme}:// is installed; {hint} "
-            f"(installed LLM adapters: {', '.join(installed) or 'none'})"
-        )
-    pm = _manager()
-    try:
-        pm.register(found[0].load(), name=found[0].name)
-    except Exception as exc:
-        raise PluginError(f"LLM adapter {base!r} failed to load: {exc}") from exc
-    adapters: list[LLMInfo] = []
-    pm.hook.toolbus_register_llms(register=adapters.append)
-    for info in adapters:
-        if scheme in info.schemes or base in info.schemes:
-            return info
-    raise PluginError(f"the {base!r} LLM adapter does not serve {scheme}:// URLs")
+    info: LLMInfo = _adapter_serving(_LLMS, url)
+    return info
 
 
 async def connect_llm(url: str, options: Mapping[str, Any] | None = None) -> LLM:
