@@ -29,7 +29,7 @@ from toolbus.application.calls.host import running
 from toolbus.application.calls.tools import Tools
 from toolbus.cli.agent_output import EventPrinter
 from toolbus.cli.app import app
-from toolbus.cli.common import EXIT_FAILED, fail, redact_url, run, setup_logging
+from toolbus.cli.common import EXIT_FAILED, LoopOption, fail, redact_url, run, setup_logging
 from toolbus.domain.agent.wire import (
     DEFAULT_REQUEST_QUEUE,
     DEFAULT_RESPONSE_QUEUE,
@@ -38,6 +38,7 @@ from toolbus.domain.agent.wire import (
 from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import ConfigError, PluginError
 from toolbus.hooks import CodeHooks
+from toolbus.loops import EventLoop, running_loop_name
 from toolbus.plugins import ToolPlugin, connect, connect_llm, load_tool_plugins
 from toolbus.ports import Bus
 from toolbus.runtime import build_registry
@@ -149,6 +150,7 @@ def serve_agent(
     ] = DEFAULT_DRAIN_TIMEOUT,
     request_queue: RequestQueue = DEFAULT_REQUEST_QUEUE,
     response_queue: ResponseQueue = DEFAULT_RESPONSE_QUEUE,
+    event_loop: LoopOption = EventLoop.AUTO,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO level.")] = False,
 ) -> None:
     """Serve agent requests from the agent queue until SIGTERM or Ctrl-C (which drain).
@@ -186,6 +188,7 @@ def serve_agent(
                         f"{redact_url(settings.broker)}",
                         err=True,
                     )
+                    typer.echo(f"event loop: {running_loop_name()}", err=True)
                     async for signum in signals:
                         typer.echo(
                             f"{signal.Signals(signum).name}: finishing requests in flight",
@@ -194,7 +197,7 @@ def serve_agent(
                         break
                     service.stop()
 
-    run(main)
+    run(main, loop=event_loop)
 
 
 @app.command("ask")

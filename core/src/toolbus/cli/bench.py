@@ -11,7 +11,9 @@ import typer
 
 from toolbus.benchmark import Figure, bench_broker
 from toolbus.cli.app import app
-from toolbus.cli.common import fail, redact_url, run
+from toolbus.cli.common import LoopOption, fail, redact_url, run
+from toolbus.domain.errors import PluginError
+from toolbus.loops import EventLoop, resolve
 from toolbus.settings import load_settings
 
 
@@ -34,6 +36,15 @@ def table(figures: list[Figure]) -> str:
     return "\n".join(lines)
 
 
+def _loop_name(loop: EventLoop) -> str:
+    """The loop ``loop`` resolves to, or what was asked for when that is unavailable
+    (``run`` reports that)."""
+    try:
+        return resolve(loop).value
+    except PluginError:
+        return loop.value
+
+
 @app.command("bench")
 def bench(
     broker: Annotated[
@@ -49,6 +60,7 @@ def bench(
         bool, typer.Option(help="Use a persistent:// request queue (at least once).")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    loop: LoopOption = EventLoop.AUTO,
 ) -> None:
     """Measure tool calls on a broker: latency (p50/p99) and throughput per concurrency.
 
@@ -65,7 +77,9 @@ def bench(
 
     if not as_json:
         typer.echo(
-            f"toolbus bench on {redact_url(settings.broker)}, {payload}-byte arguments", err=True
+            f"toolbus bench on {redact_url(settings.broker)}, {payload}-byte arguments, "
+            f"{_loop_name(loop)} event loop",
+            err=True,
         )
     figures, pending = run(
         lambda: bench_broker(
@@ -76,7 +90,8 @@ def bench(
             persistent=persistent,
             options=settings.broker_options,
             on_level=on_level,
-        )
+        ),
+        loop=loop,
     )
     if interactive:
         typer.echo("", err=True)
@@ -87,6 +102,7 @@ def bench(
                     "broker": redact_url(settings.broker),
                     "payload_bytes": payload,
                     "persistent": persistent,
+                    "event_loop": _loop_name(loop),
                     "figures": [f.as_dict() for f in figures],
                     "pending_after": pending,
                 },

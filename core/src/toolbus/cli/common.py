@@ -16,6 +16,7 @@ import anyio
 import typer
 
 from toolbus.domain.errors import ConfigError, PluginError, ToolbusError, UnknownTool
+from toolbus.loops import EventLoop, EventLoopUnavailable, backend_options
 from toolbus.settings import load_settings
 
 T = TypeVar("T")
@@ -67,10 +68,27 @@ def config_path(option: Path | None) -> Path:
     return found
 
 
-def run(main: Callable[..., Awaitable[T]], *args: Any) -> T:
-    """Run ``main`` on asyncio, turning toolbus errors into readable exits."""
+#: ``--loop`` as the long-running commands take it (serve, agent serve, bench).
+LoopOption = Annotated[
+    EventLoop,
+    typer.Option(
+        "--loop",
+        envvar="TOOLBUS_LOOP",
+        case_sensitive=False,
+        help="Event loop: uvloop (needs toolbus[uvloop]), asyncio, or auto (uvloop when "
+        "installed, else asyncio). Also TOOLBUS_LOOP.",
+    ),
+]
+
+
+def run(main: Callable[..., Awaitable[T]], *args: Any, loop: EventLoop = EventLoop.ASYNCIO) -> T:
+    """Run ``main`` on asyncio (on uvloop if ``loop`` says so), with readable exits."""
     try:
-        return anyio.run(main, *args, backend="asyncio")
+        options = backend_options(loop)
+    except EventLoopUnavailable as exc:
+        fail(str(exc), EXIT_BAD_INPUT)
+    try:
+        return anyio.run(main, *args, backend="asyncio", backend_options=options)
     except (ConfigError, PluginError, UnknownTool) as exc:
         fail(str(exc), EXIT_BAD_INPUT)
     except ToolbusError as exc:

@@ -20,9 +20,10 @@ from toolbus.application.calls.service import ToolService
 from toolbus.application.identity import CallVerifier, SigningKeyError
 from toolbus.application.live.companions import alongside
 from toolbus.cli.app import SERVE_SERVICES, serve_app
-from toolbus.cli.common import fail, redact_url, run, setup_logging
+from toolbus.cli.common import LoopOption, fail, redact_url, run, setup_logging
 from toolbus.cli.serve_plan import describe, plan_services
 from toolbus.domain.errors import ConfigError, PluginError
+from toolbus.loops import EventLoop, running_loop_name
 from toolbus.plugins import connect
 from toolbus.settings import Settings, load_settings
 
@@ -109,6 +110,7 @@ def serve(
             "the first (TrustGraph's non-streaming ToolServiceClient.call).",
         ),
     ] = False,
+    loop: LoopOption = EventLoop.AUTO,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO level.")] = False,
 ) -> None:
     """Serve tool services (the default: toolbus serve SERVICE...)."""
@@ -204,6 +206,7 @@ def run_until_signalled(
                                 f"via {redact_url(settings.broker)}",
                                 err=True,
                             )
+                        typer.echo(f"event loop: {running_loop_name()}", err=True)
                         if verifier is not None:
                             typer.echo(_checks(verifier), err=True)
                         for companion in extra:
@@ -223,7 +226,7 @@ def run_until_signalled(
                     await cleanup()
 
     try:
-        run(main)
+        run(main, loop=loop)
     finally:
         if metrics_server is not None:
             metrics_server.close()
