@@ -17,7 +17,8 @@ hits all contestants alike. Then, in a fresh process per broker, 100,000 toolbus
 calls: the peak RSS and the number of pending calls left (must be 0).
 
     uv run python tests/benchmarks/side_by_side.py [--brokers memory,nats,kafka,pulsar]
-        [--seconds 6] [--calls 100000] [--markdown]
+        [--seconds 6] [--calls 100000] [--markdown] [--loop asyncio|uvloop|auto]
+        [--json results/side_by_side.json]
 """
 
 from __future__ import annotations
@@ -39,7 +40,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from tests.benchmarks.run_info import run_info, write
 from toolbus.benchmark import Figure, echo_calls, measure
+from toolbus.loops import loop_factory
 
 Call = Callable[[], Awaitable[Any]]
 LEVELS = (1, 64)
@@ -193,10 +196,10 @@ async def contest(broker: str, url: str, seconds: float) -> list[Row]:
     return [row for row in rows.values() if row.figures]
 
 
-def rss_after_calls(broker: str, calls: int) -> dict[str, Any]:
+def rss_after_calls(broker: str, calls: int, loop: str = "asyncio") -> dict[str, Any]:
     """100,000 toolbus calls in a fresh process: peak RSS and pending calls left."""
     result = subprocess.run(
-        [sys.executable, __file__, "--rss-child", broker, "--calls", str(calls)],
+        [sys.executable, __file__, "--rss-child", broker, "--calls", str(calls), "--loop", loop],
         capture_output=True,
         text=True,
         check=True,
@@ -284,10 +287,19 @@ def report(rows: list[Row], rss: dict[str, dict[str, Any]], markdown: bool) -> N
         )
 
 
-def contest_in_child(broker: str, seconds: float) -> list[Row]:
+def contest_in_child(broker: str, seconds: float, loop: str = "asyncio") -> list[Row]:
     """One broker's contest in a fresh process, so no client outlives its broker."""
     result = subprocess.run(
-        [sys.executable, __file__, "--contest-child", broker, "--seconds", str(seconds)],
+        [
+            sys.executable,
+            __file__,
+            "--contest-child",
+            broker,
+            "--seconds",
+            str(seconds),
+            "--loop",
+            loop,
+        ],
         capture_output=True,
         text=True,
         check=True,
@@ -315,13 +327,28 @@ async def contest_child(broker: str, seconds: float) -> None:
     os._exit(0)
 
 
-def main(brokers: list[str], seconds: float, calls: int, markdown: bool) -> None:
+def as_json(rows: list[Row]) -> list[dict[str, Any]]:
+    return [
+        {
+            "broker": r.broker,
+            "contestant": r.contestant,
+            "figures": {str(level): f.as_dict() for level, f in r.figures.items()},
+        }
+        for r in rows
+    ]
+
+
+def main(
+    brokers: list[str], seconds: float, calls: int, markdown: bool, loop: str, path: Path | None
+) -> None:
+    info = run_info(loop)
     rows: list[Row] = []
     for broker in brokers:
         print(f"measuring {broker} …", file=sys.stderr)
-        rows += contest_in_child(broker, seconds)
-    rss = {broker: rss_after_calls(broker, calls) for broker in brokers}
+        rows += contest_in_child(broker, seconds, loop)
+    rss = {broker: rss_after_calls(broker, calls, loop) for broker in brokers} if calls else {}
     report(rows, rss, markdown)
+    write(path, "side_by_side", info, {"rows": as_json(rows), "rss": rss})
 
 
 if __name__ == "__main__":
@@ -330,16 +357,19 @@ if __name__ == "__main__":
     parser.add_argument("--seconds", type=float, default=6.0)
     parser.add_argument("--calls", type=int, default=100_000)
     parser.add_argument("--markdown", action="store_true")
+    parser.add_argument("--loop", default="asyncio", help="asyncio, uvloop or auto")
+    parser.add_argument("--json", type=Path, help="write the results here (for charts.py)")
     parser.add_argument("--rss-child", help=argparse.SUPPRESS)
     parser.add_argument("--contest-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    factory = loop_factory(args.loop)
     if args.rss_child:
-        asyncio.run(rss_child(args.rss_child, args.calls))
+        asyncio.Runner(loop_factory=factory).run(rss_child(args.rss_child, args.calls))
     elif args.contest_child:
-        asyncio.run(contest_child(args.contest_child, args.seconds))
+        asyncio.Runner(loop_factory=factory).run(contest_child(args.contest_child, args.seconds))
     else:
         chosen = [b.strip() for b in args.brokers.split(",") if b.strip()]
         unknown = set(chosen) - set(BROKERS)
         if unknown:
             raise SystemExit(f"unknown broker(s) {sorted(unknown)}; choose from {list(BROKERS)}")
-        main(chosen, args.seconds, args.calls, args.markdown)
+        main(chosen, args.seconds, args.calls, args.markdown, args.loop, args.json)

@@ -1,0 +1,136 @@
+"""The raw floor for one request answered by N messages, per broker.
+
+A requester sends ``request`` with an ``id``; a responder answers every request
+with the given ``responses`` (the same bytes toolbus would send: one answer, or
+a stream's chunks and its end) under the same ``id``; the call is over when
+the last one arrives. Bytes are moved, never encoded or decoded: what is left
+is the broker client's own cost, the least any framework can do on top of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+Call = Callable[[], Awaitable[Any]]
+
+
+class _Waiters:
+    """A dict of futures, each resolved when its call's last response arrives."""
+
+    def __init__(self, expected: int) -> None:
+        self.expected = expected
+        self.pending: dict[str, tuple[list[bytes], asyncio.Future[list[bytes]]]] = {}
+        self.ids = itertools.count()
+
+    def open(self) -> tuple[str, asyncio.Future[list[bytes]]]:
+        call_id = str(next(self.ids))
+        future: asyncio.Future[list[bytes]] = asyncio.get_running_loop().create_future()
+        self.pending[call_id] = ([], future)
+        return call_id, future
+
+    def arrived(self, call_id: str, body: bytes) -> None:
+        entry = self.pending.get(call_id)
+        if entry is None:
+            return
+        received, future = entry
+        received.append(body)
+        if len(received) == self.expected:
+            del self.pending[call_id]
+            future.set_result(received)
+
+
+@asynccontextmanager
+async def memory_exchange(request: bytes, responses: Sequence[bytes]) -> AsyncIterator[Call]:
+    """Two asyncio queues and a dict of futures: the in-process floor."""
+    requests: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue()
+    answers: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue()
+    waiters = _Waiters(len(responses))
+
+    async def respond() -> None:
+        while True:
+            call_id, _ = await requests.get()
+            for body in responses:
+                answers.put_nowait((call_id, body))
+
+    async def listen() -> None:
+        while True:
+            call_id, body = await answers.get()
+            waiters.arrived(call_id, body)
+
+    async def call() -> list[bytes]:
+        call_id, future = waiters.open()
+        requests.put_nowait((call_id, request))
+        return await future
+
+    tasks = [asyncio.create_task(respond()), asyncio.create_task(listen())]
+    try:
+        yield call
+    finally:
+        for task in tasks:
+            task.cancel()
+
+
+@asynccontextmanager
+async def nats_exchange(
+    url: str, request: bytes, responses: Sequence[bytes]
+) -> AsyncIterator[Call]:
+    """Plain nats-py: two subjects, an ``id`` header, callbacks on both sides."""
+    import nats
+    from nats.aio.msg import Msg
+
+    responder, requester = await nats.connect(url), await nats.connect(url)
+    waiters = _Waiters(len(responses))
+
+    async def respond(msg: Msg) -> None:
+        headers = {"id": msg.headers["id"]}  # type: ignore[index]
+        for body in responses:
+            await responder.publish("bench.exchange.response", body, headers=headers)
+
+    async def resolve(msg: Msg) -> None:
+        waiters.arrived(msg.headers["id"], msg.data)  # type: ignore[index]
+
+    await responder.subscribe("bench.exchange.request", queue="raw", cb=respond)
+    await requester.subscribe("bench.exchange.response", cb=resolve)
+    await responder.flush()
+    await requester.flush()
+
+    async def call() -> list[bytes]:
+        call_id, future = waiters.open()
+        await requester.publish("bench.exchange.request", request, headers={"id": call_id})
+        return await future
+
+    try:
+        yield call
+    finally:
+        await requester.close()
+        await responder.close()
+
+
+def raw_exchange(
+    broker: str, url: str, request: bytes, responses: Sequence[bytes]
+) -> Any:  # an async context manager yielding a Call
+    """The raw contestant for ``broker`` (``memory`` or ``nats``)."""
+    if broker == "memory":
+        return memory_exchange(request, responses)
+    if broker == "nats":
+        return nats_exchange(url, request, responses)
+    raise SystemExit(f"no raw exchange for {broker!r} yet: choose memory or nats")
+
+
+async def best_of_interleaved(
+    calls: dict[str, Call], in_flight: int, seconds: float, rounds: int
+) -> dict[str, Any]:
+    """Each contestant's best round: rounds alternate, so load elsewhere hits all alike."""
+    from toolbus.benchmark import measure
+
+    best: dict[str, Any] = {}
+    for _ in range(rounds):
+        for name, call in calls.items():
+            figure = await measure(call, in_flight, seconds / rounds, grace=10.0)
+            if name not in best or figure.throughput > best[name].throughput:
+                best[name] = figure
+    return best
