@@ -16,6 +16,7 @@ PAGES = [
     "security.md",
     "access-control.md",
     "mcp.md",
+    "performance.md",
 ]
 
 

@@ -66,7 +66,7 @@ def per_broker(
     for ax, broker in zip(axes[0], brokers, strict=True):
         ax.set_title(broker)
         draw(ax, broker)
-    axes[0][0].legend(fontsize=8, loc="upper right")
+    axes[0][0].legend(fontsize=8, loc="upper left")
     fig.suptitle(title, fontsize=11)
     footer = "\n".join(textwrap.wrap(label(info), int(width * 19)))
     fig.text(0.01, 0.01, footer, fontsize=6.5, va="bottom")

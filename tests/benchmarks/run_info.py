@@ -61,6 +61,8 @@ def label(info: dict[str, Any]) -> str:
     """One line for a chart or a table caption."""
     versions = ", ".join(f"{k} {v}" for k, v in info["versions"].items())
     load = " ".join(f"{x:g}" for x in info["load_average"])
+    if "load_average_after" in info:
+        load += " at start, " + " ".join(f"{x:g}" for x in info["load_average_after"]) + " at end"
     return (
         f"{info['machine']}; Python {info['python']} ({info['event_loop']}); {versions}; "
         f"{info['date']}; load {load}"
@@ -71,6 +73,7 @@ def write(path: Path | None, kind: str, info: dict[str, Any], results: Any) -> N
     """Save a run as ``{"kind", "info", "results"}`` (what ``charts.py`` reads)."""
     if path is None:
         return
+    info = {**info, "load_average_after": [round(x, 2) for x in os.getloadavg()]}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"kind": kind, "info": info, "results": results}, indent=1) + "\n")
     print(f"wrote {path}", file=sys.stderr)
