@@ -12,8 +12,9 @@ from typing import Annotated, Literal
 import anyio
 import typer
 
-from toolbus.cli.common import EXIT_BAD_INPUT, fail, redact_url, run, setup_logging
+from toolbus.cli.common import EXIT_BAD_INPUT, LoopOption, fail, redact_url, run, setup_logging
 from toolbus.cli.extensions import CommandLine
+from toolbus.loops import EventLoop, running_loop_name
 from toolbus.plugins import hookimpl
 
 mcp_app = typer.Typer(
@@ -78,6 +79,7 @@ def serve_bus_tools(
             show_default=False,
         ),
     ] = None,
+    loop: LoopOption = EventLoop.AUTO,
     verbose: VerboseOption = False,
 ) -> None:
     """Serve the bus's tools to MCP clients, filtered per caller like an agent session."""
@@ -105,7 +107,7 @@ def serve_bus_tools(
         timeout=timeout,
         signer=signer,
     )
-    run(serve_bus, options)
+    run(serve_bus, options, loop=loop)
 
 
 def serve_toolset(
@@ -153,6 +155,7 @@ def serve_toolset(
             show_default=False,
         ),
     ] = None,
+    loop: LoopOption = EventLoop.AUTO,
     verbose: VerboseOption = False,
 ) -> None:
     """Serve an MCP server's tools on the bus, announced as TOOLSET_TOOL."""
@@ -203,6 +206,7 @@ def serve_toolset(
                         f"from {address.describe()} via {redact_url(settings.broker)}",
                         err=True,
                     )
+                    typer.echo(f"event loop: {running_loop_name()}", err=True)
                     async for signum in signals:
                         typer.echo(f"{signal.Signals(signum).name}: stopping", err=True)
                         break
@@ -211,7 +215,7 @@ def serve_toolset(
             with anyio.CancelScope(shield=True):
                 await bus.close()
 
-    run(main)
+    run(main, loop=loop)
 
 
 TransportName = Literal["stdio", "http"]
