@@ -110,15 +110,85 @@ async def nats_exchange(
         await responder.close()
 
 
+@asynccontextmanager
+async def pulsar_exchange(
+    url: str, request: bytes, responses: Sequence[bytes]
+) -> AsyncIterator[Call]:
+    """pulsar-client's callback API, waiting for every send receipt as toolbus does.
+
+    The service reads a Shared subscription, the caller an Exclusive one; one
+    client for both, as ``bench_pulsar.py``'s raw loop.
+    """
+    import functools
+
+    import pulsar
+
+    from tests.benchmarks.bench_pulsar import queues
+
+    loop = asyncio.get_running_loop()
+    client = pulsar.Client(url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn))
+    request_topic, response_topic = queues("exchange")
+    inbox: asyncio.Queue[str] = asyncio.Queue()
+    waiters = _Waiters(len(responses))
+
+    def settle(future: asyncio.Future[None], result: Any, _: object) -> None:
+        loop.call_soon_threadsafe(future.set_result, None)
+
+    async def send(producer: Any, data: bytes, call_id: str) -> None:
+        future: asyncio.Future[None] = loop.create_future()
+        producer.send_async(data, functools.partial(settle, future), properties={"id": call_id})
+        await future
+
+    def on_request(_: Any, message: Any) -> None:
+        loop.call_soon_threadsafe(inbox.put_nowait, message.properties()["id"])
+
+    def on_response(_: Any, message: Any) -> None:
+        loop.call_soon_threadsafe(waiters.arrived, message.properties()["id"], message.data())
+
+    def setup() -> tuple[Any, Any]:
+        client.subscribe(
+            request_topic,
+            "raw-service",
+            consumer_type=pulsar.ConsumerType.Shared,
+            message_listener=on_request,
+        )
+        client.subscribe(response_topic, "raw-caller", message_listener=on_response)
+        return client.create_producer(response_topic), client.create_producer(request_topic)
+
+    replies, sender = await asyncio.to_thread(setup)
+
+    async def serve() -> None:
+        while True:
+            call_id = await inbox.get()
+            for body in responses:
+                await send(replies, body, call_id)
+
+    async def call() -> list[bytes]:
+        call_id, future = waiters.open()
+        await send(sender, request, call_id)
+        return await future
+
+    tasks = [asyncio.create_task(serve()) for _ in range(64)]
+    try:
+        yield call
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.to_thread(client.close)
+
+
 def raw_exchange(
     broker: str, url: str, request: bytes, responses: Sequence[bytes]
 ) -> Any:  # an async context manager yielding a Call
-    """The raw contestant for ``broker`` (``memory`` or ``nats``)."""
+    """The raw contestant for ``broker`` (``memory``, ``nats`` or ``pulsar``)."""
     if broker == "memory":
         return memory_exchange(request, responses)
     if broker == "nats":
         return nats_exchange(url, request, responses)
-    raise SystemExit(f"no raw exchange for {broker!r} yet: choose memory or nats")
+    if broker == "pulsar":
+        return pulsar_exchange(url, request, responses)
+    raise SystemExit(f"no raw exchange for {broker!r} yet: choose memory, nats or pulsar")
 
 
 async def best_of_interleaved(
