@@ -58,6 +58,12 @@ def bars(
     ax.grid(axis="y", alpha=0.3)
 
 
+def note(row: dict[str, Any], ratio: str) -> str:
+    """The ratio above a group, unless a message was lost: then the figure is void."""
+    lost = sum(v["errors"] for v in row.values() if isinstance(v, dict) and "errors" in v)
+    return f"{lost} lost" if lost else ratio
+
+
 def per_broker(
     title: str, info: dict[str, Any], brokers: Sequence[str], draw: Callable[[Axes, str], None]
 ) -> Figure:
@@ -83,7 +89,7 @@ def loops_chart(info: dict[str, Any], rows: list[dict[str, Any]]) -> Figure:
             ax,
             [f"{r['contestant']}\n{r['in_flight']} in flight" for r in mine],
             {loop: [r[loop]["throughput"] for r in mine] for loop in ("asyncio", "uvloop")},
-            [f"{r['ratio']:.2f}×" for r in mine],
+            [note(r, f"{r['ratio']:.2f}×") for r in mine],
             "calls/s",
         )
 
@@ -104,7 +110,7 @@ def streams_chart(info: dict[str, Any], rows: list[dict[str, Any]]) -> Figure:
             ax,
             [f"{size(r)}\n{r['in_flight']} in flight" for r in mine],
             {c: [r[c]["chunks_per_s"] for r in mine] for c in ("raw", "toolbus")},
-            [f"{r['ratio']:.0%}" for r in mine],
+            [note(r, f"{r['ratio']:.0%}") for r in mine],
             "chunks/s",
         )
 
@@ -124,7 +130,7 @@ def payloads_chart(info: dict[str, Any], rows: list[dict[str, Any]]) -> Figure:
             ax,
             [f"{size(r['bytes'])}\n{r['in_flight']} in flight" for r in mine],
             {c: [r[c]["mb_per_s"] for r in mine] for c in ("raw", "toolbus")},
-            [f"{r['ratio']:.0%}" for r in mine],
+            [note(r, f"{r['ratio']:.0%}") for r in mine],
             "MB/s of payload each way",
         )
 
