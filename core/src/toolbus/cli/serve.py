@@ -142,6 +142,7 @@ def serve(
         verifier=verifier,
         expose_errors=expose_errors,
         join_stream=join_stream,
+        loop=loop,
     )
 
 
@@ -158,6 +159,7 @@ def run_until_signalled(
     expose_errors: bool = False,
     join_stream: bool = False,
     cleanup: Callable[[], Awaitable[None]] | None = None,
+    loop: EventLoop = EventLoop.AUTO,
 ) -> None:
     """Serve ``services`` on ``settings.broker`` until SIGTERM/SIGINT, then drain and return.
 
@@ -166,7 +168,8 @@ def run_until_signalled(
     are the options of :func:`~toolbus.application.live.companions.alongside`;
     ``verifier``, ``expose_errors`` and ``join_stream`` (answer streams joined)
     go to each :class:`~toolbus.application.calls.host.ServiceHost`; ``cleanup`` runs on
-    the way out, after the services stopped.
+    the way out, after the services stopped; ``loop`` is the event loop to run on
+    (``--loop``).
     """
     metrics_server = None
     if metrics_port is not None:

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from toolbus.cli.common import LoopOption
+from toolbus.loops import EventLoop
 from toolbus.plugins import hookimpl
 
 if TYPE_CHECKING:
@@ -140,6 +142,7 @@ def serve_openapi(
     allow_unsigned: Annotated[
         bool, typer.Option(help="With --verify-key: also serve unsigned calls, unverified.")
     ] = False,
+    loop: LoopOption = EventLoop.AUTO,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO level.")] = False,
 ) -> None:
     """Serve an HTTP API's operations, from its OpenAPI document, as tools."""
@@ -274,4 +277,5 @@ def serve_openapi(
         },
         verifier=verifier,
         cleanup=close_clients,
+        loop=loop,
     )
