@@ -16,6 +16,9 @@ PAGES = [
     "security.md",
     "access-control.md",
     "mcp.md",
+    "configuration.md",
+    "audit-and-metrics.md",
+    "wire-protocol.md",
 ]
 
 

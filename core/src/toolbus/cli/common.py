@@ -15,13 +15,22 @@ from urllib.parse import urlsplit, urlunsplit
 import anyio
 import typer
 
-from toolbus.domain.errors import ConfigError, PluginError, ToolbusError, UnknownTool
+from toolbus.domain.errors import (
+    ConfigError,
+    PluginError,
+    ToolbusError,
+    UnknownTool,
+)
 from toolbus.settings import load_settings
 
 T = TypeVar("T")
 
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
+
+#: Errors that mean the command was given something wrong (exit 2), not that
+#: the tool or the broker failed (exit 1).
+BAD_INPUT = (ConfigError, PluginError, UnknownTool)
 
 
 def redact_url(url: str) -> str:
@@ -71,7 +80,7 @@ def run(main: Callable[..., Awaitable[T]], *args: Any) -> T:
     """Run ``main`` on asyncio, turning toolbus errors into readable exits."""
     try:
         return anyio.run(main, *args, backend="asyncio")
-    except (ConfigError, PluginError, UnknownTool) as exc:
+    except BAD_INPUT as exc:
         fail(str(exc), EXIT_BAD_INPUT)
     except ToolbusError as exc:
         fail(str(exc), EXIT_FAILED)
@@ -84,7 +93,7 @@ def run(main: Callable[..., Awaitable[T]], *args: Any) -> T:
         first: BaseException = toolbus_errors
         while isinstance(first, BaseExceptionGroup):
             first = first.exceptions[0]
-        code = EXIT_BAD_INPUT if isinstance(first, ConfigError | PluginError) else EXIT_FAILED
+        code = EXIT_BAD_INPUT if isinstance(first, BAD_INPUT) else EXIT_FAILED
         fail(str(first), code)
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
