@@ -229,7 +229,7 @@ def run_until_signalled(
                     await cleanup()
 
     # Spans go to a collector when the OTEL_* variables say so (toolbus[otel]).
-    stop_export = export_from_environment("+".join(s.id for s in resolved))
+    stop_export = export_from_environment("+".join(s.id for s in services))
     try:
         run(main)
     finally:
