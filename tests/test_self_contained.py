@@ -43,7 +43,8 @@ def test_every_docs_page_named_in_the_code_and_docs_exists() -> None:
         f"{path.relative_to(ROOT)}: {page}"
         for path in files()
         for page in PAGE.findall(path.read_text(encoding="utf-8"))
-        if not (ROOT / page).is_file()
+        # TrustGraph's own specifications, named as that repository's pages.
+        if not page.startswith("docs/tech-specs/") and not (ROOT / page).is_file()
     )
 
     assert missing == []
