@@ -1,6 +1,6 @@
 """The domain stays pure: standard library (minus I/O and concurrency), pydantic, itself.
 
-DESIGN.md §1: the domain never touches a socket, a clock it was not handed or an
+docs/architecture.md: the domain never touches a socket, a clock it was not handed or an
 event loop, and depends on nothing outside it but pydantic. This test reads the
 source with ``ast`` rather than importing it, so a forbidden import is caught
 even in a branch that never runs (``if TYPE_CHECKING:`` included: a type-only

@@ -17,6 +17,9 @@ PAGES = [
     "access-control.md",
     "mcp.md",
     "performance.md",
+    "configuration.md",
+    "audit-and-metrics.md",
+    "wire-protocol.md",
 ]
 
 

@@ -1,4 +1,4 @@
-"""Bad input never takes a service down (issue 3, "Bad input"; DESIGN.md §6).
+"""Bad input never takes a service down.
 
 Each case sends something wrong over the in-memory bus and then shows that the
 same service answers the next call. Requests that cannot be made with the client
@@ -18,9 +18,11 @@ import anyio.from_thread
 import pydantic
 import pytest
 
-from toolbus import ServiceHost, ToolService, tool_service
+from toolbus import ServiceHost, ToolService, running, tool_service
+from toolbus.application.calls.throttled_log import ThrottledLog
 from toolbus.domain.calls import wire
 from toolbus.domain.errors import BadRequest, NotFound, ToolServiceError, ToolTimeout
+from toolbus.memory.bus import connect
 from toolbus.ports import Delivery, Subscription
 from toolbus.testing import ToolTestKit
 
@@ -470,3 +472,77 @@ async def test_concurrency_is_bounded_a_third_call_waits_for_a_free_slot(
 async def test_concurrency_below_one_is_refused(toolbus: ToolTestKit) -> None:
     with pytest.raises(ValueError, match="at least 1"):
         ServiceHost(toolbus.bus, echo_service(), concurrency=0)
+
+
+async def test_a_burst_of_id_less_requests_logs_one_line_and_a_count(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    service = echo_service()
+    bus = await connect(f"memory://burst-{uuid.uuid4().hex}")
+    burst = 500
+    good_id = str(uuid.uuid4())
+
+    with caplog.at_level(logging.WARNING, logger="toolbus"):
+        async with running(bus, service, concurrency=1) as (host,):
+            replies = await bus.subscribe(service.response_queue)
+            for _ in range(burst):
+                await bus.publish(service.request_queue, wire.encode_request("a", {}, {}))
+            good = wire.encode_request("alice", {}, {"text": "after"})
+            await bus.publish(service.request_queue, good, {wire.PROP_ID: good_id})
+            assert (await next_reply(replies)).properties[wire.PROP_ID] == good_id
+            during = [r.getMessage() for r in caplog.records]
+        # Stopping the host reports what it held back.
+    await bus.close()
+
+    assert host.handled == burst + 1
+    assert sum("no 'id'" in line for line in during) == 1
+    suppressed = [r.getMessage() for r in caplog.records if "suppressed" in r.getMessage()]
+    assert suppressed == [f"{burst - 1} more warning(s) like the last no-id one suppressed"]
+
+
+def test_a_warning_of_a_kind_is_repeated_after_the_interval_with_the_count() -> None:
+    now = [0.0]
+    records: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record.getMessage())
+
+    logger = logging.getLogger(f"toolbus.test.throttle.{uuid.uuid4().hex}")
+    logger.addHandler(Collect())
+    throttled = ThrottledLog(logger, interval=60, clock=lambda: now[0])
+
+    for _ in range(3):
+        throttled.warning("no-id", "dropped %s", "x")
+    throttled.warning("other", "another kind")
+    now[0] = 61.0
+    throttled.warning("no-id", "dropped %s", "y")
+
+    assert records == [
+        "dropped x",
+        "another kind",
+        "dropped y (2 more like this in the last 60 s suppressed)",
+    ]
+
+
+async def test_a_burst_of_asks_for_undeclared_variables_logs_one_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    service = echo_service()
+    bus = await connect(f"memory://burst-{uuid.uuid4().hex}")
+    burst = 200
+
+    with caplog.at_level(logging.WARNING, logger="toolbus"):
+        async with running(bus, service, concurrency=1):
+            replies = await bus.subscribe(service.response_queue)
+            body = wire.encode_request("a", {}, {"text": "t"})
+            for n in range(burst):
+                properties = {wire.PROP_ID: str(n), wire.PROP_ENV_ARGS: '{"key": "HOME"}'}
+                await bus.publish(service.request_queue, body, properties)
+            for _ in range(burst):
+                await next_reply(replies)
+    await bus.close()
+
+    asked = [r.getMessage() for r in caplog.records if "does not offer" in r.getMessage()]
+    assert len(asked) == 1
+    assert any(f"{burst - 1} more warning(s)" in r.getMessage() for r in caplog.records)

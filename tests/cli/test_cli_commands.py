@@ -268,6 +268,48 @@ def test_a_timeout_exits_1_naming_the_service_and_the_limit_and_returns_promptly
     assert elapsed < 10, f"call took {elapsed:.1f} s to exit after a 0.2 s timeout"
 
 
+def test_a_tool_no_one_serves_on_memory_exits_2_at_once(toolbus_cli: Invoke, scratch: Path) -> None:
+    # The README's weather tool, called with no service in this process: on the
+    # in-memory bus it is known at once that no answer can come.
+    snapshot = {
+        "tool-service": {
+            "weather": {
+                "id": "weather",
+                "request-queue": "non-persistent://tg/request/weather",
+                "response-queue": "non-persistent://tg/response/weather",
+            }
+        },
+        "tool": {"weather-eu": _tool("weather-eu", type="tool-service", service="weather")},
+    }
+    (scratch / "config.json").write_text(json.dumps(snapshot))
+
+    result = toolbus_cli("call", "weather-eu", "--config", "config.json", "-a", "city=Paris")
+
+    assert result.exit_code == 2, result.output
+    assert "no service serves 'weather-eu'" in result.stderr
+    assert "non-persistent://tg/request/weather" in result.stderr
+    assert "--broker" in result.stderr
+
+
+def test_call_says_that_it_does_not_apply_permissions(toolbus_cli: Invoke) -> None:
+    result = toolbus_cli("call", "--help", env={"TERMINAL_WIDTH": "400"})
+
+    assert "permissions are not applied" in " ".join(result.output.split())
+
+
+def test_a_user_outside_the_permissions_is_still_called_for(
+    toolbus_cli: Invoke, scratch: Path
+) -> None:
+    # Documented behaviour: whoever runs the command could publish the request anyway.
+    root = write_joke_config(scratch / "cfg", "pun")
+    (root / "permissions.json").write_text(json.dumps({"users": {"alice": ["default"]}}))
+
+    result = toolbus_cli("call", "office-joke", "--config", str(root), "--user", "bob")
+
+    assert result.exit_code == 0, result.output
+    assert joke_parts(result.stdout)["user"] == "bob"
+
+
 def test_an_unknown_broker_scheme_exits_2_naming_the_adapters(toolbus_cli: Invoke) -> None:
     result = toolbus_cli("call", "calculate", "-a", "expression=1", "--broker", "pigeon://coop")
 
@@ -275,6 +317,41 @@ def test_an_unknown_broker_scheme_exits_2_naming_the_adapters(toolbus_cli: Invok
     assert "no broker adapter for pigeon://" in result.stderr
     for name in (ep.name for ep in metadata.entry_points(group=ADAPTER_GROUP)):
         assert name in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("url", "toml", "fragment"),
+    [
+        ("memory://?buffer_size=abc", "", "field 'buffer_size': input should be a valid integer"),
+        ("memory://?bufer_size=1", "", "field 'bufer_size': is not an option here"),
+        ("nats://127.0.0.1:1?bogus=1", "", "unknown NATS option 'bogus'"),
+        (
+            "kafka://127.0.0.1:1",
+            '[broker-options]\nacks = "some"\n',
+            "Kafka option 'acks' is 'some'",
+        ),
+        (None, 'broker = "nats://127.0.0.1:1"\n[broker-options]\nbogus = 1\n', "'bogus'"),
+    ],
+    ids=["memory-value", "memory-name", "nats-url", "kafka-toml", "nats-toml"],
+)
+def test_bad_broker_options_exit_2_naming_the_option(
+    toolbus_cli: Invoke, scratch: Path, url: str | None, toml: str, fragment: str
+) -> None:
+    (scratch / SETTINGS_FILE).write_text(toml)
+    broker = ["--broker", url] if url else []
+
+    result = toolbus_cli("call", "calculate", "-a", "expression=1", *broker)
+
+    assert result.exit_code == 2, result.output
+    assert fragment in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_a_negative_drain_timeout_exits_2(toolbus_cli: Invoke) -> None:
+    result = toolbus_cli("serve", "calculator", "--drain-timeout", "-1")
+
+    assert result.exit_code == 2
+    assert "--drain-timeout" in result.output
 
 
 def write_joke_config(root: Path, style: str) -> Path:
@@ -475,6 +552,31 @@ def test_the_console_script_calls_a_tool(scratch: Path) -> None:
 
     child = subprocess.run(
         [*command, "call", "calculate", "--arg", "expression=6 * 7"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+
+    assert child.returncode == 0, child.stderr
+    assert child.stdout == "42\n"
+
+
+def test_version_names_the_core_and_each_installed_plugin(toolbus_cli: Invoke) -> None:
+    result = toolbus_cli("--version")
+
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0] == f"toolbus {metadata.version('toolbus')}"
+    assert f"toolbus-joke {metadata.version('toolbus-joke')}" in lines
+    assert f"toolbus-nats {metadata.version('toolbus-nats')}" in lines
+
+
+def test_python_dash_m_toolbus_runs_the_command_line(scratch: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLBUS_")}
+
+    child = subprocess.run(
+        [sys.executable, "-m", "toolbus", "call", "calculate", "--arg", "expression=6 * 7"],
         capture_output=True,
         text=True,
         env=env,

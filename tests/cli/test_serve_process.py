@@ -24,7 +24,7 @@ import anyio
 import pytest
 
 from toolbus import ServiceHost, ToolService, ToolServiceClient, tool_service
-from toolbus.domain.errors import ToolTimeout
+from toolbus.domain.errors import ToolTimeout, Unavailable
 from toolbus.memory.bus import MemoryBus, connect
 from toolbus_calculator import calculator_service
 from toolbus_joke import joke_service
@@ -187,6 +187,48 @@ def test_serve_runs_a_service_from_an_import_path(
     process.wait_for_line("serving joke-service ", WAIT)
     process.process.send_signal(signal.SIGTERM)
     assert process.process.wait(timeout=WAIT) == 0
+
+
+def test_serve_imports_a_module_from_the_working_directory(
+    started: list[ServeProcess], tmp_path: Path
+) -> None:
+    # What the README does: ``toolbus serve weather:weather`` beside weather.py,
+    # with nothing on PYTHONPATH.
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "weather.py").write_text(
+        textwrap.dedent(
+            """
+            from toolbus import tool_service
+
+            @tool_service("weather")
+            async def weather(city: str) -> str:
+                return city
+            """
+        ),
+        encoding="utf-8",
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLBUS_")}
+    env.pop("PYTHONPATH", None)
+
+    process = serve(started, ["weather:weather"], env, folder)
+
+    process.wait_for_line("serving weather ", STARTUP)
+    process.process.send_signal(signal.SIGTERM)
+    assert process.process.wait(timeout=WAIT) == 0
+
+
+def test_a_module_that_cannot_be_imported_exits_2_saying_what_to_do(
+    started: list[ServeProcess], clean_env: dict[str, str], tmp_path: Path
+) -> None:
+    process = serve(started, ["no_such_module:weather"], clean_env, tmp_path)
+
+    assert process.process.wait(timeout=STARTUP) == 2
+    message = " ".join(process.rest(WAIT))
+    assert "No module named 'no_such_module'" in message
+    assert "folder that holds no_such_module.py" in message
+    assert "PYTHONPATH" in message
+    assert "Traceback" not in message
 
 
 def test_serve_takes_the_broker_from_toolbus_toml(
@@ -367,22 +409,24 @@ async def test_after_stop_a_new_call_is_not_taken(bus: MemoryBus) -> None:
 
 
 @pytest.mark.anyio
-async def test_a_call_still_running_after_the_drain_timeout_is_cut_off(
+async def test_a_call_still_running_after_the_drain_timeout_is_cut_off_and_told(
     bus: MemoryBus, caplog: pytest.LogCaptureFixture
 ) -> None:
     gate = Gate()
+    assert gate.service.request_queue.startswith("non-persistent://")
     host = ServiceHost(bus, gate.service, drain_timeout=0.05)
 
     async with ToolServiceClient(bus, default_timeout=WAIT) as client:
         async with anyio.create_task_group() as tasks:
 
             async def stuck_call() -> None:
-                with pytest.raises(ToolTimeout):
+                # Lost on a non-persistent queue: the caller hears so, not its timeout.
+                with pytest.raises(Unavailable, match="'gated' shut down before the call finished"):
                     await client.call(
                         request_queue=gate.service.request_queue,
                         response_queue=gate.service.response_queue,
                         arguments={"text": "stuck"},
-                        timeout=0.2,
+                        timeout=60,
                     )
 
             tasks.start_soon(stuck_call)

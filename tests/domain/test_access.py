@@ -1,4 +1,4 @@
-"""Gateway authorization of requested tool groups (DESIGN.md §4)."""
+"""Gateway authorization of requested tool groups (docs/access-control.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The configuration model: descriptors, snapshot reading and validation (DESIGN.md §3)."""
+"""The configuration model: descriptors, snapshot reading and validation (docs/configuration.md)."""
 
 from __future__ import annotations
 

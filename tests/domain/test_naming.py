@@ -1,4 +1,4 @@
-"""``sanitize_toolname``: any tool name to a valid LLM function name (DESIGN.md §7)."""
+"""``sanitize_toolname``: any tool name to a valid LLM function name."""
 
 from __future__ import annotations
 

@@ -197,7 +197,7 @@ def registries(draw: st.DrawFn) -> Registry:
 
 
 def expected_available(registry: Registry, groups: list[str] | None, state: str | None) -> set[str]:
-    """DESIGN.md §4, written out as plainly as possible."""
+    """The filtering rules of docs/groups-and-states.md, written out as plainly as possible."""
     requested = ["default"] if groups is None else groups
     current = state or "undefined"
     result = set()

@@ -1,4 +1,4 @@
-"""Queue names: Pulsar-style or plain, and how adapters map them (DESIGN.md §5)."""
+"""Queue names: Pulsar-style or plain, and how adapters map them (docs/wire-protocol.md)."""
 
 from __future__ import annotations
 

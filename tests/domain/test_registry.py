@@ -1,4 +1,4 @@
-"""Group and state filtering, lookups and transitions (DESIGN.md §4)."""
+"""Group and state filtering, lookups and transitions (docs/groups-and-states.md)."""
 
 from __future__ import annotations
 

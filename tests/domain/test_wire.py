@@ -1,4 +1,4 @@
-"""The tool-service envelope: byte-for-byte what TrustGraph writes (DESIGN.md §5)."""
+"""The tool-service envelope: byte-for-byte what TrustGraph writes (docs/wire-protocol.md)."""
 
 from __future__ import annotations
 

@@ -154,3 +154,12 @@ def test_changes_are_described_briefly() -> None:
     assert describe_changes(changes) == (
         "put tool/0, put tool/1, put tool/2, put tool/3, put tool/4 and 2 more"
     )
+
+
+def test_the_known_sections_are_the_ones_their_readers_name() -> None:
+    from toolbus.domain.access.permissions import SECTION as PERMISSIONS
+    from toolbus.domain.config.descriptors import SERVICES, TOOLS
+    from toolbus.domain.hooks.configured import SECTION as HOOKS
+    from toolbus.domain.live.items import SNAPSHOT_SECTIONS
+
+    assert set(SNAPSHOT_SECTIONS) == {SERVICES, TOOLS, PERMISSIONS, HOOKS}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from toolbus.application.live.config_service import (
     ConfigService,
     serving_config,
 )
-from toolbus.domain.errors import BadRequest, NotFound
+from toolbus.domain.errors import BadRequest, ConfigError, NotFound
 from toolbus.domain.live.items import ConfigRejected, Delete, ItemName, Put, decode_version
 from toolbus.memory.bus import MemoryBus
 
@@ -220,19 +219,37 @@ async def test_every_version_is_pushed_and_the_current_one_repeated(
         service.close()
 
 
-async def test_a_store_found_invalid_is_served_so_it_can_be_fixed(
-    memory_bus: MemoryBus, store: Path, caplog: pytest.LogCaptureFixture
+async def test_a_store_found_invalid_is_refused_and_left_as_it_is(
+    memory_bus: MemoryBus, store: Path
 ) -> None:
     # Written by a config service that knew an "mcp" tool type; this one does not.
     async with serving_config(memory_bus, store, tool_types={"tool-service", "mcp"}) as service:
         await service.apply(
             [Put(ItemName("tool", "m"), {"type": "mcp", "name": "m", "description": "d"})]
         )
+    written = await anyio.Path(store).read_bytes()
 
-    with caplog.at_level(logging.ERROR, "toolbus.config"):
-        async with serving_config(memory_bus, store), ToolServiceClient(memory_bus) as client:
-            config = ConfigClient(client)
-            assert "is not a known tool type" in caplog.text
-            with pytest.raises(ConfigRejected):
-                await config.put("tool-service/weather", WEATHER_SERVICE)
-            assert (await config.delete("tool/m")).version == 2
+    with pytest.raises(ConfigError) as refused:
+        ConfigService.at(store)
+
+    text = str(refused.value)
+    assert "is not a known tool type" in text
+    assert f"config store '{store}' (version 1)" in text
+    assert "is not served" in text and "toolbus config load" in text
+    assert await anyio.Path(store).read_bytes() == written
+    # The store's lock was released: a service with the plugin can open it again.
+    ConfigService.at(store, tool_types={"tool-service", "mcp"}).close()
+
+
+@pytest.mark.parametrize("item", ["tools/weather", "weird/x", "permision/users"])
+async def test_a_change_to_an_unknown_section_is_refused_and_the_version_stays(
+    config: ConfigClient, item: str
+) -> None:
+    before = await config.put("tool-service/weather", WEATHER_SERVICE)
+
+    with pytest.raises(ConfigRejected) as refused:
+        await config.put(item, weather_tool())
+
+    assert f"snapshot section {item.split('/')[0]!r}" in str(refused.value)
+    assert "the sections are tool-service, tool, permissions, hooks" in str(refused.value)
+    assert (await config.snapshot()).version == before.version

@@ -23,22 +23,28 @@ class ServeProcess:
         self.process = process
         self.lines: list[str] = []
         self._new_line = anyio.Event()
+        #: Every line the process wrote has been read.
+        self.read_all = False
 
     async def read_stderr(self) -> None:
         assert self.process.stderr is not None
         pending = ""
-        async for text in TextReceiveStream(self.process.stderr):
-            pending += text
-            *complete, pending = pending.split("\n")
-            if complete:
-                self.lines.extend(complete)
-                self._new_line.set()
-                self._new_line = anyio.Event()
+        try:
+            async for text in TextReceiveStream(self.process.stderr):
+                pending += text
+                *complete, pending = pending.split("\n")
+                if complete:
+                    self.lines.extend(complete)
+                    self._new_line.set()
+                    self._new_line = anyio.Event()
+        finally:
+            self.read_all = True
+            self._new_line.set()
 
     async def wait_for(self, fragment: str, count: int = 1) -> None:
         """Wait until ``count`` stderr lines contain ``fragment``."""
         while sum(fragment in line for line in self.lines) < count:
-            if self.process.returncode is not None:
+            if self.read_all:
                 raise AssertionError("toolbus serve exited early:\n" + "\n".join(self.lines))
             await self._new_line.wait()
 
@@ -93,9 +99,12 @@ async def serve(
     *,
     workdir: Path,
     env: Mapping[str, str] | None = None,
+    options: Sequence[str] = (),
 ) -> AsyncIterator[ServeProcess]:
-    """Start ``toolbus serve SERVICES --broker BROKER``; yield once every service is live."""
-    async with serve_many(services, [broker], workdir=workdir, env=env) as (served,):
+    """Start ``toolbus serve SERVICES --broker BROKER OPTIONS``; yield once all are live."""
+    async with serve_many(services, [broker], workdir=workdir, env=env, options=options) as (
+        served,
+    ):
         yield served
 
 

@@ -36,6 +36,7 @@ class NatsServer:
     port: int = field(default_factory=free_port)
     monitor_port: int = field(default_factory=free_port)
     extra_config: str = ""
+    jetstream: bool = True
 
     @property
     def url(self) -> str:
@@ -48,12 +49,12 @@ class NatsServer:
             f'http: "{LOOPBACK}:{self.monitor_port}"\n'
             f"{self.extra_config}\n"
         )
+        jetstream = ["-js", "-sd", str(self.workdir / "jetstream")] if self.jetstream else []
         return [
             nats_server_binary(),
             "-a", LOOPBACK,
             "-p", str(self.port),
-            "-js",
-            "-sd", str(self.workdir / "jetstream"),
+            *jetstream,
             "-c", str(config),
         ]  # fmt: skip
 

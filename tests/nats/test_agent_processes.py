@@ -14,6 +14,7 @@ import pytest
 from tests.nats.processes import ServeProcess, _stop, serve
 from tests.nats.server import NatsServer
 from tests.support.model_server import ModelServer
+from tests.support.otlp import Collector
 
 pytestmark = [pytest.mark.anyio, pytest.mark.broker, pytest.mark.slow]
 
@@ -63,3 +64,59 @@ async def test_ask_gets_its_answer_from_an_agent_serve_process(
     assert events[1]["content"] == "42"
     assert events[-1]["content"] == "6 * 7 is 42." and events[-1]["end_of_stream"]
     assert agent.returncode == 0  # SIGTERM: a clean stop
+
+
+async def test_agent_serve_exports_its_spans_to_the_collector_otel_names(
+    nats_server: NatsServer, model_server: ModelServer, tmp_path: Path
+) -> None:
+    collector = Collector()
+    suffix = uuid.uuid4().hex[:8]
+    queues = [
+        "--request-queue",
+        f"non-persistent://tg/request/agent-{suffix}",
+        "--response-queue",
+        f"non-persistent://tg/response/agent-{suffix}",
+    ]
+    broker = ["--broker", nats_server.url]
+    model_server.play(
+        [
+            {"calls": [{"name": "calculate", "arguments": {"expression": "6 * 7"}}]},
+            {"text": "6 * 7 is 42."},
+        ]
+    )
+    env = {
+        **os.environ,
+        "TOOLBUS_LLM": model_server.openai_url(),
+        "OTEL_EXPORTER_OTLP_ENDPOINT": collector.url,
+        "OTEL_SERVICE_NAME": "my-agent",
+    }
+    try:
+        async with serve(["calculator"], nats_server.url, workdir=tmp_path):
+            agent = await anyio.open_process(
+                [TOOLBUS, "agent", "serve", *broker, *queues], cwd=tmp_path, env=env
+            )
+            served = ServeProcess(agent)
+            try:
+                async with anyio.create_task_group() as readers:
+                    readers.start_soon(served.read_stderr)
+                    with anyio.fail_after(60):
+                        await served.wait_for("serving agent (scripted-gpt)")
+                        asked = await anyio.run_process(
+                            [TOOLBUS, "ask", "What is 6 * 7?", *broker, *queues],
+                            cwd=tmp_path,
+                            check=False,
+                        )
+                    readers.cancel_scope.cancel()
+            finally:
+                await _stop(agent)  # SIGTERM: the batched spans are flushed
+        assert asked.returncode == 0, asked.stderr.decode()
+        path, export = await anyio.to_thread.run_sync(collector.requests.get, True, 30)
+    finally:
+        collector.close()
+
+    assert path == "/v1/traces"
+    [resource_spans] = export.resource_spans
+    attributes = {a.key: a.value.string_value for a in resource_spans.resource.attributes}
+    assert attributes["service.name"] == "my-agent"
+    names = {span.name for scope in resource_spans.scope_spans for span in scope.spans}
+    assert "toolbus call calculator" in names

@@ -16,7 +16,7 @@ from toolbus_joke.jokes import JOKES
 
 ANSWER = re.compile(r"Hey (?P<user>.*)! Here's a (?P<style>\S+) for you:\n\n(?P<joke>.+)", re.S)
 
-# Every example the issue gives, plus a few more of each kind.
+# Every documented example, plus a few more of each kind.
 CATEGORY_CASES = [
     ("programming", "programming"),
     ("software engineering", "programming"),

@@ -31,6 +31,7 @@ from toolbus.application.agent.service import AgentClient, AgentService
 from toolbus.application.agent.session import AgentSession
 from toolbus.application.calls.client import CallResult, ToolServiceClient
 from toolbus.application.calls.host import ServiceHost, running
+from toolbus.application.calls.retries import RetryPolicy
 from toolbus.application.calls.service import ToolResult, ToolService, tool_service
 from toolbus.application.calls.tools import Tools
 from toolbus.application.live.announcements import Announcer
@@ -97,6 +98,7 @@ __all__ = [
     "PluginError",
     "QueueNameError",
     "Registry",
+    "RetryPolicy",
     "ServiceDescriptor",
     "ServiceHost",
     "ToolCallError",

@@ -122,6 +122,38 @@ class PushBus(Protocol):
         ...
 
 
+@runtime_checkable
+class ConsumerAwareBus(Protocol):
+    """A :class:`Bus` that knows at once whether anyone would take a message now.
+
+    Only a broker that holds all its state in this process can know (the
+    in-memory bus); a networked broker cannot, and does not implement this.
+    """
+
+    def has_consumers(self, queue: str) -> bool:
+        """False when a message published on ``queue`` now would reach no competing
+        consumer and be dropped: no one can answer a request sent there."""
+        ...
+
+
+@runtime_checkable
+class ConnectionAwareBus(Protocol):
+    """A :class:`Bus` that knows whether its broker can be reached right now."""
+
+    @property
+    def connected(self) -> bool:
+        """False while the connection is known to be lost (the bus is reconnecting)."""
+        ...
+
+
+def broker_known_gone(bus: Bus) -> bool:
+    """Whether ``bus`` knows its broker cannot be reached now (so nothing should wait on it).
+
+    A bus that cannot tell is taken to be connected.
+    """
+    return isinstance(bus, ConnectionAwareBus) and not bus.connected
+
+
 class Clock(Protocol):
     """Wall-clock time in Unix seconds. Injected so that TTLs and deadlines are testable."""
 

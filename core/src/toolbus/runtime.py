@@ -11,6 +11,7 @@ from typing import Any
 from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.calls.host import running
 from toolbus.application.calls.service import ToolService
+from toolbus.application.calls.supervision import plain_errors
 from toolbus.application.calls.tools import Tools
 from toolbus.application.identity.signing import CallSigner
 from toolbus.application.live.config_files import read_snapshot
@@ -49,9 +50,21 @@ def resolve_service(name: str, plugins: Sequence[ToolPlugin] | None = None) -> T
     if ":" in name:
         module_name, _, attribute = name.partition(":")
         try:
-            target: Any = getattr(importlib.import_module(module_name), attribute)
-        except (ImportError, AttributeError) as exc:
-            raise PluginError(f"cannot import tool service {name!r}: {exc}") from exc
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise PluginError(
+                f"cannot import tool service {name!r}: {exc}; run the command in the folder "
+                f"that holds {module_name.replace('.', '/')}.py (or its package), or make the "
+                "module importable: pip install -e . in its project, or add its folder to "
+                "PYTHONPATH"
+            ) from exc
+        try:
+            target: Any = getattr(module, attribute)
+        except AttributeError as exc:
+            raise PluginError(
+                f"cannot import tool service {name!r}: module {module_name!r} has no "
+                f"attribute {attribute!r}; name the @tool_service function or ToolService after ':'"
+            ) from exc
         if isinstance(target, type) and issubclass(target, ToolService):
             target = target()
         if not isinstance(target, ToolService):
@@ -115,16 +128,19 @@ async def open_tools(
     """
     registry = registry_from(config)
     async with AsyncExitStack() as stack:
-        bus = await connect(broker, options)
-        stack.push_async_callback(bus.close)
-        services = tuple(serve)
-        if services:
-            await stack.enter_async_context(running(bus, *services))
-        client = await stack.enter_async_context(ToolServiceClient(bus, signer=signer))
-        if not live:
-            yield Tools(client, registry)
-            return
-        types = tool_types(load_tool_plugins())
-        follower = LiveRegistry(bus, local=registry.snapshot, client=client, tool_types=types)
-        await stack.enter_async_context(follower)
-        yield follower.tools(client)
+        with plain_errors():
+            bus = await connect(broker, options)
+            stack.push_async_callback(bus.close)
+            services = tuple(serve)
+            if services:
+                await stack.enter_async_context(running(bus, *services))
+            client = await stack.enter_async_context(ToolServiceClient(bus, signer=signer))
+            tools = Tools(client, registry)
+            if live:
+                types = tool_types(load_tool_plugins())
+                follower = LiveRegistry(
+                    bus, local=registry.snapshot, client=client, tool_types=types
+                )
+                await stack.enter_async_context(follower)
+                tools = follower.tools(client)
+        yield tools

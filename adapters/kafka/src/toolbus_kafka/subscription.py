@@ -41,6 +41,7 @@ log = logging.getLogger("toolbus.kafka")
 # how long a nacked delivery can wait for a reader that is busy fetching.
 _FETCH_WAIT_MS = 200
 _RETRY_SECONDS = 0.5
+_MAX_COMMIT_BACKOFF = 30.0
 
 
 def _properties(headers: Sequence[tuple[str, bytes | None]]) -> dict[str, str]:
@@ -350,15 +351,21 @@ class GroupSubscription(KafkaSubscription):
 
     async def _commit_loop(self) -> None:
         interval = self.options.commit_interval_ms / 1000
+        backoff = _RETRY_SECONDS
         while True:
             await self._commit_wanted.wait()
             if interval:
                 # Acks that arrive meanwhile ride along in the same commit.
                 await asyncio.sleep(interval)
             self._commit_wanted.clear()
-            if not await self._commit(self.trackers):
-                self._commit_wanted.set()
-                await asyncio.sleep(_RETRY_SECONDS)
+            if await self._commit(self.trackers):
+                backoff = _RETRY_SECONDS
+                continue
+            # Failing again and again (the broker lost the topic, say): each try
+            # floods the log through aiokafka, so they are spaced out more and more.
+            self._commit_wanted.set()
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, _MAX_COMMIT_BACKOFF)
 
     async def _commit(self, trackers: Mapping[TopicPartition, PartitionTracker]) -> bool:
         """Commit every tracker's commit point that Kafka does not have yet."""
@@ -366,10 +373,14 @@ class GroupSubscription(KafkaSubscription):
             offsets = {tp: t.commit_point for tp, t in trackers.items() if t.needs_commit}
             if not offsets:
                 return True
+            # Bounded: aiokafka retries a retriable failure without end (a topic the
+            # broker lost in a restart, say), which would hold up the rebalance
+            # that recovers from it.
+            limit = self.options.session_timeout_ms / 1000
             try:
-                await self.consumer.commit(offsets)
-            except KafkaError as exc:
-                log.info("committing offsets of Kafka topic %r failed: %s", self.topic, exc)
+                await asyncio.wait_for(self.consumer.commit(offsets), limit)
+            except (KafkaError, TimeoutError) as exc:
+                log.info("committing offsets of Kafka topic %r failed: %r", self.topic, exc)
                 return False
             for tp, offset in offsets.items():
                 tracker = trackers[tp]

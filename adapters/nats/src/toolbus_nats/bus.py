@@ -239,15 +239,28 @@ class NatsBus:
         self._subscriptions.add(source)
         return source
 
+    @property
+    def connected(self) -> bool:
+        """False while the connection to NATS is lost (nats-py is reconnecting)."""
+        return bool(self.nc.is_connected)
+
     async def close(self) -> None:
-        """Close every subscription (unacked persistent deliveries go back), then the connection."""
+        """Close every subscription (unacked persistent deliveries go back), then the connection.
+
+        With the server gone there is nothing to tell it: the connection is
+        dropped without waiting, and closing succeeds.
+        """
         if self._closing:
             return
         self._closing = True
         for subscription in list(self._subscriptions):
             await subscription.close()
-        if not self.nc.is_closed:
+        if self.nc.is_closed:
+            return
+        try:
             await self.nc.close()
+        except (OSError, nats.errors.Error) as exc:
+            log.debug("closing the NATS connection to %s: %s", self._where, exc)
 
 
 def _is_fatal(exc: BaseException) -> bool:

@@ -1,6 +1,6 @@
 """The toolbus :class:`~toolbus.ports.Bus` on Apache Pulsar, through pulsar-client.
 
-Mapping (DESIGN.md §5 names are Pulsar topic names already):
+Mapping (queue names are Pulsar topic names already; see docs/wire-protocol.md):
 
 * a queue is the topic :attr:`QueueName.topic` (a plain name ``x`` is
   ``persistent://public/default/x``, Pulsar's own rule);
@@ -59,6 +59,8 @@ class PulsarBus:
         self._opening: dict[str, asyncio.Task[Sender]] = {}
         self._subscriptions: set[PulsarSubscription] = set()
         self._closed = False
+        #: A subscription was closed while the broker could not be reached.
+        self._lost = False
 
     @property
     def max_message_size(self) -> int | None:
@@ -67,6 +69,19 @@ class PulsarBus:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def connected(self) -> bool:
+        """False as soon as a consumer or producer has lost its connection to the broker.
+
+        pulsar-client notices a lost connection and reconnects each handle on its
+        own, not all at the same moment: one that has noticed is enough to know
+        that waiting on the broker (to withdraw, say) would only wait out
+        ``operation_timeout``.
+        """
+        states = [s.connected for s in self._subscriptions]
+        states += [bool(sender.producer.is_connected()) for sender in self._senders.values()]
+        return all(states)
 
     # -- publishing ---------------------------------------------------------------
 
@@ -157,7 +172,7 @@ class PulsarBus:
             fan_out=group is None,
             url=self._url,
             timeout=options.operation_timeout,
-            on_close=self._subscriptions.discard,
+            on_close=self._forget,
             handler=handler,
         )
         create = functools.partial(
@@ -191,10 +206,15 @@ class PulsarBus:
 
     # -- closing ------------------------------------------------------------------
 
+    def _forget(self, subscription: PulsarSubscription) -> None:
+        self._subscriptions.discard(subscription)
+        self._lost = self._lost or subscription.abandoned
+
     async def close(self) -> None:
         """Close every subscription and producer, then let go of the shared client."""
         if self._closed:
             return
+        gone = self._lost or not self.connected
         self._closed = True
         for subscription in list(self._subscriptions):
             await subscription.close()
@@ -204,7 +224,7 @@ class PulsarBus:
         self._senders.clear()
         # Each flushes what it still has queued (sends nobody waited for) first.
         await asyncio.gather(*(bridge.blocking(sender.close) for sender in senders))
-        await clients.release(self.options, self._client)
+        await clients.release(self.options, self._client, at_once=gone or self._lost)
 
 
 def _close_quietly(closable: pulsar.Producer | pulsar.Consumer) -> None:

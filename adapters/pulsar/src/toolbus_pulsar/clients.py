@@ -58,8 +58,12 @@ def acquire(options: PulsarOptions) -> pulsar.Client:
         return entry.client
 
 
-async def release(options: PulsarOptions, client: pulsar.Client) -> None:
-    """Give back a client from :func:`acquire`; the last user closes it."""
+async def release(options: PulsarOptions, client: pulsar.Client, *, at_once: bool = False) -> None:
+    """Give back a client from :func:`acquire`; the last user closes it.
+
+    ``at_once`` (the broker is gone) shuts it down without waiting for anything
+    in progress, which could only time out.
+    """
     key = options.client_key()
     with _lock:
         entry = _clients.get(key)
@@ -70,7 +74,7 @@ async def release(options: PulsarOptions, client: pulsar.Client) -> None:
             return
         del _clients[key]
     try:
-        await blocking(client.close)
+        await blocking(client.shutdown if at_once else client.close)
     except pulsar.PulsarException as exc:
         # Nothing is left to use it; a failed goodbye is not the caller's problem.
         log.debug("closing the pulsar client for %s failed: %s", options.safe_url, exc)

@@ -181,7 +181,14 @@ class Sender:
         self.failure = error
 
     def close(self) -> None:
-        """Send what is still queued, then close (blocking: run on a worker thread)."""
+        """Send what is still queued, then close (blocking: run on a worker thread).
+
+        Without a connection nothing queued can be sent: flushing would wait out
+        the send timeout, so the producer is left to the client's shutdown.
+        """
+        if not self.producer.is_connected():
+            log.debug("not flushing the producer for %s: not connected", self.topic)
+            return
         try:
             self.producer.flush()
             self.producer.close()

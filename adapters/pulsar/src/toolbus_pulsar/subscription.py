@@ -114,11 +114,17 @@ class PulsarSubscription:
         self._ready: deque[pulsar.Message] = deque()
         self._paused = False
         self.closed = False
+        self.abandoned = False
 
     def attach(self, consumer: pulsar.Consumer) -> None:
         self._consumer = consumer
         if len(self._ready) >= HIGH_WATER:
             self._pause()
+
+    @property
+    def connected(self) -> bool:
+        """Whether the consumer has a live connection to its broker (True before attach)."""
+        return self._consumer is None or bool(self._consumer.is_connected())
 
     @property
     def queued(self) -> int:
@@ -243,6 +249,8 @@ class PulsarSubscription:
         if self.closed:
             return
         self.closed = True
+        #: Left without telling the broker, which could not be reached.
+        self.abandoned = not self.connected
         if self._on_close is not None:
             self._on_close(self)
         # Readers still waiting end their iteration. Messages queued here but not
@@ -256,6 +264,11 @@ class PulsarSubscription:
             self.handler.on_end(None)
         consumer = self._consumer
         if consumer is None:
+            return
+        if self.abandoned:
+            # The broker dropped this consumer with the connection; telling it would
+            # wait out operation_timeout. The client's shutdown releases the handle.
+            log.debug("not closing the subscription to %s: not connected", self.topic)
             return
         # Nobody else reads a fan-out subscription: on a persistent topic, delete it
         # rather than let the broker keep a backlog for it forever.

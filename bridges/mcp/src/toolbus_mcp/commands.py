@@ -74,7 +74,7 @@ def serve_bus_tools(
         str | None,
         typer.Option(
             help="Sign every call with the caller's user and groups, with this private key: a "
-            "JWK or PEM file, or env:VARIABLE (needs toolbus[signing]). Services that verify "
+            "JWK or PEM file, or env:VARIABLE (needs toolbus\\[signing]). Services that verify "
             "callers require it.",
             show_default=False,
         ),
@@ -151,7 +151,7 @@ def serve_toolset(
         list[str] | None,
         typer.Option(
             help="Accept only calls signed by one of these public keys (a JWK, JWK Set or PEM "
-            "file, or env:VARIABLE; repeatable). Needs toolbus[signing].",
+            "file, or env:VARIABLE; repeatable). Needs toolbus\\[signing].",
             show_default=False,
         ),
     ] = None,

@@ -27,6 +27,7 @@ from toolbus.application.agent.service import (
 from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.calls.host import running
 from toolbus.application.calls.tools import Tools
+from toolbus.application.tracing.export import export_from_environment
 from toolbus.cli.agent_output import EventPrinter
 from toolbus.cli.app import app
 from toolbus.cli.common import EXIT_FAILED, LoopOption, fail, redact_url, run, setup_logging
@@ -197,7 +198,13 @@ def serve_agent(
                         break
                     service.stop()
 
-    run(main, loop=event_loop)
+    # Spans go to a collector when the OTEL_* variables say so (toolbus[otel]).
+    stop_export = export_from_environment("toolbus-agent")
+    try:
+        run(main, loop=event_loop)
+    finally:
+        if stop_export is not None:
+            stop_export()  # flushes the spans still batched
 
 
 @app.command("ask")

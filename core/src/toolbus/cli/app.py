@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+import importlib.metadata as metadata
+from typing import Annotated, Any
 
 import typer
 from typer.core import TyperGroup
@@ -16,8 +17,32 @@ app = typer.Typer(
 )
 
 
+def print_version(requested: bool) -> None:
+    """``toolbus --version``: the core's version, then each installed distribution's."""
+    if not requested:
+        return
+    from toolbus.plugins import installed_plugins
+
+    typer.echo(f"toolbus {metadata.version('toolbus')}")
+    distributions = {(p.distribution, p.version) for p in installed_plugins()}
+    for name, version in sorted(distributions):
+        if name != "toolbus":
+            typer.echo(f"{name} {version}")
+    raise typer.Exit()
+
+
 @app.callback()
-def toolbus() -> None:
+def toolbus(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=print_version,
+            is_eager=True,
+            help="Print the versions of toolbus and its installed plugins, and exit.",
+        ),
+    ] = False,
+) -> None:
     """Agent tools behind message brokers."""
     # A callback keeps typer in multi-command mode even when a single command is
     # registered, so that ``toolbus tools`` never turns into plain ``toolbus``.

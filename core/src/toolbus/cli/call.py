@@ -14,9 +14,12 @@ from toolbus.application.calls.host import running
 from toolbus.application.calls.tools import Tools
 from toolbus.application.identity import CallSigner, CallVerifier, SigningKeyError, public_jwk
 from toolbus.cli.app import app
-from toolbus.cli.common import EXIT_FAILED, fail, run, setup_logging
+from toolbus.cli.common import EXIT_FAILED, fail, redact_url, run, setup_logging
+from toolbus.cli.live import DEFAULT_WAIT, LiveOption, WaitOption, follow, is_live, registry_with
+from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import ConfigError, PluginError, ToolCallError, UnknownTool
 from toolbus.plugins import connect, load_tool_plugins
+from toolbus.ports import Bus, ConsumerAwareBus
 from toolbus.runtime import build_registry
 from toolbus.settings import load_settings
 
@@ -49,6 +52,25 @@ def parse_arguments(
     return arguments
 
 
+def check_someone_serves(bus: Bus, registry: Registry, tool: str, broker: str) -> None:
+    """Exit 2 at once when the bus knows that nothing serves ``tool``'s request queue.
+
+    Only a bus living in this process can know that (memory://); on a broker the
+    call waits for an answer, up to ``--timeout``.
+    """
+    if not isinstance(bus, ConsumerAwareBus):
+        return
+    service = registry.service_for(registry.tool(tool))
+    if bus.has_consumers(service.request_queue):
+        return
+    fail(
+        f"no service serves {tool!r}: nothing in this process takes requests for "
+        f"{service.id!r} on {service.request_queue}, and {redact_url(broker)} reaches "
+        "no other process. Install the tool plugin that provides the service, or run "
+        "'toolbus serve' on a broker and give that broker with --broker"
+    )
+
+
 @app.command("call")
 def call(
     tool: Annotated[str, typer.Argument(help="The tool's name.", show_default=False)],
@@ -58,7 +80,14 @@ def call(
     json_arguments: Annotated[
         str | None, typer.Option("--json", help="All arguments as one JSON object.")
     ] = None,
-    user: Annotated[str, typer.Option(help="The user the call is made for.")] = "cli",
+    user: Annotated[
+        str,
+        typer.Option(
+            help="The user the call is made for, as the service sees it. The "
+            "configuration's permissions are not applied: the command holds the broker's "
+            "credentials (see docs/cli.md)."
+        ),
+    ] = "cli",
     stream: Annotated[bool, typer.Option(help="Print chunks as they arrive.")] = False,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the answer.")] = 30.0,
     broker: Annotated[
@@ -72,7 +101,7 @@ def call(
         str | None,
         typer.Option(
             help="Sign the call with this private key: a JWK or PEM file, or env:VARIABLE "
-            "(needs toolbus[signing]). Services that verify callers require it.",
+            "(needs toolbus\\[signing]). Services that verify callers require it.",
             show_default=False,
         ),
     ] = None,
@@ -80,26 +109,31 @@ def call(
         list[str] | None,
         typer.Option("--group", "-g", help="A group the signed call vouches for (repeatable)."),
     ] = None,
+    live: LiveOption = None,
+    wait: WaitOption = DEFAULT_WAIT,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO level.")] = False,
 ) -> None:
     """Call a tool and print its observation.
 
     With the default memory:// broker the installed tool plugins are served in
-    this process, so any installed tool can be tried without a broker.
+    this process, so any installed tool can be tried without a broker. On a
+    broker, the tool may also come from the config service or a service's
+    announcement (live mode).
     """
     setup_logging(verbose)
     parse_arguments(arg or [], json_arguments)  # bad syntax fails before anything loads
     try:
         settings = load_settings(broker, config)
         plugins = load_tool_plugins()
-        registry = build_registry(settings, plugins)
-        text = {a.name for a in registry.tool(tool).arguments if a.type == "string"}
+        local = build_registry(settings, plugins)
+        following = is_live(live, settings.broker)
+        if not following:
+            local.tool(tool)
         signer = None if sign_key is None else CallSigner.load(sign_key, groups=group or ())
     except (ConfigError, PluginError, UnknownTool, SigningKeyError) as exc:
         fail(str(exc))
     if group and signer is None:
         fail("--group is what a signed call vouches for: give --sign-key too")
-    arguments = parse_arguments(arg or [], json_arguments, text)
 
     async def main() -> None:
         async with AsyncExitStack() as stack:
@@ -115,7 +149,15 @@ def call(
                     running(bus, *services, drain_timeout=0, verifier=verifier)
                 )
             client = await stack.enter_async_context(ToolServiceClient(bus, signer=signer))
+            registry = local
             tools = Tools(client, registry)
+            if following:
+                follower = await follow(stack, bus, client, local.snapshot, plugins, wait)
+                registry = await registry_with(follower, tool, wait, redact_url(settings.broker))
+                tools = follower.tools(client)
+            check_someone_serves(bus, registry, tool, settings.broker)
+            text = {a.name for a in registry.tool(tool).arguments if a.type == "string"}
+            arguments = parse_arguments(arg or [], json_arguments, text)
             try:
                 if stream:
                     async for chunk in tools.stream(tool, arguments, user=user, timeout=timeout):

@@ -15,7 +15,12 @@ from urllib.parse import urlsplit, urlunsplit
 import anyio
 import typer
 
-from toolbus.domain.errors import ConfigError, PluginError, ToolbusError, UnknownTool
+from toolbus.domain.errors import (
+    ConfigError,
+    PluginError,
+    ToolbusError,
+    UnknownTool,
+)
 from toolbus.loops import EventLoop, EventLoopUnavailable, backend_options
 from toolbus.settings import load_settings
 
@@ -23,6 +28,10 @@ T = TypeVar("T")
 
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
+
+#: Errors that mean the command was given something wrong (exit 2), not that
+#: the tool or the broker failed (exit 1).
+BAD_INPUT = (ConfigError, PluginError, UnknownTool)
 
 
 def redact_url(url: str) -> str:
@@ -75,7 +84,7 @@ LoopOption = Annotated[
         "--loop",
         envvar="TOOLBUS_LOOP",
         case_sensitive=False,
-        help="Event loop: uvloop (needs toolbus[uvloop]), asyncio, or auto (uvloop when "
+        help="Event loop: uvloop (needs toolbus\\[uvloop]), asyncio, or auto (uvloop when "
         "installed, else asyncio). Also TOOLBUS_LOOP.",
     ),
 ]
@@ -89,7 +98,7 @@ def run(main: Callable[..., Awaitable[T]], *args: Any, loop: EventLoop = EventLo
         fail(str(exc), EXIT_BAD_INPUT)
     try:
         return anyio.run(main, *args, backend="asyncio", backend_options=options)
-    except (ConfigError, PluginError, UnknownTool) as exc:
+    except BAD_INPUT as exc:
         fail(str(exc), EXIT_BAD_INPUT)
     except ToolbusError as exc:
         fail(str(exc), EXIT_FAILED)
@@ -102,7 +111,7 @@ def run(main: Callable[..., Awaitable[T]], *args: Any, loop: EventLoop = EventLo
         first: BaseException = toolbus_errors
         while isinstance(first, BaseExceptionGroup):
             first = first.exceptions[0]
-        code = EXIT_BAD_INPUT if isinstance(first, ConfigError | PluginError) else EXIT_FAILED
+        code = EXIT_BAD_INPUT if isinstance(first, BAD_INPUT) else EXIT_FAILED
         fail(str(first), code)
     except KeyboardInterrupt:
         raise typer.Exit(130) from None

@@ -15,7 +15,7 @@ from toolbus.cli.common import fail
 
 keys_app = typer.Typer(
     name="keys",
-    help="Make keys for signed calls (needs toolbus[signing]).",
+    help="Make keys for signed calls (needs toolbus\\[signing]).",
     no_args_is_help=True,
 )
 app.add_typer(keys_app, name="keys")

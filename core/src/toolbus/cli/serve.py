@@ -14,11 +14,13 @@ from typing import Annotated, Any
 import anyio
 import typer
 
+from toolbus.application.calls.health import ServingHealth
 from toolbus.application.calls.host import DEFAULT_CONCURRENCY, ServiceHost
 from toolbus.application.calls.metrics import MetricsUnavailable, start_metrics_server
 from toolbus.application.calls.service import ToolService
 from toolbus.application.identity import CallVerifier, SigningKeyError
 from toolbus.application.live.companions import alongside
+from toolbus.application.tracing.export import export_from_environment
 from toolbus.cli.app import SERVE_SERVICES, serve_app
 from toolbus.cli.common import LoopOption, fail, redact_url, run, setup_logging
 from toolbus.cli.serve_plan import describe, plan_services
@@ -45,12 +47,14 @@ def serve(
         int, typer.Option(min=1, help="Calls each service handles at once.")
     ] = DEFAULT_CONCURRENCY,
     drain_timeout: Annotated[
-        float, typer.Option(help="Seconds calls in flight may take to finish on shutdown.")
+        float,
+        typer.Option(min=0.0, help="Seconds calls in flight may take to finish on shutdown."),
     ] = 30.0,
     metrics_port: Annotated[
         int | None,
         typer.Option(
-            help="Expose Prometheus metrics on http://ADDR:PORT/metrics (needs toolbus[metrics])."
+            help="Expose Prometheus metrics on http://ADDR:PORT/metrics, and /healthz and "
+            "/readyz for probes (needs toolbus\\[metrics])."
         ),
     ] = None,
     metrics_addr: Annotated[str, typer.Option(help="Address for --metrics-port.")] = "127.0.0.1",
@@ -58,7 +62,7 @@ def serve(
         Path | None,
         typer.Option(
             help="The config service's store file (created if missing); default "
-            "TOOLBUS_CONFIG_STORE or [config-service] store in toolbus.toml.",
+            "TOOLBUS_CONFIG_STORE or \\[config-service] store in toolbus.toml.",
             show_default=False,
         ),
     ] = None,
@@ -67,7 +71,7 @@ def serve(
         typer.Option(
             "--announce/--no-announce",
             help="Announce each service and its tools, so agents can call them with no "
-            "configuration. Default: on ([announcements] enabled in toolbus.toml).",
+            "configuration. Default: on (\\[announcements] enabled in toolbus.toml).",
             show_default=False,
         ),
     ] = None,
@@ -76,7 +80,7 @@ def serve(
         typer.Option(
             min=0.1,
             help="Seconds between announcements; agents drop a service 3 intervals after "
-            "its last one. Default: 10 ([announcements] interval in toolbus.toml).",
+            "its last one. Default: 10 (\\[announcements] interval in toolbus.toml).",
             show_default=False,
         ),
     ] = None,
@@ -85,7 +89,7 @@ def serve(
         typer.Option(
             help="Verify callers: accept only calls signed by one of these public keys (a "
             "JWK, JWK Set or PEM file, or env:VARIABLE; repeatable, for rotation). Needs "
-            "toolbus[signing].",
+            "toolbus\\[signing].",
             show_default=False,
         ),
     ] = None,
@@ -172,9 +176,10 @@ def run_until_signalled(
     (``--loop``).
     """
     metrics_server = None
+    health = ServingHealth()
     if metrics_port is not None:
         try:
-            metrics_server = start_metrics_server(metrics_port, metrics_addr)
+            metrics_server = start_metrics_server(metrics_port, metrics_addr, readiness=health)
         except (MetricsUnavailable, OSError) as exc:
             fail(f"cannot serve metrics on {metrics_addr}:{metrics_port}: {exc}")
         typer.echo(f"metrics on http://{metrics_addr}:{metrics_server.port}/metrics", err=True)
@@ -193,6 +198,7 @@ def run_until_signalled(
             )
             for s in services
         ]
+        health.attach(bus, hosts)
         try:
             # Signals are caught before anything is announced: a supervisor may send
             # SIGTERM as soon as it reads the "serving" lines.
@@ -228,11 +234,15 @@ def run_until_signalled(
                 if cleanup is not None:
                     await cleanup()
 
+    # Spans go to a collector when the OTEL_* variables say so (toolbus[otel]).
+    stop_export = export_from_environment("+".join(s.id for s in services))
     try:
         run(main, loop=loop)
     finally:
         if metrics_server is not None:
             metrics_server.close()
+        if stop_export is not None:
+            stop_export()  # flushes the spans still batched
 
 
 def _checks(verifier: CallVerifier) -> str:

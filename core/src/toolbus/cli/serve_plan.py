@@ -9,6 +9,7 @@ registers by default, or the tool derived from its signature.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,6 +77,7 @@ def plan_services(
         raise ConfigError(
             [Problem("--store", "", "is the config service's store; add 'config' to the services")]
         )
+    import_from_folder(cwd or Path.cwd())
     services: list[ToolService] = []
     for name in names:
         if name == CONFIG_SERVICE_ID:
@@ -113,3 +115,15 @@ def describe(companion: Announcer | ConfigPublisher) -> str:
         )
     tools = ", ".join(companion.announcement.tools) or "no tools"
     return f"announcing {companion.service.id} ({tools}) every {companion.interval:g} s"
+
+
+def import_from_folder(folder: Path) -> None:
+    """Put ``folder`` first on the import path, as uvicorn does for ``module:attr`` targets.
+
+    A console script's ``sys.path`` starts with the script's own directory, not
+    the working directory, so ``toolbus serve weather:weather`` would not find
+    ``weather.py`` beside the user without this.
+    """
+    entry = str(folder.resolve())
+    if entry not in sys.path:
+        sys.path.insert(0, entry)

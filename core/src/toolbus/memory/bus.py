@@ -267,6 +267,15 @@ class MemoryBus:
             else:
                 await buffer.put(MemoryDelivery(body, props, False))
 
+    def has_consumers(self, queue: str) -> bool:
+        """True while a competing-consumer group holds a buffer on ``queue``.
+
+        A group's buffer outlives its members, and keeps messages for the next
+        one, so a group with no member right now still counts.
+        """
+        topic = self.broker.topics.get(queue)
+        return topic is not None and bool(topic.groups)
+
     async def subscribe(self, queue: str, group: str | None = None) -> MemorySubscription:
         if self.closed:
             raise BusClosed("the in-memory bus connection is closed")

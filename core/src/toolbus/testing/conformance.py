@@ -102,7 +102,7 @@ class Collector:
 
 @pytest.mark.anyio
 class BusConformance:
-    """Delivery rules of DESIGN.md §5, and tool calls end to end, on one adapter."""
+    """The delivery rules of docs/wire-protocol.md, and tool calls end to end, on one adapter."""
 
     settle_timeout: float = 10.0
 

@@ -1,6 +1,6 @@
 """Audit records of agent sessions, and the sinks that keep them.
 
-Every agent session produces exactly one :class:`AuditRecord` (DESIGN.md §4),
+Every agent session produces exactly one :class:`AuditRecord` (docs/audit-and-metrics.md),
 written when the session closes, or at once when access is denied. A record
 names tools, groups, states and error *types*; it never holds argument values,
 observations, error messages, or config values, any of which may carry

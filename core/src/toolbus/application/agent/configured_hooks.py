@@ -1,6 +1,6 @@
 """Configured hooks at the start of a request: call each hook's tool, inject what it returned.
 
-This is the runtime half of DESIGN.md §7; the pure half (ids, placement, TTL)
+This is the runtime half of docs/hooks.md; the pure half (ids, placement, TTL)
 is :mod:`toolbus.domain.hooks.injection`. :meth:`AgentSession.start
 <toolbus.application.agent.session.AgentSession.start>` hands in the session's way of
 resolving and calling tools, so hook calls take the same path as the model's:

@@ -8,10 +8,10 @@ request::
         outcome = await session.call(name, arguments, tool_call_id=call_id)
         messages.append(outcome.as_openai_message())  # the observation, for the LLM
 
-It applies DESIGN.md §4: the requested groups are checked against the user's
-permissions before anything runs (:class:`~toolbus.domain.errors.AccessDenied`),
-only tools offered for (groups, current state) can be called, and a
-*successful* call moves the session to the tool's ``state``.
+It applies docs/groups-and-states.md and docs/access-control.md: the requested
+groups are checked against the user's permissions before anything runs
+(:class:`~toolbus.domain.errors.AccessDenied`), only tools offered for (groups,
+current state) can be called, and a *successful* call moves the session to the tool's ``state``.
 
 What reaches the caller, and how:
 

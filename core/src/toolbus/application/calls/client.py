@@ -26,6 +26,8 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
+from toolbus.application.calls.metrics import ToolbusMetrics, default_metrics
+from toolbus.application.calls.retries import RetryPolicy, error_type_of
 from toolbus.application.identity.signing import CallSigner
 from toolbus.application.tracing import propagation as tracing
 from toolbus.domain.calls import wire
@@ -199,12 +201,17 @@ class ToolServiceClient:
         default_timeout: float = DEFAULT_TIMEOUT,
         clock: Callable[[], float] = time.time,
         signer: CallSigner | None = None,
+        retry: RetryPolicy | None = None,
+        metrics: ToolbusMetrics | None = None,
     ) -> None:
         self.bus = bus
         #: Signs a call token onto every request, for services that verify callers.
         self.signer = signer
         self.default_timeout = default_timeout
         self.clock = clock
+        #: Sends failed calls again where that is safe (see RetryPolicy); off by default.
+        self.retry = retry
+        self._metrics = metrics
         self._listeners: dict[str, _ResponseListener] = {}
         self._opening: dict[str, anyio.Lock] = {}
         self._task_group: TaskGroup | None = None
@@ -280,8 +287,10 @@ class ToolServiceClient:
         properties: Mapping[str, str] | None,
         *,
         watch: bool,
+        call_id: str | None = None,
     ) -> tuple[str, _Waiter, dict[str, str]]:
-        call_id = f"{self._id_prefix}{next(self._call_count) & 0xFFFFFFFFFFFF:012x}"
+        if call_id is None:
+            call_id = self._new_call_id()
         props = {wire.PROP_ID: call_id, wire.PROP_DEADLINE: self._deadline_text(timeout)}
         if properties:
             props.update(properties)
@@ -301,6 +310,9 @@ class ToolServiceClient:
             waiter = _Waiter(loop)
         listener.waiters[call_id] = waiter
         return call_id, waiter, props
+
+    def _new_call_id(self) -> str:
+        return f"{self._id_prefix}{next(self._call_count) & 0xFFFFFFFFFFFF:012x}"
 
     def _deadline_text(self, timeout: float) -> str:
         """The deadline property: Unix seconds to the millisecond.
@@ -415,6 +427,11 @@ class ToolServiceClient:
                 request_queue, response_queue, user, config, arguments, timeout, label, name,
                 properties, generation,
             )  # fmt: skip
+        if self.retry is not None:
+            return self._exchange_retrying(
+                request_queue, response_queue, user, config, arguments, timeout, label, properties,
+                generation,
+            )  # fmt: skip
         return self._exchange(
             request_queue, response_queue, user, config, arguments, timeout, label, properties,
             generation,
@@ -437,10 +454,56 @@ class ToolServiceClient:
         with tracing.hop("client", properties, _span, label, name, request_queue) as context:
             if context is not None:
                 properties = {**(properties or {}), **tracing.as_properties(context)}
+            return await self._exchange_retrying(
+                request_queue, response_queue, user, config, arguments, timeout, label, properties,
+                generation,
+            )  # fmt: skip
+
+    async def _exchange_retrying(
+        self,
+        request_queue: str,
+        response_queue: str,
+        user: str,
+        config: Mapping[str, Any] | None,
+        arguments: Mapping[str, Any] | None,
+        timeout: float | None,
+        label: str,
+        properties: Mapping[str, str] | None,
+        generation: str,
+    ) -> _Waiter:
+        """:meth:`_exchange`, sent again under the retry policy where that is safe.
+
+        Every try carries the same call id, so a service on a persistent queue
+        that did run the call answers again from memory instead of running it twice.
+        """
+        policy = self.retry
+        if policy is None or not policy.applies_to(request_queue):
             return await self._exchange(
                 request_queue, response_queue, user, config, arguments, timeout, label, properties,
                 generation,
             )  # fmt: skip
+        limit = self.default_timeout if timeout is None else timeout
+        loop = asyncio.get_running_loop()
+        end = loop.time() + limit
+        call_id = self._new_call_id()
+        metrics = self._metrics or default_metrics()
+
+        def retried(error: BaseException) -> None:
+            log.info("call %s of %s failed (%s); sending it again", call_id, label, error)
+            metrics.call_retried(label, error_type_of(error))
+
+        waiter: _Waiter | None = None
+        async for attempt in policy.retrying(limit, retried):
+            with attempt:
+                left = end - loop.time()
+                if left <= 0:
+                    raise ToolTimeout(label, limit)
+                waiter = await self._exchange(
+                    request_queue, response_queue, user, config, arguments, left, label,
+                    properties, generation, call_id,
+                )  # fmt: skip
+        assert waiter is not None
+        return waiter
 
     async def _exchange(
         self,
@@ -453,6 +516,7 @@ class ToolServiceClient:
         label: str,
         properties: Mapping[str, str] | None,
         generation: str,
+        call_id: str | None = None,
     ) -> _Waiter:
         """Send one request and wait for its whole answer; the waiter holds it.
 
@@ -461,7 +525,9 @@ class ToolServiceClient:
         limit = self.default_timeout if timeout is None else timeout
         listener = self._listeners.get(response_queue) or await self._listener(response_queue)
         body = wire.encode_request(user, config, arguments, generation)
-        call_id, waiter, props = self._register(listener, limit, properties, watch=True)
+        call_id, waiter, props = self._register(
+            listener, limit, properties, watch=True, call_id=call_id
+        )
         if user and generation == wire.GENERATION_2_4:
             props[wire.PROP_USER] = user
         if self.signer is not None:

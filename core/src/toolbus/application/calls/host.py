@@ -39,6 +39,7 @@ from anyio.abc import TaskStatus
 from toolbus.application.calls.metrics import ToolbusMetrics, default_metrics
 from toolbus.application.calls.service import JOIN_STREAM_PARAM, ToolResult, ToolService
 from toolbus.application.calls.supervision import supervised
+from toolbus.application.calls.throttled_log import ThrottledLog
 from toolbus.application.identity.caller import serving as _serving
 from toolbus.application.identity.verifying import CallVerifier
 from toolbus.application.tracing import propagation as tracing
@@ -49,6 +50,7 @@ from toolbus.domain.errors import (
     DeadlineExceeded,
     ToolCallError,
     Unauthorized,
+    Unavailable,
     WireError,
 )
 from toolbus.domain.identity import PROP_CALL_TOKEN, Caller
@@ -65,6 +67,8 @@ DEFAULT_IDEMPOTENCY_CALLS = 10_000
 DEFAULT_IDEMPOTENCY_BYTES = 64 * 1024 * 1024
 #: Distinct users whose unverified Caller a host keeps, to make none per call.
 _UNVERIFIED_CALLERS = 1024
+#: Seconds a shutting-down host spends telling a cut-off call's caller so.
+CUT_OFF_TIMEOUT = 2.0
 
 
 class ServiceHost:
@@ -109,7 +113,7 @@ class ServiceHost:
             "messaging.destination.name": service.request_queue,
         }
         self._describe_span = lambda: (span_name, span_attributes)
-        persistent = parse_queue(service.request_queue).persistent
+        persistent = self._persistent = parse_queue(service.request_queue).persistent
         self._answers = (
             _AnswerMemory(idempotency_calls, idempotency_bytes)
             if persistent and idempotency_calls > 0
@@ -133,13 +137,23 @@ class ServiceHost:
         self._idle: set[asyncio.Task[None]] = set()
         self._busy = 0
         self._stopping = False
+        self._subscribed = False
         self._stopped: asyncio.Event | None = None
         #: Requests handled so far (answered or dropped), for tests and metrics.
         self.handled = 0
+        #: Warnings about bad requests: a burst of them must not flood the log.
+        self._warnings = ThrottledLog(log)
 
     @property
     def in_flight(self) -> int:
         return self._busy
+
+    @property
+    def state(self) -> str:
+        """``ok`` while subscribed and taking requests; else ``starting`` or ``stopping``."""
+        if self._stopping:
+            return "stopping"
+        return "ok" if self._subscribed else "starting"
 
     def stop(self) -> None:
         """Stop taking requests; ``serve`` returns once calls in flight have drained."""
@@ -155,6 +169,7 @@ class ServiceHost:
         self._stopped = asyncio.Event()
         self._stopping = False
         subscription = await self.bus.subscribe(self.service.request_queue, group=self.group)
+        self._subscribed = True
         requests = aiter(subscription)
         loop = asyncio.get_running_loop()
         # Workers are tasks outside any cancel scope of ours: cancelling ``serve``
@@ -169,6 +184,8 @@ class ServiceHost:
                 self.stop()
                 await self._drain(workers)
                 await subscription.close()
+            self._subscribed = False
+            self._warnings.flush()
             log.info("stopped %r", self.service.id)
 
     async def _worker(self, requests: AsyncIterator[Delivery]) -> None:
@@ -212,7 +229,8 @@ class ServiceHost:
         properties = delivery.properties
         call_id = properties.get(wire.PROP_ID)
         if not call_id:
-            log.warning(
+            self._warnings.warning(
+                "no-id",
                 "%r: dropped a request with no 'id' property: nobody could match the answer",
                 self.service.id,
             )
@@ -240,10 +258,14 @@ class ServiceHost:
                 error_type = wire.GENERIC_ERROR
                 await reply.error(wire.GENERIC_ERROR, reply.log_failure(exc, self.expose_errors))
             self._call_metrics.record(time.perf_counter() - started, error_type)
-            if answers is not None:
+            # "unavailable" says "not now": a client sending the call again under
+            # the same id should get another try, not this answer again.
+            if answers is not None and error_type != Unavailable.error_type:
                 answers.remember(key, reply.sent)
             await delivery.ack()
         except anyio.get_cancelled_exc_class():
+            if not self._persistent and not reply.answered:
+                await self._answer_cut_off(reply)
             raise
         except Exception:
             # The answer could not be published (broker gone?). Leave the message
@@ -256,6 +278,22 @@ class ServiceHost:
         finally:
             if answers is not None:
                 answers.finished(key)
+
+    async def _answer_cut_off(self, reply: _Reply) -> None:
+        """Tell the caller of a call cut off (by the drain timeout) that it will get no answer.
+
+        A persistent queue hands the request to another replica instead; on a
+        non-persistent one it is lost, and its caller would wait its whole timeout.
+        """
+        message = (
+            f"{self.service.id!r} shut down before the call finished (calls in flight get "
+            f"{self.drain_timeout:g} s); call again, another replica may take it"
+        )
+        try:
+            # The task is being cancelled: a plain wait, bounded, outside anyio's scopes.
+            await asyncio.wait_for(reply.error(Unavailable.error_type, message), CUT_OFF_TIMEOUT)
+        except Exception as exc:
+            log.debug("%r: could not tell call %s: %s", self.service.id, reply.call_id, exc)
 
     async def _answer(self, reply: _Reply, delivery: Delivery) -> None:
         body = delivery.body
@@ -404,7 +442,8 @@ class ServiceHost:
         offered = self.service.env_params
         for argument, variable in names.items():
             if variable not in offered:
-                log.warning(
+                self._warnings.warning(
+                    "undeclared-env",
                     "%r: a request asked for environment variable %s for argument %r, which "
                     "the service does not offer (env_params); argument skipped",
                     self.service.id,
@@ -414,7 +453,8 @@ class ServiceHost:
                 continue
             value = self.environ.get(str(variable))
             if value is None:
-                log.warning(
+                self._warnings.warning(
+                    f"unset-env {variable}",
                     "%r: environment variable %s for argument %r is not set; argument skipped",
                     self.service.id,
                     variable,
@@ -430,10 +470,12 @@ class ServiceHost:
 class _Reply:
     """Publishes one call's answer: redacts secrets, remembers what it sent."""
 
-    __slots__ = ("after_execution", "call_id", "host", "record", "secrets", "sent")
+    __slots__ = ("after_execution", "answered", "call_id", "host", "record", "secrets", "sent")
 
     def __init__(self, host: ServiceHost, call_id: str, record: bool) -> None:
         self.host = host
+        #: The last message of the answer (an error, or the end of the stream) is out.
+        self.answered = False
         self.call_id = call_id
         self.record = record
         self.sent: list[tuple[bytes, dict[str, str]]] = []
@@ -456,10 +498,12 @@ class _Reply:
         if after_execution is not None and end_of_stream:
             properties[wire.PROP_AFTER_EXECUTION] = after_execution
         await self._publish(wire.encode_response(text, end_of_stream=end_of_stream), properties)
+        self.answered = end_of_stream
 
     async def error(self, error_type: str, message: str) -> None:
         body = wire.encode_error(error_type, self.redact(message))
         await self._publish(body, {wire.PROP_ID: self.call_id})
+        self.answered = True
 
     def _publish(self, body: bytes, properties: dict[str, str]) -> Awaitable[None]:
         # Recorded first: if publishing fails the call is handed back, records and all.

@@ -11,11 +11,14 @@ inventing group names cannot grow the metrics without bound.
 
 from __future__ import annotations
 
+import json
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
+from toolbus.application.calls.health import Readiness
 from toolbus.application.calls.service_metrics import ServiceCallCollector, ServiceCallRecorder
 from toolbus.domain.config.registry import UNDEFINED_STATE, WILDCARD
 from toolbus.domain.errors import ToolbusError
@@ -130,6 +133,7 @@ class ToolbusMetrics:
             self.access_denied = self.invalid_transitions = self.escalations = _NOOP
             self.tool_calls = self.tool_call_duration = self.tool_call_errors = _NOOP
             self.loop_requests = self.loop_iterations = self.model_tokens = _NOOP
+            self.call_retries = _NOOP
 
     @classmethod
     def disabled(cls) -> ToolbusMetrics:
@@ -234,6 +238,11 @@ class ToolbusMetrics:
             "Tokens the agent loop's model used, by model and kind (input, output)",
             ["model", "kind"],
         )
+        self.call_retries = counter(
+            "toolbus_call_retries_total",
+            "Calls sent again under a retry policy, by service and the error that caused it",
+            ["service", "error_type"],
+        )
         # Recorded on every request a service answers: plain counters behind a
         # collector rather than prometheus metric objects (see service_metrics).
         self._service_calls = ServiceCallCollector(_CALL_SECONDS_BUCKETS, self._error_type)
@@ -324,6 +333,10 @@ class ToolbusMetrics:
                 tool=tool, service=service, error_type=self._error_type(error_type)
             ).inc()
 
+    def call_retried(self, service: str, error_type: str) -> None:
+        """A client sends a call again after ``error_type`` (a wire type, or ``connection``)."""
+        self.call_retries.labels(service=service, error_type=self._error_type(error_type)).inc()
+
     def service_call(self, service: str, seconds: float, error_type: str | None = None) -> None:
         """A service host answered one request; ``error_type`` is the wire error type, if any.
 
@@ -397,26 +410,73 @@ class MetricsServer:
 
 
 def start_metrics_server(
-    port: int, addr: str = "127.0.0.1", *, registry: Any | None = None
+    port: int,
+    addr: str = "127.0.0.1",
+    *,
+    registry: Any | None = None,
+    readiness: Callable[[], Readiness] | None = None,
 ) -> MetricsServer:
-    """Serve ``/metrics`` on ``addr:port`` from a daemon thread; ``port`` 0 picks a free one.
+    """Serve ``/metrics``, ``/healthz`` and ``/readyz`` on ``addr:port`` from a daemon thread.
 
-    ``registry`` defaults to prometheus-client's default registry, where
-    :func:`default_metrics` records. The address defaults to loopback; pass
-    ``"0.0.0.0"`` for a scraper on another machine. Raises
-    :class:`MetricsUnavailable` without prometheus-client.
+    ``port`` 0 picks a free one. ``registry`` defaults to prometheus-client's
+    default registry, where :func:`default_metrics` records. ``/healthz``
+    answers 200 while the process answers at all; ``/readyz`` answers 200 or
+    503 with ``readiness()`` as JSON (always ready without it); any other path
+    is a 404. The address defaults to loopback; pass ``"0.0.0.0"`` for a
+    scraper on another machine. Raises :class:`MetricsUnavailable` without
+    prometheus-client.
     """
     try:
-        from prometheus_client import REGISTRY, start_http_server
+        from prometheus_client import REGISTRY, make_wsgi_app
+        from prometheus_client.exposition import ThreadingWSGIServer
     except ImportError:
         raise MetricsUnavailable("serving /metrics") from None
+    metrics = make_wsgi_app(REGISTRY if registry is None else registry)
+    app = _routes(metrics, readiness or (lambda: Readiness(True)))
     try:
-        server, thread = start_http_server(
-            port, addr=addr, registry=REGISTRY if registry is None else registry
-        )
+        server = make_server(addr, port, app, ThreadingWSGIServer, handler_class=_QuietHandler)
     except OSError as exc:
         raise ToolbusError(
             f"cannot serve /metrics on {addr}:{port}: {exc.strerror or exc}; "
             "pick another port (toolbus serve --metrics-port N)"
         ) from exc
+    thread = threading.Thread(target=server.serve_forever, name="toolbus-metrics", daemon=True)
+    thread.start()
     return MetricsServer(addr, int(server.server_port), server, thread)
+
+
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+def _routes(metrics: WSGIApp, readiness: Callable[[], Readiness]) -> WSGIApp:
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "")
+        if path == "/metrics":
+            return metrics(environ, start_response)
+        if path == "/healthz":
+            return _json(start_response, 200, {"status": "ok"})
+        if path == "/readyz":
+            state = readiness()
+            body = {"ready": state.ready, "checks": state.checks}
+            return _json(start_response, 200 if state.ready else 503, body)
+        message = f"no such path {path!r}; this server answers /metrics, /healthz and /readyz"
+        return _json(start_response, 404, {"error": message})
+
+    return app
+
+
+_STATUS = {200: "200 OK", 404: "404 Not Found", 503: "503 Service Unavailable"}
+
+
+def _json(start_response: Callable[..., Any], code: int, body: object) -> list[bytes]:
+    data = json.dumps(body).encode()
+    headers = [("Content-Type", "application/json"), ("Content-Length", str(len(data)))]
+    start_response(_STATUS[code], headers)
+    return [data]
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """No access log on stderr: a scraper every few seconds would drown the service's own."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass

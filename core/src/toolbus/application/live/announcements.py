@@ -39,7 +39,7 @@ from toolbus.domain.config.loading import load_registry
 from toolbus.domain.errors import BusClosed
 from toolbus.domain.live import announcements as messages
 from toolbus.domain.live.announcements import Announcement, Probe, Withdrawal
-from toolbus.ports import Bus, Subscription
+from toolbus.ports import Bus, Subscription, broker_known_gone
 
 log = logging.getLogger("toolbus.announcements")
 
@@ -176,6 +176,14 @@ class Announcer:
     async def withdraw(self) -> bool:
         """Publish the withdrawal now: agents drop this instance at once."""
         withdrawal = Withdrawal(self.service.id, self.announcement.instance)
+        if broker_known_gone(self.bus):
+            # Waiting out a publish timeout would only hold up the shutdown.
+            log.warning(
+                "%r: not withdrawn, the broker cannot be reached (agents drop it when its "
+                "TTL runs out)",
+                self.service.id,
+            )
+            return False
         try:
             with anyio.fail_after(WITHDRAW_TIMEOUT):
                 await self.bus.publish(self.announcements_queue, messages.encode(withdrawal))

@@ -2,7 +2,7 @@
 
 It is a tool service like any other, hosted by
 :class:`~toolbus.application.calls.host.ServiceHost` on well-known queues, and spoken
-to with TrustGraph's request/response envelope (DESIGN.md §5). The operation
+to with TrustGraph's request/response envelope (docs/wire-protocol.md). The operation
 is in the request's ``arguments``; the answer is a JSON observation:
 
 * ``put`` (``type``, ``key``, ``value``) and ``delete`` (``type``, ``key``)
@@ -46,9 +46,10 @@ from anyio.abc import TaskStatus
 
 from toolbus.application.calls.host import running
 from toolbus.application.calls.service import ToolService
+from toolbus.application.calls.supervision import plain_errors
 from toolbus.application.live.config_store import ConfigStore
 from toolbus.domain.config.descriptors import BUILTIN_TOOL_TYPES
-from toolbus.domain.errors import BadRequest, BusClosed, ConfigError, NotFound
+from toolbus.domain.errors import BadRequest, BusClosed, ConfigError, NotFound, Problem
 from toolbus.domain.live.items import (
     ConfigRejected,
     ConfigVersion,
@@ -106,11 +107,21 @@ class ConfigService(ToolService):
         try:
             validate_snapshot(current.snapshot, tool_types=self.tool_types)
         except ConfigError as exc:
-            # Served anyway, so that the problem can be fixed over the bus: only a
-            # change that leaves the snapshot valid will be accepted.
-            log.error(
-                "config store %s (version %d) is not valid: %s", store.path, current.version, exc
-            )
+            # Serving it would push an invalid configuration to every agent.
+            store.close()
+            where = f"config store '{store.path}' (version {current.version})"
+            raise ConfigError(
+                [
+                    *exc.problems,
+                    Problem(
+                        where,
+                        "",
+                        "is not valid and is not served; install the plugins whose tool "
+                        "types it uses, or fix the file (or move it aside and load a "
+                        "valid configuration with 'toolbus config load')",
+                    ),
+                ]
+            ) from None
 
     @classmethod
     def at(
@@ -359,16 +370,17 @@ async def serving_config(
     try:
         publisher = ConfigPublisher(bus, service, interval=interval)
         failure: Exception | None = None
-        async with running(bus, service, **host_options), anyio.create_task_group() as tasks:
-            await tasks.start(publisher.run)
-            try:
-                yield service
-            except Exception as exc:
-                # Re-raised outside the task group: the caller sees its own
-                # exception, not an ExceptionGroup wrapping it.
-                failure = exc
-            finally:
-                publisher.stop()
+        with plain_errors():
+            async with running(bus, service, **host_options), anyio.create_task_group() as tasks:
+                await tasks.start(publisher.run)
+                try:
+                    yield service
+                except Exception as exc:
+                    # Re-raised outside the task group: the caller sees its own
+                    # exception, not an ExceptionGroup wrapping it.
+                    failure = exc
+                finally:
+                    publisher.stop()
         if failure is not None:
             raise failure
     finally:

@@ -36,6 +36,8 @@ from typing import Any
 import anyio
 
 from toolbus.application.calls.client import ToolServiceClient
+from toolbus.application.calls.supervision import plain_errors
+from toolbus.application.calls.throttled_log import ThrottledLog
 from toolbus.application.calls.tools import Tools
 from toolbus.application.live.announcements import ANNOUNCEMENTS_QUEUE, PROBE_QUEUE
 from toolbus.application.live.config_client import ConfigClient
@@ -87,6 +89,10 @@ class LiveRegistry:
             does not answer, the agent starts on what it has and catches up with
             the service's next push (it repeats the current version periodically).
         probe: ask running services to announce themselves at once on start.
+        wait_for_config: start only once the config service answered (or
+            ``fetch_timeout`` passed). False starts at once and takes the
+            snapshot when it comes, for a caller that waits for something
+            specific (:meth:`wait_until`) from whichever source brings it.
 
     Raises :class:`ConfigError` when ``local`` is invalid.
     """
@@ -104,6 +110,7 @@ class LiveRegistry:
         default_ttl: float = DEFAULT_TTL,
         fetch_timeout: float = DEFAULT_FETCH_TIMEOUT,
         probe: bool = True,
+        wait_for_config: bool = True,
         changes_queue: str = CONFIG_CHANGES_QUEUE,
         announcements_queue: str = ANNOUNCEMENTS_QUEUE,
         probe_queue: str = PROBE_QUEUE,
@@ -116,6 +123,7 @@ class LiveRegistry:
         self.default_ttl = default_ttl
         self.fetch_timeout = fetch_timeout
         self.probe = probe
+        self.wait_for_config = wait_for_config
         self.changes_queue = changes_queue
         self.announcements_queue = announcements_queue
         self.probe_queue = probe_queue
@@ -131,6 +139,8 @@ class LiveRegistry:
         self._rejected: dict[str, str] = {}
         self._changed = anyio.Event()
         self._rescheduled = anyio.Event()
+        #: Warnings about bad messages: a burst of them must not flood the log.
+        self._warnings = ThrottledLog(log)
         self._stack: AsyncExitStack | None = None
         #: How many times the registry was replaced, for tests and metrics.
         self.swaps = 0
@@ -201,6 +211,11 @@ class LiveRegistry:
     # -- lifecycle -------------------------------------------------------------------
 
     async def __aenter__(self) -> LiveRegistry:
+        with plain_errors():
+            await self._start()
+        return self
+
+    async def _start(self) -> None:
         async with AsyncExitStack() as stack:
             tasks = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(tasks.cancel_scope.cancel)
@@ -213,10 +228,14 @@ class LiveRegistry:
                 tasks.start_soon(self._expire_when_due)
                 if self.probe:
                     await self._send_probe()
-            if self.follow_config:
+            if self.follow_config and self.wait_for_config:
                 await self._fetch(stack)
+            elif self.follow_config:
+                client = self._client
+                if client is None:
+                    client = await stack.enter_async_context(ToolServiceClient(self.bus))
+                tasks.start_soon(self._fetch_in_background, client)
             self._stack = stack.pop_all()
-        return self
 
     async def __aexit__(
         self,
@@ -228,7 +247,8 @@ class LiveRegistry:
         if stack is not None:
             # Not shielded as a whole: the task group's cancel scope must be exited
             # from where it was entered. Closing each subscription is shielded.
-            await stack.aclose()
+            with plain_errors():
+                await stack.aclose()
 
     async def _subscribe(self, stack: AsyncExitStack, queue: str) -> Subscription:
         subscription = await self.bus.subscribe(queue)
@@ -241,10 +261,17 @@ class LiveRegistry:
         except Exception as exc:  # announcements still arrive at their interval
             log.warning("could not ask services to announce themselves: %s", exc)
 
+    async def _fetch_in_background(self, client: ToolServiceClient) -> None:
+        with _guarded("fetching the configuration"):
+            await self._fetch_with(client)
+
     async def _fetch(self, stack: AsyncExitStack) -> None:
         client = self._client
         if client is None:
             client = await stack.enter_async_context(ToolServiceClient(self.bus))
+        await self._fetch_with(client)
+
+    async def _fetch_with(self, client: ToolServiceClient) -> None:
         try:
             version = await ConfigClient(client).snapshot(timeout=self.fetch_timeout)
         except ToolCallError as exc:  # a timeout included
@@ -300,7 +327,7 @@ class LiveRegistry:
             try:
                 version = decode_version(delivery.body, where=f"a message on {self.changes_queue}")
             except ConfigError as exc:
-                log.warning("ignored %s", exc)
+                self._warnings.warning("bad-config-message", "ignored %s", exc)
                 continue
             self.offer_config(version)
 
@@ -314,7 +341,9 @@ class LiveRegistry:
             try:
                 message = messages.decode(delivery.body, default_ttl=self.default_ttl)
             except ValueError as exc:
-                log.warning("ignored a message on %s: %s", self.announcements_queue, exc)
+                self._warnings.warning(
+                    "bad-announcement", "ignored a message on %s: %s", self.announcements_queue, exc
+                )
                 continue
             if not isinstance(message, Probe):
                 self.offer(message)

@@ -1,4 +1,4 @@
-"""Gateway-side authorization: may this user ask for these tool groups? (DESIGN.md §4)."""
+"""Gateway-side authorization: may this user ask for these tool groups? (docs/access-control.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Who may ask for which tool groups: the permissions model (DESIGN.md §4).
+"""Who may ask for which tool groups: the permissions model (docs/access-control.md).
 
 Permissions map each user to the tool groups they may request, with a
 *fallback* for users configuration does not name. They are configuration, in

@@ -13,7 +13,8 @@ def sanitize_toolname(name: str) -> str:
 
     Every run of characters outside ``[A-Za-z0-9_-]`` becomes one ``_``; a ``_``
     is put in front when the result does not start with a letter or ``_`` (the
-    empty string becomes ``"_"``); the result is cut to 64 characters. The
+    empty string becomes ``"_"``: DIAL's function returns ``""``, which no LLM
+    API accepts as a name); the result is cut to 64 characters. The
     function is idempotent: ``sanitize_toolname(sanitize_toolname(x)) ==
     sanitize_toolname(x)``.
     """

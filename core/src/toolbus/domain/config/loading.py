@@ -1,7 +1,7 @@
 """Validating a configuration snapshot and building the registry from it.
 
 A snapshot is ``{"tool-service": {id: descriptor}, "tool": {key: descriptor}}``
-(DESIGN.md §3), each descriptor a JSON object or a JSON string holding one, as
+(docs/configuration.md), each descriptor a JSON object or a JSON string holding one, as
 TrustGraph's config service stores them. :func:`load_registry` turns a snapshot
 into an immutable :class:`~toolbus.domain.config.registry.Registry` of
 :mod:`~toolbus.domain.config.descriptors` or raises one

@@ -1,6 +1,6 @@
 """The registry: one validated configuration snapshot, and which tools it offers when.
 
-Filtering follows DESIGN.md §4 (TrustGraph's code semantics). For requested
+Filtering follows TrustGraph's code semantics (docs/groups-and-states.md). For requested
 ``groups`` and a ``state``, a tool is available iff
 
 * ``"*"`` is among the requested groups, or the tool shares a group with them; and

@@ -1,6 +1,6 @@
 """Configuration items and versions: what the config service stores, changes and pushes.
 
-The config service keeps one snapshot (DESIGN.md §3) as *items*, each named
+The config service keeps one snapshot (docs/configuration.md) as *items*, each named
 ``TYPE/KEY`` like TrustGraph's ``tg-put-config-item tool/tell-joke``: ``TYPE``
 is the snapshot section (``tool``, ``tool-service``, ``permissions``, ...) and
 ``KEY`` the entry in it. A change is a list of puts and deletes applied to the
@@ -16,6 +16,7 @@ snapshot lets an agent that missed a push catch up from the next one.
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from typing import Any
 
 from toolbus.domain.access.permissions import SECTION as PERMISSIONS_SECTION
 from toolbus.domain.access.permissions import parse_permissions
-from toolbus.domain.config.descriptors import BUILTIN_TOOL_TYPES
+from toolbus.domain.config.descriptors import BUILTIN_TOOL_TYPES, SERVICES, TOOLS
 from toolbus.domain.config.loading import load_registry
 from toolbus.domain.config.parsing import parse_json
 from toolbus.domain.config.registry import Registry
@@ -176,6 +177,25 @@ def get_item(snapshot: Mapping[str, Any], name: ItemName) -> Any:
     raise ItemMissing(f"{name} is not in the configuration; {hint}")
 
 
+#: The section configured hooks read (``toolbus.domain.hooks``, which the live
+#: concern does not import: hooks sit beside it, not below).
+HOOKS_SECTION = "hooks"
+#: The sections a live snapshot may hold; anything else is a typo (``tools``)
+#: that would otherwise be stored, versioned and pushed, and do nothing.
+SNAPSHOT_SECTIONS = (SERVICES, TOOLS, PERMISSIONS_SECTION, HOOKS_SECTION)
+
+
+def unknown_section(name: str) -> Problem:
+    """The problem of a snapshot section no part of toolbus reads."""
+    close = difflib.get_close_matches(name, SNAPSHOT_SECTIONS, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return Problem(
+        f"snapshot section {name!r}",
+        "",
+        f"is not a section toolbus reads; {hint}the sections are {', '.join(SNAPSHOT_SECTIONS)}",
+    )
+
+
 def validate_snapshot(
     snapshot: Mapping[str, Any], *, tool_types: Iterable[str] = BUILTIN_TOOL_TYPES
 ) -> Registry:
@@ -184,7 +204,9 @@ def validate_snapshot(
     Returns the registry it makes; raises one :class:`ConfigError` listing every
     problem of every section.
     """
-    problems: list[Problem] = []
+    problems: list[Problem] = [
+        unknown_section(name) for name in snapshot if name not in SNAPSHOT_SECTIONS
+    ]
     registry: Registry | None = None
     try:
         registry = load_registry(snapshot, tool_types=tool_types)
