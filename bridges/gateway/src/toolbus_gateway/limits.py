@@ -8,10 +8,6 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
-class BodyTooLarge(Exception):
-    pass
-
-
 class BodySizeLimit:
     """ASGI middleware: refuse bodies larger than ``max_bytes`` with 413.
 
@@ -39,28 +35,36 @@ class BodySizeLimit:
                     await _refuse(send, 413, "body-too-large", self._message(declared))
                     return
         seen = 0
-        started = False
+        started = refused = False
 
         async def counted() -> Message:
-            nonlocal seen
+            nonlocal seen, refused
+            if refused:
+                return {"type": "http.disconnect"}
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
-                    raise BodyTooLarge
+                if seen > self.max_bytes and not started:
+                    # Answer now and tell the app the client left: frameworks turn an
+                    # exception raised while reading the body into a 400 of their own.
+                    refused = True
+                    await _refuse(send, 413, "body-too-large", self._message(None))
+                    return {"type": "http.disconnect"}
             return message
 
         async def tracked(message: Message) -> None:
             nonlocal started
+            if refused:
+                return
             if message["type"] == "http.response.start":
                 started = True
             await send(message)
 
         try:
             await self.app(scope, counted, tracked)
-        except BodyTooLarge:
-            if not started:
-                await _refuse(send, 413, "body-too-large", self._message(None))
+        except Exception:
+            if not refused:
+                raise
 
     def _message(self, declared: int | None) -> str:
         size = "" if declared is None else f" ({declared} bytes)"
