@@ -163,10 +163,12 @@ class RunningGateway:
     gateway: Gateway
     url: str
 
-    def client(self, user: str | None = None, **kwargs: Any) -> httpx.AsyncClient:
-        return httpx.AsyncClient(
-            base_url=self.url, headers=headers(user) if user else None, timeout=30, **kwargs
-        )
+    def client(self, user: str | None = None, *, token: str | None = None) -> httpx.AsyncClient:
+        """A client authenticated as ``user`` (with their API key) or with ``token``."""
+        sent = headers(user) if user else {}
+        if token is not None:
+            sent["Authorization"] = f"Bearer {token}"
+        return httpx.AsyncClient(base_url=self.url, headers=sent, timeout=30)
 
 
 @asynccontextmanager

@@ -216,7 +216,7 @@ async def _timed_call(
     outcome = await session.call(name, arguments, tool_call_id=tool_call_id)
     if outcome.tool is not None and outcome.status != "refused":
         gateway.stats.record(outcome.tool, time.perf_counter() - started, outcome.ok)
-        gateway.console.publish(Event("stats"))
+        gateway.changes.mark("stats")
     return outcome
 
 
@@ -402,7 +402,7 @@ async def open_session(request: Request, caller: CallerDep, body: OpenSession) -
         with anyio.CancelScope(shield=True):
             await session.close()
         raise
-    gateway.console.publish(Event("sessions"))
+    gateway.changes.mark("sessions")
     return _view(held, body.format, messages)
 
 
@@ -448,7 +448,7 @@ async def close_session(request: Request, caller: CallerDep, session_id: str) ->
     held = gateway.sessions.get(caller.user, session_id)
     async with held.lock:
         await gateway.sessions.close(held)
-    gateway.console.publish(Event("sessions"))
+    gateway.changes.mark("sessions")
     record = next((r for r in gateway.audit.records if r.request_id == held.id), None)
     return {"session_id": held.id, "audit": None if record is None else record.to_dict()}
 

@@ -51,18 +51,46 @@ class Readiness:
     checks: dict[str, str]
 
 
-class RecentAudit:
-    """The audit sink of the gateway: the log, the console's recent records, and its stream."""
+class ConsoleChanges:
+    """Tells the console which panels changed, at most once per panel per ``interval``.
 
-    def __init__(self, console: Topic, keep: int = RECENT_AUDIT) -> None:
+    Changes are marked as they happen and sent by :meth:`run`: a busy gateway
+    (a hundred calls a second) then costs each open console one event per
+    panel per interval, not one per call.
+    """
+
+    def __init__(self, topic: Topic, interval: float = 0.5) -> None:
+        self.topic = topic
+        self.interval = interval
+        self._dirty: dict[str, None] = {}
+        self._wake = anyio.Event()
+
+    def mark(self, panel: str) -> None:
+        self._dirty[panel] = None
+        self._wake.set()
+
+    async def run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake = anyio.Event()
+            changed, self._dirty = list(self._dirty), {}
+            for panel in changed:
+                self.topic.publish(Event(panel))
+            await anyio.sleep(self.interval)
+
+
+class RecentAudit:
+    """The audit sink of the gateway: the log, and the console's recent records."""
+
+    def __init__(self, changes: ConsoleChanges, keep: int = RECENT_AUDIT) -> None:
         self.records: deque[AuditRecord] = deque(maxlen=keep)
         self._log = LoggingAuditSink()
-        self._console = console
+        self._changes = changes
 
     def emit(self, record: AuditRecord) -> None:
         self._log.emit(record)
         self.records.appendleft(record)
-        self._console.publish(Event("audit"))
+        self._changes.mark("audit")
 
 
 class GatewayMetrics:
@@ -147,7 +175,8 @@ class Gateway:
         self.clock = clock
         self.metrics = GatewayMetrics(metrics_registry)
         self.console = Topic(buffer=64)
-        self.audit = RecentAudit(self.console)
+        self.changes = ConsoleChanges(self.console)
+        self.audit = RecentAudit(self.changes)
         self.stats = CallStats(clock)
         self.sessions = SessionStore(
             idle_timeout=self.settings.session_idle_timeout,
@@ -185,10 +214,11 @@ class Gateway:
             stack.callback(tasks.cancel_scope.cancel)
             stack.push_async_callback(self.sessions.close_all)
             stack.callback(self.console.close)
+            tasks.start_soon(self.changes.run)
             self.watch = ServiceWatch(
                 self.bus,
                 clock=self.clock,
-                on_change=lambda: self.console.publish(Event("services")),
+                on_change=lambda: self.changes.mark("services"),
             )
             heard = await self.watch.subscribe()
             stack.push_async_callback(heard.close)
@@ -200,7 +230,7 @@ class Gateway:
                     client=client,
                     tool_types=tool_types(plugins),
                 )
-                follower.on_change(lambda _: self.console.publish(Event("registry")))
+                follower.on_change(lambda _: self.changes.mark("registry"))
                 self.live_registry = await stack.enter_async_context(follower)
                 self.tools = follower.tools(client)
             else:
