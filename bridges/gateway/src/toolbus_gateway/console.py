@@ -125,17 +125,15 @@ def _services(gateway: Gateway) -> str:
         heard_ms = int((now - service.age) * 1000)
         replicas = ", ".join(escape(r) for r in service.replicas)
         rows.append(
-            f'<tr data-service="{escape(service.service)}"><td>{escape(service.service)}</td>'
+            f'<tr data-service="{escape(service.service)}">'
+            f'<td title="{escape(service.request_queue or "")}">{escape(service.service)}</td>'
             f'<td title="{replicas}">{len(service.replicas)}</td>'
             f'<td class="age" data-heard="{heard_ms}">{service.age:.0f} s ago</td>'
-            f"<td>{len(service.tools)}</td>"
-            f"<td>{escape(service.request_queue or '-')}</td></tr>"
+            f'<td title="{escape(", ".join(service.tools))}">{len(service.tools)}</td></tr>'
         )
     return (
         "<table><thead><tr><th>service</th><th>replicas</th><th>announced</th>"
-        "<th>tools</th><th>request queue</th></tr></thead><tbody>"
-        + "".join(rows)
-        + "</tbody></table>"
+        "<th>tools</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
     )
 
 

@@ -25,12 +25,13 @@ from toolbus.domain.config.registry import UNDEFINED_STATE, WILDCARD
 #: The pseudo-state of tools offered in every state.
 ANY_STATE = "*"
 
-_COLUMN = 230
+_COLUMN = 260
 _ROW = 86
 _NODE_W = 150
 _NODE_H = 40
 _MARGIN = 30
 _LABEL_CHARS = 22
+_LABEL_PLACES = (0.5, 0.3, 0.7)
 _TOOLTIP_NAMES = 40
 
 
@@ -89,8 +90,8 @@ def render_svg(workflow: Workflow) -> str:
         column = workflow.columns[state]
         position[state] = (_MARGIN + column * _COLUMN, _MARGIN + rows[column] * _ROW)
         rows[column] += 1
-    width = _MARGIN * 2 + (max(workflow.columns.values(), default=0)) * _COLUMN + _NODE_W
-    height = _MARGIN * 2 + max(rows.values(), default=1) * _ROW
+    width = _MARGIN * 2 + max(workflow.columns.values(), default=0) * _COLUMN + _NODE_W + 90
+    height = _MARGIN * 2 + max(rows.values(), default=1) * _ROW + 40
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="workflow" role="img" '
         f'aria-label="state workflow: {len(workflow.states)} states, '
@@ -100,8 +101,13 @@ def render_svg(workflow: Workflow) -> str:
         'markerWidth="7" markerHeight="7" orient="auto-start-reverse">'
         '<path d="M0,0 L10,5 L0,10 z" fill="#555"/></marker></defs>',
     ]
+    leaving: dict[str, int] = defaultdict(int)
     for edge in workflow.edges:
-        parts.append(_edge(edge, position))
+        # Labels of edges leaving one node sit at different points along them, so
+        # that edges crossing near their middles do not stack their labels.
+        nth = leaving[edge.source]
+        leaving[edge.source] += 1
+        parts.append(_edge(edge, position, _LABEL_PLACES[nth % len(_LABEL_PLACES)]))
     for state in workflow.states:
         parts.append(_node(state, position[state], workflow.staying.get(state, 0)))
     parts.append("</svg>")
@@ -118,8 +124,9 @@ def _sources(tool: ToolDescriptor) -> tuple[str, ...]:
 def _columns(states: list[str], edges: tuple[Edge, ...]) -> dict[str, int]:
     following: dict[str, list[str]] = defaultdict(list)
     for edge in edges:
-        if edge.source != ANY_STATE:
-            following[edge.source].append(edge.target)
+        # "Any state" includes the initial one, so its targets are a step from the start.
+        source = UNDEFINED_STATE if edge.source == ANY_STATE else edge.source
+        following[source].append(edge.target)
     columns = {UNDEFINED_STATE: 0}
     queue = deque([UNDEFINED_STATE])
     while queue:
@@ -160,35 +167,47 @@ def _node(state: str, at: tuple[int, int], staying: int) -> str:
     )
 
 
-def _edge(edge: Edge, position: dict[str, tuple[int, int]]) -> str:
+def _edge(edge: Edge, position: dict[str, tuple[int, int]], place: float) -> str:
     sx, sy = position[edge.source]
     tx, ty = position[edge.target]
     names = list(edge.tools[:_TOOLTIP_NAMES])
     if len(edge.tools) > _TOOLTIP_NAMES:
         names.append(f"and {len(edge.tools) - _TOOLTIP_NAMES} more")
     title = escape(f"{edge.source} → {edge.target}: " + ", ".join(names))
+    right, middle, bottom = sx + _NODE_W, sy + _NODE_H // 2, sy + _NODE_H
     if edge.source == edge.target:
-        x, y = sx + _NODE_W - 20, sy
-        path = f"M{x},{y} C{x + 40},{y - 45} {x + 70},{y + 5} {sx + _NODE_W},{y + 15}"
-        lx, ly = x + 30, y - 22
+        start = (right - 20, sy)
+        curve = ((right + 20, sy - 45), (right + 50, sy + 5), (right, sy + 15))
+    elif tx == sx:
+        # Within a column: out of the right side and back in, bulging to the right.
+        bulge = right + 40 + min(abs(ty - sy) // 4, 40)
+        start = (right, middle)
+        curve = ((bulge, middle), (bulge, ty + _NODE_H // 2), (tx + _NODE_W, ty + _NODE_H // 2))
+    elif tx < sx:
+        # Backwards: leave from the bottom and arc below both.
+        bend = max(bottom, ty + _NODE_H) + 45
+        start = (sx + _NODE_W // 2, bottom)
+        curve = ((start[0], bend), (tx + _NODE_W // 2, bend), (tx + _NODE_W // 2, ty + _NODE_H))
     else:
-        x1, y1 = sx + _NODE_W, sy + _NODE_H // 2
-        x2, y2 = tx, ty + _NODE_H // 2
-        if tx <= sx:
-            # Backwards (or within a column): leave from the bottom and arc below.
-            x1, y1 = sx + _NODE_W // 2, sy + _NODE_H
-            x2, y2 = tx + _NODE_W // 2, ty + _NODE_H
-            bend = max(y1, y2) + 45
-            path = f"M{x1},{y1} C{x1},{bend} {x2},{bend} {x2},{y2}"
-            lx, ly = (x1 + x2) // 2, bend - 8
-        else:
-            mid = (x1 + x2) // 2
-            path = f"M{x1},{y1} C{mid},{y1} {mid},{y2} {x2},{y2}"
-            lx, ly = mid, (y1 + y2) // 2 - 6
+        mid = (right + tx) // 2
+        start = (right, middle)
+        curve = ((mid, middle), (mid, ty + _NODE_H // 2), (tx, ty + _NODE_H // 2))
+    path = "M{},{} C{},{} {},{} {},{}".format(*start, *curve[0], *curve[1], *curve[2])
+    lx, ly = _point(place, start, *curve)
     return (
         f'<g class="edge" data-source="{escape(edge.source)}" data-target="{escape(edge.target)}">'
         f"<title>{title}</title>"
         f'<path d="{path}" fill="none" stroke="#555" marker-end="url(#arrow)"/>'
-        f'<text x="{lx}" y="{ly}" text-anchor="middle" class="edge-label">'
+        f'<text x="{lx:.0f}" y="{ly - 4:.0f}" text-anchor="middle" class="edge-label">'
         f"{escape(edge.label)}</text></g>"
+    )
+
+
+def _point(t: float, *points: tuple[int, int]) -> tuple[float, float]:
+    """The point at ``t`` on the cubic Bézier curve through ``points``."""
+    p0, p1, p2, p3 = points
+    a, b, c, d = (1 - t) ** 3, 3 * (1 - t) ** 2 * t, 3 * (1 - t) * t**2, t**3
+    return (
+        a * p0[0] + b * p1[0] + c * p2[0] + d * p3[0],
+        a * p0[1] + b * p1[1] + c * p2[1] + d * p3[1],
     )
