@@ -23,6 +23,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from toolbus import LiveRegistry, Registry, Tools, ToolServiceClient, connect
 from toolbus.application.agent.audit import AuditRecord, LoggingAuditSink
 from toolbus.application.calls.metrics import ToolbusMetrics
+from toolbus.application.live.registry import DEFAULT_FETCH_TIMEOUT
 from toolbus.domain.access.permissions import Permissions, load_permissions
 from toolbus.domain.errors import ConfigError, Problem
 from toolbus.plugins import load_tool_plugins
@@ -139,6 +140,8 @@ class Gateway:
         settings_file: the whole ``toolbus.toml`` (for ``[permissions]``).
         broker_options: adapter options.
         metrics_registry: where metrics go; default a registry of this gateway's own.
+        config_fetch_timeout: with ``live``, how long starting waits for the config
+            service before going on without it.
     """
 
     def __init__(
@@ -153,6 +156,7 @@ class Gateway:
         broker_options: Mapping[str, Any] | None = None,
         metrics_registry: CollectorRegistry | None = None,
         clock: Callable[[], float] = time.monotonic,
+        config_fetch_timeout: float = DEFAULT_FETCH_TIMEOUT,
     ) -> None:
         if config is None and not live:
             raise ConfigError(
@@ -172,6 +176,7 @@ class Gateway:
         self.live = live
         self._config = config
         self._broker_options = dict(broker_options or {})
+        self._fetch_timeout = config_fetch_timeout
         self.clock = clock
         self.metrics = GatewayMetrics(metrics_registry)
         self.console = Topic(buffer=64)
@@ -229,6 +234,7 @@ class Gateway:
                     local=None if self._local is None else self._local.snapshot,
                     client=client,
                     tool_types=tool_types(plugins),
+                    fetch_timeout=self._fetch_timeout,
                 )
                 follower.on_change(lambda _: self.changes.mark("registry"))
                 self.live_registry = await stack.enter_async_context(follower)
