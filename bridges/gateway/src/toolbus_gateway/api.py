@@ -26,7 +26,7 @@ from toolbus_gateway.auth import Caller
 from toolbus_gateway.events import Event
 from toolbus_gateway.gateway import Gateway
 from toolbus_gateway.http_auth import api_caller, gateway_of
-from toolbus_gateway.sessions import HeldSession
+from toolbus_gateway.sessions import HeldSession, SessionNotFound
 
 Format = Literal["openai", "anthropic", "mcp"]
 #: Seconds between SSE keep-alive comments.
@@ -431,8 +431,8 @@ async def call_in_session(
     gateway = gateway_of(request)
     held = gateway.sessions.get(caller.user, session_id)
     async with held.lock:
-        if held.session.closed:
-            gateway.sessions.get(caller.user, session_id)  # raises: closed meanwhile
+        if held.session.closed:  # it expired while this call waited for the lock
+            raise SessionNotFound(session_id)
         outcome = await _timed_call(
             gateway, held.session, body.name, body.arguments, body.tool_call_id
         )
