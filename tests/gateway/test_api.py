@@ -178,6 +178,18 @@ async def test_a_session_is_invisible_to_other_users(served: RunningGateway) -> 
         assert (await alice.get(f"/v1/sessions/{sid}")).status_code == 200
 
 
+async def test_a_request_id_names_one_open_session(served: RunningGateway) -> None:
+    async with served.client("alice") as alice, served.client("bob") as bob:
+        first = await alice.post("/v1/sessions", json={"request_id": "req-1"})
+        again = await alice.post("/v1/sessions", json={"request_id": "req-1"})
+        other = await bob.post("/v1/sessions", json={"request_id": "req-1"})
+    assert first.status_code == 201 and other.status_code == 201
+    assert again.status_code == 409 and again.json()["error"] == "session-exists"
+    assert first.json()["session_id"] != other.json()["session_id"]
+    assert served.gateway.sessions.count("alice") == 1
+    assert len(served.gateway.audit.records) == 0  # the refused one never started
+
+
 async def test_the_session_limit_answers_429_with_retry_after(served: RunningGateway) -> None:
     async with served.client("alice") as alice, served.client("bob") as bob:
         opened = [

@@ -26,7 +26,7 @@ from toolbus_gateway.auth import Caller
 from toolbus_gateway.events import Event
 from toolbus_gateway.gateway import Gateway
 from toolbus_gateway.http_auth import api_caller, gateway_of
-from toolbus_gateway.sessions import HeldSession, SessionNotFound
+from toolbus_gateway.sessions import HeldSession, SessionExists, SessionNotFound
 
 Format = Literal["openai", "anthropic", "mcp"]
 #: Seconds between SSE keep-alive comments.
@@ -393,7 +393,10 @@ async def open_session(request: Request, caller: CallerDep, body: OpenSession) -
     gateway.sessions.check_room(caller.user)
     extra: dict[str, Any] = {}
     if body.request_id is not None:
+        # Scoped by user: one user's ids never collide with, or reveal, another's.
         extra["request_id"] = f"{caller.user}:{body.request_id}"
+        if extra["request_id"] in gateway.sessions:
+            raise SessionExists(extra["request_id"])
     session = _session(gateway, caller, body.groups, body.state, **extra)
     try:
         messages = await session.start(body.messages)

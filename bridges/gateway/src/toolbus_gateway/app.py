@@ -18,7 +18,7 @@ from toolbus_gateway.auth import AuthFailure
 from toolbus_gateway.gateway import Gateway
 from toolbus_gateway.http_auth import ConsoleForbidden, gateway_of
 from toolbus_gateway.limits import BodySizeLimit
-from toolbus_gateway.sessions import SessionLimit, SessionNotFound
+from toolbus_gateway.sessions import SessionExists, SessionLimit, SessionNotFound
 
 #: Seconds a client is asked to wait when too many event streams are open.
 STREAMS_RETRY_AFTER = 5
@@ -94,6 +94,10 @@ def _add_error_answers(app: FastAPI) -> None:
         response = _error(429, "too-many-streams", str(exc))
         response.headers["Retry-After"] = str(STREAMS_RETRY_AFTER)
         return response
+
+    @app.exception_handler(SessionExists)
+    async def session_exists(request: Request, exc: SessionExists) -> JSONResponse:
+        return _error(409, "session-exists", str(exc))
 
     @app.exception_handler(SessionNotFound)
     async def no_session(request: Request, exc: SessionNotFound) -> JSONResponse:

@@ -44,6 +44,16 @@ class SessionNotFound(LookupError):
         )
 
 
+class SessionExists(Exception):
+    """A session with this request id is open already (HTTP 409)."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(
+            f"a session with request id {session_id!r} is open already; "
+            "use it, close it, or choose another request_id"
+        )
+
+
 @dataclass(eq=False)
 class HeldSession:
     """One open session and what the gateway keeps beside it."""
@@ -80,6 +90,9 @@ class SessionStore:
     def __len__(self) -> int:
         return len(self._held)
 
+    def __contains__(self, session_id: object) -> bool:
+        return session_id in self._held
+
     def count(self, user: str) -> int:
         return sum(1 for held in self._held.values() if held.user == user)
 
@@ -94,6 +107,8 @@ class SessionStore:
 
     def add(self, session: AgentSession) -> HeldSession:
         self.check_room(session.user)
+        if session.request_id in self._held:
+            raise SessionExists(session.request_id)
         held = HeldSession(session, self._clock())
         self._held[held.id] = held
         return held
