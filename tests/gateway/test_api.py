@@ -338,6 +338,8 @@ async def test_the_openapi_document_describes_the_api(served: RunningGateway) ->
     ):  # fmt: skip
         assert path in paths, path
     assert "/console" not in paths
+    assert document["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+    assert {"bearer": []} in paths["/v1/tools"]["get"]["security"]
 
 
 async def test_health_readiness_and_metrics(served: RunningGateway) -> None:

@@ -42,6 +42,10 @@ def create_app(gateway: Gateway) -> FastAPI:
             "the user the credential names."
         ),
         lifespan=lifespan,
+        # The browsable pages load their scripts from a CDN; /openapi.json is enough,
+        # and any OpenAPI viewer opens it.
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.gateway = gateway
     app.include_router(api.router)

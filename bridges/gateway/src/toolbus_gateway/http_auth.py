@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from fastapi import Request
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from toolbus.application.identity.credentials import Secret, bearer_token
 from toolbus_gateway.auth import AuthFailure, Caller
@@ -30,7 +33,15 @@ def authenticate(request: Request, token: Secret | None) -> Caller:
         raise
 
 
-async def api_caller(request: Request) -> Caller:
+#: Declares the scheme in the OpenAPI document; the header is read by bearer_token.
+BEARER = HTTPBearer(
+    auto_error=False, scheme_name="bearer", description="An API key or a JWT, as a bearer token."
+)
+
+
+async def api_caller(
+    request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)]
+) -> Caller:
     """The caller of an API request: ``Authorization: Bearer`` only (no cookies: no CSRF)."""
     return authenticate(request, bearer_token(request.headers.get("authorization")))
 
