@@ -35,6 +35,18 @@ def test_the_command_is_registered_with_its_options(tmp_path: Path) -> None:
 KEYS_TOML = '[[credentials.api-keys]]\nuser = "alice"\nenv = "ALICE_KEY"\n'
 
 
+def test_a_broker_that_is_down_or_a_missing_configuration_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "toolbus.toml").write_text(KEYS_TOML)
+    (tmp_path / "tools.json").write_text('{"tool-service": {}, "tool": {}}')
+    key = {"ALICE_KEY": "k" * 20}
+    down = gateway(tmp_path, "--broker", "nats://127.0.0.1:1", "--config", "tools.json", **key)
+    missing = gateway(tmp_path, "--config", "missing.json", **key)
+    assert down.returncode == 1 and "error: cannot connect to NATS" in down.stderr
+    assert missing.returncode == 2 and "missing.json" in missing.stderr
+    for result in (down, missing):
+        assert "Traceback" not in result.stderr
+
+
 @pytest.mark.parametrize(
     ("toml", "args", "env", "message"),
     [

@@ -24,11 +24,18 @@ from toolbus_gateway.sessions import SessionExists, SessionLimit, SessionNotFoun
 STREAMS_RETRY_AFTER = 5
 
 
-def create_app(gateway: Gateway) -> FastAPI:
-    """The ASGI app serving ``gateway``; running it (uvicorn) starts and stops the gateway."""
+def create_app(gateway: Gateway, *, run_gateway: bool = True) -> FastAPI:
+    """The ASGI app serving ``gateway``; running it (uvicorn) starts and stops the gateway.
+
+    With ``run_gateway=False`` the caller has entered ``gateway`` already (so that,
+    say, a broker that is down is reported before the server starts).
+    """
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if not run_gateway:
+            yield
+            return
         async with gateway:
             yield
 

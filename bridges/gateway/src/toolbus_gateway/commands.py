@@ -94,15 +94,6 @@ def gateway(
     except ValueError as exc:
         fail(str(exc))
 
-    server = uvicorn.Server(
-        uvicorn.Config(
-            create_app(served),
-            host=host,
-            port=port,
-            log_level="info" if verbose else "warning",
-            lifespan="on",
-        )
-    )
     typer.echo(
         f"toolbus gateway on http://{listen or gateway_settings.listen} "
         f"(broker {redact_url(settings.broker)}); console at /console",
@@ -110,10 +101,21 @@ def gateway(
     )
 
     async def main() -> None:
-        await server.serve()
-        if not server.started:
-            # The lifespan failed (no broker, bad configuration): uvicorn has logged why.
-            raise typer.Exit(1)
+        # Connect before serving: a broker that is down, or a bad configuration,
+        # is one line on stderr rather than an ASGI start-up traceback.
+        async with served:
+            server = uvicorn.Server(
+                uvicorn.Config(
+                    create_app(served, run_gateway=False),
+                    host=host,
+                    port=port,
+                    log_level="info" if verbose else "warning",
+                    lifespan="on",
+                )
+            )
+            await server.serve()
+            if not server.started:
+                raise typer.Exit(1)  # uvicorn has said why (the port is taken, say)
 
     run(main)
 
