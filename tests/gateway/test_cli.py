@@ -28,7 +28,7 @@ def gateway(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProce
 def test_the_command_is_registered_with_its_options(tmp_path: Path) -> None:
     result = gateway(tmp_path, "--help")
     assert result.returncode == 0
-    for option in ("--broker", "--config", "--live", "--listen"):
+    for option in ("--broker", "--config", "--live", "--listen", "--sign-key"):
         assert option in result.stdout
 
 
@@ -60,6 +60,12 @@ def test_a_broker_that_is_down_or_a_missing_configuration_is_one_line(tmp_path: 
             "HOST:PORT",
         ),
         ("[gateway]\nmax-sessions = 3\n" + KEYS_TOML, [], {}, "max-sessions"),
+        (
+            KEYS_TOML,
+            ["--config", "x.json", "--sign-key", "env:GATEWAY_KEY"],
+            {"ALICE_KEY": "k" * 20},
+            "environment variable GATEWAY_KEY is not set",
+        ),
     ],
 )
 def test_a_bad_setup_stops_with_a_message_that_names_it(

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse
 
 from toolbus import AgentSession, CallOutcome
+from toolbus.application.identity.caller import granting
 from toolbus.domain.config.descriptors import ToolDescriptor
 from toolbus.domain.config.registry import normalize_state
 from toolbus.domain.config.schemas import export_tools
@@ -350,13 +351,17 @@ async def stream_tool(
         started = time.perf_counter()
         ok = False
         try:
-            async for chunk in tools.stream(
-                tool.name,
-                body.arguments,
-                user=caller.user,
-                timeout=gateway.settings.call_timeout,
-            ):
-                yield {"event": "chunk", "data": chunk}
+            stream = tools.stream(
+                tool.name, body.arguments, user=caller.user, timeout=gateway.settings.call_timeout
+            )
+            # The request, and the call token vouching for the granted groups, go out
+            # with the first step; no yield inside the block, so the context stays ours.
+            with granting(session.groups):
+                first = await anext(stream, None)
+            if first is not None:
+                yield {"event": "chunk", "data": first}
+                async for chunk in stream:
+                    yield {"event": "chunk", "data": chunk}
             ok = True
             yield {"event": "end", "data": ""}
         except ToolCallError as exc:

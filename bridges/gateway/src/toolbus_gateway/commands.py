@@ -42,6 +42,13 @@ def gateway(
         str | None,
         typer.Option(help="HOST:PORT to serve on; default listen in [gateway], 127.0.0.1:8080."),
     ] = None,
+    sign_key: Annotated[
+        str | None,
+        typer.Option(
+            help="Sign every call with this key (a JWK or PEM file, or env:NAME) for services "
+            "that verify callers; default sign-key in [gateway]. Needs toolbus[signing].",
+        ),
+    ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO.")] = False,
 ) -> None:
     """Serve tools and agent sessions over HTTP to authenticated users, with a live console.
@@ -53,6 +60,7 @@ def gateway(
     import uvicorn
 
     from toolbus.application.identity.credentials import load_credentials
+    from toolbus.application.identity.signing import CallSigner
     from toolbus.cli.common import fail, redact_url, run, setup_logging
     from toolbus.domain.errors import ConfigError
     from toolbus.settings import load_settings
@@ -75,6 +83,8 @@ def gateway(
             else JwtVerifier.from_settings(gateway_settings.jwt, base_dir=base)
         )
         authenticator = Authenticator(credentials, verifier)
+        source = sign_key or gateway_settings.sign_key
+        signer = None if source is None else CallSigner.load(source, issuer="toolbus-gateway")
         if settings.config is None and not live:
             fail(
                 "no tool configuration: pass --config PATH (or set TOOLBUS_CONFIG, or config "
@@ -88,10 +98,11 @@ def gateway(
             settings=gateway_settings,
             settings_file=settings.file,
             broker_options=settings.broker_options,
+            signer=signer,
         )
     except ConfigError as exc:
         fail(str(exc))
-    except ValueError as exc:
+    except ValueError as exc:  # SigningKeyError included
         fail(str(exc))
 
     typer.echo(

@@ -23,6 +23,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from toolbus import LiveRegistry, Registry, Tools, ToolServiceClient, connect
 from toolbus.application.agent.audit import AuditRecord, LoggingAuditSink
 from toolbus.application.calls.metrics import ToolbusMetrics
+from toolbus.application.identity.signing import CallSigner
 from toolbus.application.live.registry import DEFAULT_FETCH_TIMEOUT
 from toolbus.domain.access.permissions import Permissions, load_permissions
 from toolbus.domain.errors import ConfigError, Problem
@@ -142,6 +143,8 @@ class Gateway:
         metrics_registry: where metrics go; default a registry of this gateway's own.
         config_fetch_timeout: with ``live``, how long starting waits for the config
             service before going on without it.
+        signer: signs every call with the authenticated user and the groups granted
+            to the request, for services that verify callers (docs/security.md).
     """
 
     def __init__(
@@ -157,6 +160,7 @@ class Gateway:
         metrics_registry: CollectorRegistry | None = None,
         clock: Callable[[], float] = time.monotonic,
         config_fetch_timeout: float = DEFAULT_FETCH_TIMEOUT,
+        signer: CallSigner | None = None,
     ) -> None:
         if config is None and not live:
             raise ConfigError(
@@ -177,6 +181,7 @@ class Gateway:
         self._config = config
         self._broker_options = dict(broker_options or {})
         self._fetch_timeout = config_fetch_timeout
+        self.signer = signer
         self.clock = clock
         self.metrics = GatewayMetrics(metrics_registry)
         self.console = Topic(buffer=64)
@@ -214,7 +219,9 @@ class Gateway:
                 stack.push_async_callback(self.bus.close)
             else:
                 self.bus = self.broker
-            client = await stack.enter_async_context(ToolServiceClient(self.bus))
+            client = await stack.enter_async_context(
+                ToolServiceClient(self.bus, signer=self.signer)
+            )
             tasks = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(tasks.cancel_scope.cancel)
             stack.push_async_callback(self.sessions.close_all)

@@ -10,6 +10,8 @@
     max-event-streams = 10000       # open SSE streams in all; beyond this, 429
     call-timeout = 30               # seconds per tool call
     console-users = ["ops"]         # who may open the console (default: users allowed "*")
+    sign-key = "env:GATEWAY_KEY"    # sign each call for services that verify callers
+                                    # (a key source: a JWK or PEM file, or env:NAME)
 
     [gateway.jwt]                   # optional: accept JWTs besides API keys
     secret-env = "TOOLBUS_JWT_SECRET"   # HS256 shared secret, or secret-file = "..."
@@ -62,6 +64,7 @@ class GatewaySettings(_Table):
     max_event_streams: int = Field(10_000, alias="max-event-streams", ge=1)
     call_timeout: float = Field(30.0, alias="call-timeout", gt=0)
     console_users: tuple[str, ...] | None = Field(None, alias="console-users")
+    sign_key: str | None = Field(None, alias="sign-key", min_length=1)
     jwt: JwtSettings | None = None
 
 
