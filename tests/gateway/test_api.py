@@ -110,6 +110,10 @@ async def test_tool_errors_unknown_tools_and_states_get_their_statuses(
     assert unknown.status_code == 404 and hidden.status_code == 404
     assert unknown.json()["refusal"] == "unknown"
     assert wrong_state.status_code == 409 and wrong_state.json()["refusal"] == "state"
+    async with served.client("alice") as http:
+        # The service refuses arguments it cannot use: the caller's to fix, so 422.
+        missing = await http.post("/v1/tools/find/call", json={"arguments": {"item": "hat"}})
+    assert missing.status_code == 422 and missing.json()["error_type"] == "bad-request"
 
 
 # ------------------------------------------------------------------ sessions

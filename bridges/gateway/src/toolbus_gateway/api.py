@@ -201,8 +201,8 @@ def _call_status(outcome: CallOutcome) -> int:
     if outcome.ok:
         return 200
     if outcome.status == "error":
-        # The tool (or its arguments) failed: the gateway itself is fine.
-        return 422 if outcome.error_type == "bad-arguments" else 502
+        # Unusable arguments are the caller's to fix; any other error is the tool's.
+        return 422 if outcome.error_type == "bad-request" else 502
     if outcome.refusal in ("unknown", "group"):
         return 404  # outside the caller's groups looks exactly like unknown
     if outcome.refusal == "state":
@@ -246,10 +246,15 @@ async def _event_stream(
         gateway.open_streams -= 1
 
 
-def open_stream(gateway: Gateway, events: AsyncIterator[dict[str, Any]]) -> EventSourceResponse:
-    """An SSE response of ``events``, or :class:`StreamLimit` when too many are open."""
+def check_stream_room(gateway: Gateway) -> None:
+    """Raise :class:`StreamLimit` when no more event streams may open now."""
     if gateway.open_streams >= gateway.settings.max_event_streams:
         raise StreamLimit(gateway.settings.max_event_streams)
+
+
+def open_stream(gateway: Gateway, events: AsyncIterator[dict[str, Any]]) -> EventSourceResponse:
+    """An SSE response of ``events``, or :class:`StreamLimit` when too many are open."""
+    check_stream_room(gateway)
     return EventSourceResponse(
         _event_stream(gateway, events),
         ping=PING_SECONDS,
@@ -336,6 +341,7 @@ async def stream_tool(
     (``{"error_type", "message"}``).
     """
     gateway = gateway_of(request)
+    check_stream_room(gateway)  # before the session: a refusal leaves nothing open
     session = _session(gateway, caller, body.groups, body.state)
     tool = _offered(session, name)
     if tool is None:
