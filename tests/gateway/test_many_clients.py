@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import anyio
 import httpx
 import pytest
@@ -98,3 +100,30 @@ async def test_a_client_that_never_finishes_its_request_holds_up_nobody(
         async with served.client("alice") as http:
             answer = await http.post("/v1/tools/echo/call", json={"arguments": {"text": "hi"}})
     assert answer.json()["observation"] == "hi"
+
+
+@pytest.mark.parametrize("gateway_settings", [{"stream-send-timeout": 0.5}])
+async def test_an_event_stream_client_that_stops_reading_is_dropped(
+    served: RunningGateway,
+) -> None:
+    gateway = served.gateway
+    async with served.client("alice") as http:
+        sid = (await http.post("/v1/sessions", json={})).json()["session_id"]
+        host, port = served.url.removeprefix("http://").split(":")
+        with socket.socket() as stalled:
+            # A small receive window, so that the server's writes block soon.
+            stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            await anyio.to_thread.run_sync(stalled.connect, (host, int(port)))
+            request = (
+                f"GET /v1/sessions/{sid}/events HTTP/1.1\r\nHost: gateway\r\n"
+                f"Authorization: Bearer {KEYS['alice']}\r\n\r\n"
+            )
+            await anyio.to_thread.run_sync(stalled.sendall, request.encode())
+            await _until(lambda: gateway.open_streams == 1, "the stream is open")
+            # Each call's event carries its 512 KB observation to a client that reads nothing.
+            big = {"name": "echo", "arguments": {"text": "x" * 512 * 1024}}
+            for _ in range(24):
+                answer = await http.post(f"/v1/sessions/{sid}/calls", json=big)
+                assert answer.json()["status"] == "ok"
+            await _until(lambda: gateway.open_streams == 0, "the stalled stream was dropped")
+        assert (await http.get("/healthz")).status_code == 200

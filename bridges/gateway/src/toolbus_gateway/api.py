@@ -32,8 +32,6 @@ from toolbus_gateway.sessions import HeldSession, SessionExists, SessionNotFound
 Format = Literal["openai", "anthropic", "mcp"]
 #: Seconds between SSE keep-alive comments.
 PING_SECONDS = 15
-#: Seconds a stream may wait on a client that does not read before it is dropped.
-SEND_TIMEOUT = 10
 
 router = APIRouter(prefix="/v1")
 CallerDep = Annotated[Caller, Depends(api_caller)]
@@ -258,7 +256,8 @@ def open_stream(gateway: Gateway, events: AsyncIterator[dict[str, Any]]) -> Even
     return EventSourceResponse(
         _event_stream(gateway, events),
         ping=PING_SECONDS,
-        send_timeout=SEND_TIMEOUT,
+        # A client that stopped reading is dropped once a write waits this long.
+        send_timeout=gateway.settings.stream_send_timeout,
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
 

@@ -9,6 +9,7 @@
     max-body-bytes = 1048576        # larger request bodies answer 413
     max-event-streams = 10000       # open SSE streams in all; beyond this, 429
     call-timeout = 30               # seconds per tool call
+    stream-send-timeout = 10        # seconds an event stream waits on a client that stopped reading
     console-users = ["ops"]         # who may open the console (default: users allowed "*")
     sign-key = "env:GATEWAY_KEY"    # sign each call for services that verify callers
                                     # (a key source: a JWK or PEM file, or env:NAME)
@@ -63,6 +64,7 @@ class GatewaySettings(_Table):
     max_body_bytes: int = Field(1024 * 1024, alias="max-body-bytes", ge=1024)
     max_event_streams: int = Field(10_000, alias="max-event-streams", ge=1)
     call_timeout: float = Field(30.0, alias="call-timeout", gt=0)
+    stream_send_timeout: float = Field(10.0, alias="stream-send-timeout", gt=0)
     console_users: tuple[str, ...] | None = Field(None, alias="console-users")
     sign_key: str | None = Field(None, alias="sign-key", min_length=1)
     jwt: JwtSettings | None = None
