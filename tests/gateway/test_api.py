@@ -290,10 +290,12 @@ async def test_malformed_json_is_400_and_wrong_shapes_are_422(served: RunningGat
         )
         wrong = await http.post("/v1/sessions", json={"groups": "default"})
         extra = await http.post("/v1/sessions", json={"group": ["default"]})
+        posing = await http.post("/v1/sessions", json={"user": "ops", "groups": ["*"]})
         after = await http.post("/v1/tools/echo/call", json={"arguments": {"text": "still here"}})
     assert broken.status_code == 400 and broken.json()["error"] == "bad-json"
     assert wrong.status_code == 422 and "groups" in wrong.json()["message"]
     assert extra.status_code == 422 and "group" in extra.json()["message"]
+    assert posing.status_code == 422 and "user" in posing.json()["message"]
     assert after.json()["observation"] == "still here"
 
 

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import base64
+import json
+import time
+
 import pytest
+from joserfc import jwt
+from joserfc.jwk import OctKey
 
 from tests.gateway.support import KEYS, RunningGateway, Signer, metric
 
@@ -57,6 +63,24 @@ async def test_a_token_from_another_issuer_is_401(served: RunningGateway, signer
         answer = await http.get("/v1/tools", headers={"Authorization": f"Bearer {token}"})
     assert answer.status_code == 401
     assert answer.json()["reason"] == "invalid-token"
+
+
+async def test_an_unsigned_or_key_confused_token_is_401(
+    served: RunningGateway, signer: Signer
+) -> None:
+    def part(data: dict[str, object]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=").decode()
+
+    claims = {"sub": "ops", "exp": int(time.time()) + 300, "iss": "test-idp"}
+    unsigned = f"{part({'alg': 'none'})}.{part(claims)}."
+    # HS256 "signed" with the RSA public key, hoping the verifier uses it as a secret.
+    public = json.dumps(signer.jwks()["keys"][0])
+    confused = jwt.encode({"alg": "HS256"}, claims, OctKey.import_key(public))
+    for token in (unsigned, confused):
+        async with served.client(token=token) as http:
+            answer = await http.get("/v1/tools", params={"groups": "*"})
+        assert answer.status_code == 401, token
+        assert answer.json()["reason"] in {"invalid-token", "bad-signature"}
 
 
 @pytest.mark.parametrize("alg", ["HS256", "RS256", "ES256"])
