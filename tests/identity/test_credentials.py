@@ -126,3 +126,18 @@ def test_credentials_load_from_one_place_only() -> None:
 def test_bearer_token_reads_the_authorization_header(header: str | None, token: str | None) -> None:
     found = bearer_token(header)
     assert (found.reveal() if found else None) == token
+
+
+def test_read_secret_names_the_variable_not_the_value(tmp_path: Path) -> None:
+    from toolbus.application.identity.credentials import read_secret
+
+    assert read_secret(env="S", where="jwt", environ={"S": ALICE_KEY}).reveal() == ALICE_KEY
+    (tmp_path / "s").write_text(BOT_KEY + "\n")
+    assert read_secret(file="s", where="jwt", base_dir=tmp_path).reveal() == BOT_KEY
+    with pytest.raises(ConfigError, match="'S' is not set"):
+        read_secret(env="S", where="jwt", environ={})
+    with pytest.raises(ConfigError, match="use at least 32") as caught:
+        read_secret(env="S", where="jwt", environ={"S": ALICE_KEY}, min_length=32)
+    assert ALICE_KEY not in str(caught.value)
+    with pytest.raises(ConfigError, match="exactly one"):
+        read_secret(where="jwt")

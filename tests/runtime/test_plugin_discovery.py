@@ -243,7 +243,7 @@ def test_a_broken_tool_plugin_is_logged_and_skipped_while_the_others_load(
 # --- listing -------------------------------------------------------------------------
 
 
-def test_installed_plugins_lists_adapters_and_tool_plugins_with_versions() -> None:
+def test_installed_plugins_lists_adapters_tool_plugins_and_commands_with_versions() -> None:
     found = {(p.kind, p.name): p for p in installed_plugins()}
 
     expected = {("adapter", name): ep for name, ep in installed(ADAPTER_GROUP).items()}

@@ -245,6 +245,46 @@ def load_credentials(
     return parse_credentials(data, where=where, environ=environ, base_dir=base_dir)
 
 
+def read_secret(
+    *,
+    env: str | None = None,
+    file: str | None = None,
+    where: str,
+    environ: Mapping[str, str] | None = None,
+    base_dir: Path | None = None,
+    min_length: int = MIN_KEY_LENGTH,
+) -> Secret:
+    """A secret from environment variable ``env`` or from ``file`` (exactly one).
+
+    For other secrets that configuration points at the same way (a JWT signing
+    secret, say). Raises :class:`ConfigError` naming ``where`` and the variable
+    or file, never the value.
+    """
+    problems: list[Problem] = []
+    if (env is None) == (file is None):
+        problems.append(
+            Problem(where, "", "needs exactly one of an environment variable or a file")
+        )
+        raise ConfigError(problems)
+    value = (
+        _from_env(env, where, os.environ if environ is None else environ, problems)
+        if env is not None
+        else _from_file(file, where, base_dir, problems)
+    )
+    if value is not None and len(value) < min_length:
+        source = f"variable {env!r}" if env is not None else f"file {file!r}"
+        problems.append(
+            Problem(
+                where,
+                "",
+                f"the secret in {source} is {len(value)} characters; use at least {min_length}",
+            )
+        )
+    if problems or value is None:
+        raise ConfigError(problems)
+    return Secret(value)
+
+
 def _entry(
     raw: Any,
     where: str,

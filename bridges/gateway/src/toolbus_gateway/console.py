@@ -1,0 +1,300 @@
+"""The operators' console: one server-rendered page that keeps itself current over SSE.
+
+The page is plain HTML in panels (services, workflow, tools, audit, call
+rates). Each panel is also served on its own as a fragment; the console's
+small script listens to ``/console/events`` and, when an event says a panel
+changed, fetches that fragment again and swaps it in. Nothing is built on
+the client, so the page works without a build step, and a thousand tools are
+a thousand table rows, filtered in place.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from html import escape
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import parse_qs
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from sse_starlette import EventSourceResponse
+
+from toolbus.application.identity.credentials import Secret
+from toolbus_gateway.api import open_stream, sse
+from toolbus_gateway.auth import AuthFailure, Caller
+from toolbus_gateway.events import Event
+from toolbus_gateway.gateway import Gateway
+from toolbus_gateway.http_auth import (
+    CONSOLE_COOKIE,
+    ConsoleForbidden,
+    authenticate,
+    console_caller,
+    gateway_of,
+)
+from toolbus_gateway.workflow import build_workflow, render_svg
+
+router = APIRouter(prefix="/console", include_in_schema=False)
+STATIC = Path(__file__).parent / "static"
+
+ConsoleCaller = Annotated[Caller, Depends(console_caller)]
+#: Audit records shown in the console.
+AUDIT_ROWS = 50
+
+
+# ------------------------------------------------------------------ pages
+
+
+@router.get("", response_class=HTMLResponse)
+async def console_page(request: Request) -> Response:
+    gateway = gateway_of(request)
+    try:
+        caller = await console_caller(request)
+    except AuthFailure as failure:
+        message = "" if failure.reason == "missing" else failure.message
+        return HTMLResponse(_login_page(message), status_code=401)
+    except ConsoleForbidden:
+        raise
+    return HTMLResponse(_page(gateway, caller))
+
+
+@router.post("/login")
+async def login(request: Request) -> Response:
+    form = parse_qs((await request.body()).decode("utf-8", "replace"))
+    token = (form.get("token") or [""])[0].strip()
+    try:
+        caller = authenticate(request, Secret(token) if token else None)
+    except AuthFailure as failure:
+        return HTMLResponse(_login_page(failure.message), status_code=401)
+    if not gateway_of(request).may_use_console(caller.user):
+        raise ConsoleForbidden(caller.user)
+    response = RedirectResponse("/console", status_code=303)
+    response.set_cookie(
+        CONSOLE_COOKIE,
+        token,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+        path="/console",
+    )
+    return response
+
+
+@router.post("/logout")
+async def logout() -> Response:
+    response = RedirectResponse("/console", status_code=303)
+    response.delete_cookie(CONSOLE_COOKIE, path="/console")
+    return response
+
+
+@router.get("/fragments/{name}", response_class=HTMLResponse)
+async def fragment(request: Request, name: str, caller: ConsoleCaller) -> HTMLResponse:
+    render = FRAGMENTS.get(name)
+    if render is None:
+        return HTMLResponse(f"<p>no panel {escape(name)!r}</p>", status_code=404)
+    return HTMLResponse(render(gateway_of(request)))
+
+
+@router.get("/events")
+async def events(request: Request, caller: ConsoleCaller) -> EventSourceResponse:
+    """Which panels changed: one event per change, named after the panel."""
+    gateway = gateway_of(request)
+
+    async def changes() -> AsyncIterator[dict[str, Any]]:
+        async with gateway.console.subscribe() as received:
+            yield sse(Event("hello", {"user": caller.user}))
+            async for event in received:
+                yield sse(event)
+
+    return open_stream(gateway, changes())
+
+
+# ------------------------------------------------------------------ panels
+
+
+def _services(gateway: Gateway) -> str:
+    assert gateway.watch is not None
+    now = time.time()
+    live = gateway.watch.services()
+    if not live:
+        return '<p class="empty">No service has announced itself yet.</p>'
+    rows = []
+    for service in live:
+        heard_ms = int((now - service.age) * 1000)
+        replicas = ", ".join(escape(r) for r in service.replicas)
+        rows.append(
+            f'<tr data-service="{escape(service.service)}">'
+            f'<td title="{escape(service.request_queue or "")}">{escape(service.service)}</td>'
+            f'<td title="{replicas}">{len(service.replicas)}</td>'
+            f'<td class="age" data-heard="{heard_ms}">{service.age:.0f} s ago</td>'
+            f'<td title="{escape(", ".join(service.tools))}">{len(service.tools)}</td></tr>'
+        )
+    return (
+        "<table><thead><tr><th>service</th><th>replicas</th><th>announced</th>"
+        "<th>tools</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
+    )
+
+
+def _workflow(gateway: Gateway) -> str:
+    workflow = build_workflow(gateway.registry.tools.values())
+    if not workflow.edges:
+        note = '<p class="empty">No tool changes the state: every tool is offered as it is.</p>'
+        return note + render_svg(workflow)
+    return render_svg(workflow)
+
+
+def _tools(gateway: Gateway) -> str:
+    registry = gateway.registry
+    groups = registry.groups()
+    sections = []
+    for group, tools in sorted(groups.items()):
+        rows = "".join(
+            f'<tr data-tool="{escape(t.name)}"><td>{escape(t.name)}</td>'
+            f"<td>{escape(', '.join(t.applicable_states) if t.applicable_states else 'any')}</td>"
+            f"<td>{escape(t.state or '-')}</td><td>{escape(t.service or '-')}</td></tr>"
+            for t in tools
+        )
+        sections.append(
+            f'<details class="group" data-group="{escape(group)}"'
+            f"{' open' if len(groups) == 1 else ''}>"
+            f'<summary>{escape(group)} <span class="count">{len(tools)} tools</span></summary>'
+            "<table><thead><tr><th>tool</th><th>offered in</th><th>moves to</th>"
+            f"<th>service</th></tr></thead><tbody>{rows}</tbody></table></details>"
+        )
+    total = len(registry.tools)
+    return (
+        f'<p class="summary">{total} tools in {len(groups)} groups, '
+        f"{len(registry.services)} services.</p>" + "".join(sections)
+    )
+
+
+def _audit(gateway: Gateway) -> str:
+    records = list(gateway.audit.records)[:AUDIT_ROWS]
+    if not records:
+        return '<p class="empty">No session has ended yet.</p>'
+    rows = []
+    for record in records:
+        denied = record.access_denied
+        outcome = record.outcome
+        detail = (
+            f"denied {', '.join(denied.denied_groups)}"
+            if denied is not None
+            else f"{len(record.calls)} calls, {record.initial_state} → {record.final_state}"
+        )
+        requested = (
+            "default" if record.requested_groups is None else ", ".join(record.requested_groups)
+        )
+        rows.append(
+            f'<tr class="{"denied" if denied is not None else escape(outcome)}">'
+            f"<td>{record.started_at:%H:%M:%S}</td><td>{escape(record.user)}</td>"
+            f"<td>{escape(outcome)}</td><td>{escape(requested or '(none)')}</td>"
+            f"<td>{escape(detail)}</td></tr>"
+        )
+    return (
+        "<table><thead><tr><th>time (UTC)</th><th>user</th><th>outcome</th>"
+        "<th>requested groups</th><th>detail</th></tr></thead><tbody>"
+        + "".join(rows)
+        + "</tbody></table>"
+    )
+
+
+def _rates(gateway: Gateway) -> str:
+    rows = gateway.stats.rates()
+    if not rows:
+        return '<p class="empty">No calls through this gateway yet.</p>'
+    body = "".join(
+        f'<tr data-tool="{escape(r.tool)}"><td>{escape(r.tool)}</td><td>{r.per_minute:.0f}</td>'
+        f"<td>{r.calls}</td><td>{r.errors}</td><td>{r.mean_ms:.1f}</td><td>{r.max_ms:.1f}</td></tr>"
+        for r in rows
+    )
+    return (
+        "<table><thead><tr><th>tool</th><th>calls/min</th><th>calls</th><th>errors</th>"
+        "<th>mean ms</th><th>max ms</th></tr></thead><tbody>" + body + "</tbody></table>"
+    )
+
+
+def _status(gateway: Gateway) -> str:
+    readiness = gateway.readiness()
+    checks = " · ".join(f"{escape(k)}: {escape(v)}" for k, v in readiness.checks.items())
+    state = "ready" if readiness.ready else "not-ready"
+    return (
+        f'<span class="badge {state}">{"ready" if readiness.ready else "not ready"}</span> '
+        f"{checks} · {len(gateway.sessions)} open sessions · "
+        f"{gateway.open_streams} event streams"
+    )
+
+
+FRAGMENTS: dict[str, Callable[[Gateway], str]] = {
+    "status": _status,
+    "services": _services,
+    "workflow": _workflow,
+    "tools": _tools,
+    "audit": _audit,
+    "rates": _rates,
+}
+#: Which panels an event refreshes.
+REFRESHES = {
+    "services": ["services", "status"],
+    "registry": ["workflow", "tools", "status"],
+    "audit": ["audit"],
+    "stats": ["rates"],
+    "sessions": ["status"],
+}
+
+
+def _panel(title: str, name: str, body: str, wide: bool = False) -> str:
+    return (
+        f'<section class="panel{" wide" if wide else ""}"><h2>{escape(title)}</h2>'
+        f'<div id="{name}" data-fragment="{name}">{body}</div></section>'
+    )
+
+
+def _page(gateway: Gateway, caller: Caller) -> str:
+    panels = "".join(
+        [
+            _panel("Live services", "services", _services(gateway)),
+            _panel("Call rates", "rates", _rates(gateway)),
+            _panel("State workflow", "workflow", _workflow(gateway), wide=True),
+            _panel("Recent audit records", "audit", _audit(gateway), wide=True),
+        ]
+    )
+    tools_panel = (
+        '<section class="panel wide"><h2>Tools by group and state</h2>'
+        '<input id="tool-filter" type="search" placeholder="filter tools by name" '
+        'aria-label="filter tools">'
+        f'<div id="tools" data-fragment="tools">{_tools(gateway)}</div></section>'
+    )
+    return _document(
+        "toolbus gateway",
+        f'<header><h1>toolbus gateway</h1><div id="status" data-fragment="status">'
+        f"{_status(gateway)}</div>"
+        f'<form method="post" action="/console/logout"><span>{escape(caller.user)}</span> '
+        f'<button type="submit">log out</button></form></header>'
+        f'<main data-refreshes="{escape(json.dumps(REFRESHES))}">{panels}{tools_panel}</main>'
+        '<script src="/console/static/console.js" defer></script>',
+    )
+
+
+def _login_page(message: str) -> str:
+    error = f'<p class="error">{escape(message)}</p>' if message else ""
+    return _document(
+        "toolbus gateway: log in",
+        '<main class="login"><h1>toolbus gateway</h1>'
+        "<p>The console is for operators. Log in with your API key or token.</p>"
+        f"{error}"
+        '<form method="post" action="/console/login">'
+        '<label>API key or JWT <input type="password" name="token" autocomplete="off" '
+        'required autofocus></label> <button type="submit">log in</button></form></main>',
+    )
+
+
+def _document(title: str, body: str) -> str:
+    return (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>{escape(title)}</title>"
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        '<link rel="stylesheet" href="/console/static/console.css">'
+        f"</head><body>{body}</body></html>"
+    )

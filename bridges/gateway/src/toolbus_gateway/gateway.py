@@ -1,0 +1,311 @@
+"""The gateway's running state: the broker connection, tools, sessions, audit and metrics.
+
+A :class:`Gateway` is an async context manager; the ASGI app
+(:func:`toolbus_gateway.app.create_app`) enters it in its lifespan, so that
+uvicorn starting the app is what connects to the broker.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import anyio
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from toolbus import LiveRegistry, Registry, Tools, ToolServiceClient, connect
+from toolbus.application.agent.audit import AuditRecord, LoggingAuditSink
+from toolbus.application.calls.metrics import ToolbusMetrics
+from toolbus.application.identity.signing import CallSigner
+from toolbus.application.live.registry import DEFAULT_FETCH_TIMEOUT
+from toolbus.domain.access.permissions import Permissions, load_permissions
+from toolbus.domain.errors import ConfigError, Problem
+from toolbus.plugins import load_tool_plugins
+from toolbus.ports import Bus
+from toolbus.runtime import registry_from, tool_types
+from toolbus_gateway.auth import Authenticator
+from toolbus_gateway.events import Event, Topic
+from toolbus_gateway.services import ServiceWatch
+from toolbus_gateway.sessions import SessionStore
+from toolbus_gateway.settings import GatewaySettings
+from toolbus_gateway.stats import CallStats
+
+log = logging.getLogger("toolbus.gateway")
+
+#: Audit records the console keeps for its "recent" table.
+RECENT_AUDIT = 200
+
+ConfigSource = Path | Mapping[str, Any] | Registry | None
+
+
+@dataclass(frozen=True, slots=True)
+class Readiness:
+    """Whether the gateway can serve calls now, and why not."""
+
+    ready: bool
+    checks: dict[str, str]
+
+
+class ConsoleChanges:
+    """Tells the console which panels changed, at most once per panel per ``interval``.
+
+    Changes are marked as they happen and sent by :meth:`run`: a busy gateway
+    (a hundred calls a second) then costs each open console one event per
+    panel per interval, not one per call.
+    """
+
+    def __init__(self, topic: Topic, interval: float = 0.5) -> None:
+        self.topic = topic
+        self.interval = interval
+        self._dirty: dict[str, None] = {}
+        self._wake = anyio.Event()
+
+    def mark(self, panel: str) -> None:
+        self._dirty[panel] = None
+        self._wake.set()
+
+    async def run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake = anyio.Event()
+            changed, self._dirty = list(self._dirty), {}
+            for panel in changed:
+                self.topic.publish(Event(panel))
+            await anyio.sleep(self.interval)
+
+
+class RecentAudit:
+    """The audit sink of the gateway: the log, and the console's recent records."""
+
+    def __init__(self, changes: ConsoleChanges, keep: int = RECENT_AUDIT) -> None:
+        self.records: deque[AuditRecord] = deque(maxlen=keep)
+        self._log = LoggingAuditSink()
+        self._changes = changes
+
+    def emit(self, record: AuditRecord) -> None:
+        self._log.emit(record)
+        self.records.appendleft(record)
+        self._changes.mark("audit")
+
+
+class GatewayMetrics:
+    """The toolbus metrics and the gateway's own, in one registry that ``/metrics`` serves."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.toolbus = ToolbusMetrics(self.registry)
+        self.auth_failures = Counter(
+            "gateway_auth_failures_total",
+            "Requests refused for a missing or invalid credential, by reason",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.requests = Counter(
+            "gateway_http_requests_total",
+            "HTTP requests answered, by route and status code",
+            ["route", "status"],
+            registry=self.registry,
+        )
+        self.sessions_open = Gauge(
+            "gateway_sessions_open", "Agent sessions held open", registry=self.registry
+        )
+        self.event_streams = Gauge(
+            "gateway_event_streams_open", "Server-Sent-Event streams open", registry=self.registry
+        )
+        self.limited = Counter(
+            "gateway_limited_total",
+            "Requests answered 429, by limit",
+            ["limit"],
+            registry=self.registry,
+        )
+
+
+class Gateway:
+    """What one gateway process holds while it serves.
+
+    Args:
+        broker: a broker URL (``nats://...``) or a connected bus.
+        config: the tool configuration (a path, a snapshot or a registry);
+            None with ``live`` means only what the bus provides.
+        live: follow the config service and announced tools, ``config`` being
+            the local layer beneath them.
+        authenticator: API keys and/or JWTs.
+        settings: the ``[gateway]`` table.
+        settings_file: the whole ``toolbus.toml`` (for ``[permissions]``).
+        broker_options: adapter options.
+        metrics_registry: where metrics go; default a registry of this gateway's own.
+        config_fetch_timeout: with ``live``, how long starting waits for the config
+            service before going on without it.
+        signer: signs every call with the authenticated user and the groups granted
+            to the request, for services that verify callers (docs/security.md).
+    """
+
+    def __init__(
+        self,
+        broker: str | Bus,
+        *,
+        authenticator: Authenticator,
+        config: ConfigSource = None,
+        live: bool = False,
+        settings: GatewaySettings | None = None,
+        settings_file: Mapping[str, Any] | None = None,
+        broker_options: Mapping[str, Any] | None = None,
+        metrics_registry: CollectorRegistry | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        config_fetch_timeout: float = DEFAULT_FETCH_TIMEOUT,
+        signer: CallSigner | None = None,
+    ) -> None:
+        if config is None and not live:
+            raise ConfigError(
+                [
+                    Problem(
+                        "gateway",
+                        "",
+                        "no tool configuration: pass --config PATH, or --live to take tools "
+                        "from the config service and announcing services",
+                    )
+                ]
+            )
+        self.broker = broker
+        self.authenticator = authenticator
+        self.settings = settings or GatewaySettings.model_validate({})
+        self.settings_file = dict(settings_file or {})
+        self.live = live
+        self._config = config
+        self._broker_options = dict(broker_options or {})
+        self._fetch_timeout = config_fetch_timeout
+        self.signer = signer
+        self.clock = clock
+        self.metrics = GatewayMetrics(metrics_registry)
+        self.console = Topic(buffer=64)
+        self.changes = ConsoleChanges(self.console)
+        self.audit = RecentAudit(self.changes)
+        self.stats = CallStats(clock)
+        self.sessions = SessionStore(
+            idle_timeout=self.settings.session_idle_timeout,
+            per_user=self.settings.max_sessions_per_user,
+            clock=clock,
+        )
+        self.metrics.sessions_open.set_function(lambda: len(self.sessions))
+        self.open_streams = 0
+        self.metrics.event_streams.set_function(lambda: self.open_streams)
+        self.started = clock()
+        self.bus: Bus | None = None
+        self.tools: Tools | None = None
+        self.live_registry: LiveRegistry | None = None
+        self.watch: ServiceWatch | None = None
+        self._permissions: tuple[Registry | None, Permissions] = (None, Permissions.unrestricted())
+        self._stack: AsyncExitStack | None = None
+        self._local: Registry | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def __aenter__(self) -> Gateway:
+        plugins = load_tool_plugins()
+        if self._config is not None:
+            self._local = registry_from(self._config, plugins)
+            # Permissions are checked now, so that a bad section stops the start.
+            self.permissions_for(self._local)
+        async with AsyncExitStack() as stack:
+            if isinstance(self.broker, str):
+                self.bus = await connect(self.broker, self._broker_options)
+                stack.push_async_callback(self.bus.close)
+            else:
+                self.bus = self.broker
+            client = await stack.enter_async_context(
+                ToolServiceClient(self.bus, signer=self.signer)
+            )
+            tasks = await stack.enter_async_context(anyio.create_task_group())
+            stack.callback(tasks.cancel_scope.cancel)
+            stack.push_async_callback(self.sessions.close_all)
+            stack.callback(self.console.close)
+            tasks.start_soon(self.changes.run)
+            self.watch = ServiceWatch(
+                self.bus,
+                clock=self.clock,
+                on_change=lambda: self.changes.mark("services"),
+            )
+            heard = await self.watch.subscribe()
+            stack.push_async_callback(heard.close)
+            tasks.start_soon(self.watch.follow, heard)
+            if self.live:
+                follower = LiveRegistry(
+                    self.bus,
+                    local=None if self._local is None else self._local.snapshot,
+                    client=client,
+                    tool_types=tool_types(plugins),
+                    fetch_timeout=self._fetch_timeout,
+                )
+                follower.on_change(lambda _: self.changes.mark("registry"))
+                self.live_registry = await stack.enter_async_context(follower)
+                self.tools = follower.tools(client)
+            else:
+                assert self._local is not None
+                self.tools = Tools(client, self._local)
+                await self.watch.probe()
+            tasks.start_soon(self.sessions.run_expiry)
+            self._stack = stack.pop_all()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            await stack.aclose()
+
+    # ------------------------------------------------------------------ what is served
+
+    @property
+    def registry(self) -> Registry:
+        """The configuration now (a live one follows every change)."""
+        if self.tools is None:
+            raise RuntimeError("the gateway is not running")
+        return self.tools.registry
+
+    def permissions_for(self, registry: Registry) -> Permissions:
+        """The permissions in ``registry``'s snapshot or toolbus.toml; parsed once per registry."""
+        cached_for, permissions = self._permissions
+        if cached_for is not registry:
+            permissions = load_permissions(registry.snapshot, self.settings_file)
+            self._permissions = (registry, permissions)
+        return permissions
+
+    def may_use_console(self, user: str) -> bool:
+        """Operators only: the users listed in ``console-users``, else those allowed ``"*"``."""
+        if self.settings.console_users is not None:
+            return user in self.settings.console_users
+        permissions = self.permissions_for(self.registry)
+        return "*" in permissions.allowed(user)
+
+    def readiness(self) -> Readiness:
+        """Broker connected and configuration loaded, each with a reason."""
+        checks: dict[str, str] = {}
+        ok = True
+        if self.bus is None:
+            checks["broker"] = "not connected yet"
+            ok = False
+        else:
+            connected = getattr(self.bus, "is_connected", True)
+            checks["broker"] = "connected" if connected else "disconnected; reconnecting"
+            ok = ok and bool(connected)
+        if self.tools is None:
+            checks["config"] = "not loaded yet"
+            ok = False
+        else:
+            registry = self.tools.registry
+            source = "live" if self.live else "file"
+            checks["config"] = (
+                f"loaded ({source}): {len(registry.tools)} tools, {len(registry.services)} services"
+            )
+        return Readiness(ok, checks)

@@ -1,0 +1,58 @@
+"""Authenticating HTTP requests: the bearer header for the API, also a cookie for the console."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from toolbus.application.identity.credentials import Secret, bearer_token
+from toolbus_gateway.auth import AuthFailure, Caller
+from toolbus_gateway.gateway import Gateway
+
+#: The console's login cookie; HttpOnly and SameSite=Strict, read only by console pages.
+CONSOLE_COOKIE = "toolbus_console"
+
+
+class ConsoleForbidden(Exception):
+    """An authenticated user who is not an operator asked for the console (HTTP 403)."""
+
+
+def gateway_of(request: Request) -> Gateway:
+    gateway: Gateway = request.app.state.gateway
+    return gateway
+
+
+def authenticate(request: Request, token: Secret | None) -> Caller:
+    gateway = gateway_of(request)
+    try:
+        return gateway.authenticator.authenticate(token)
+    except AuthFailure as failure:
+        gateway.metrics.auth_failures.labels(failure.reason).inc()
+        raise
+
+
+#: Declares the scheme in the OpenAPI document; the header is read by bearer_token.
+BEARER = HTTPBearer(
+    auto_error=False, scheme_name="bearer", description="An API key or a JWT, as a bearer token."
+)
+
+
+async def api_caller(
+    request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)]
+) -> Caller:
+    """The caller of an API request: ``Authorization: Bearer`` only (no cookies: no CSRF)."""
+    return authenticate(request, bearer_token(request.headers.get("authorization")))
+
+
+async def console_caller(request: Request) -> Caller:
+    """The caller of a console page: the bearer header, else the login cookie; operators only."""
+    token = bearer_token(request.headers.get("authorization"))
+    if token is None:
+        cookie = request.cookies.get(CONSOLE_COOKIE)
+        token = Secret(cookie) if cookie else None
+    caller = authenticate(request, token)
+    if not gateway_of(request).may_use_console(caller.user):
+        raise ConsoleForbidden(caller.user)
+    return caller

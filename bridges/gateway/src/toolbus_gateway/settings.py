@@ -1,0 +1,89 @@
+"""The gateway's settings: the ``[gateway]`` table of ``toolbus.toml``.
+
+::
+
+    [gateway]
+    listen = "127.0.0.1:8080"
+    session-idle-timeout = 600      # seconds a session may sit unused before it is closed
+    max-sessions-per-user = 16      # beyond this, opening one answers 429
+    max-body-bytes = 1048576        # larger request bodies answer 413
+    max-event-streams = 10000       # open SSE streams in all; beyond this, 429
+    call-timeout = 30               # seconds per tool call
+    stream-send-timeout = 10        # seconds an event stream waits on a client that stopped reading
+    console-users = ["ops"]         # who may open the console (default: users allowed "*")
+    sign-key = "env:GATEWAY_KEY"    # sign each call for services that verify callers
+                                    # (a key source: a JWK or PEM file, or env:NAME)
+
+    [gateway.jwt]                   # optional: accept JWTs besides API keys
+    secret-env = "TOOLBUS_JWT_SECRET"   # HS256 shared secret, or secret-file = "..."
+    jwks-file = "jwks.json"             # RS256 / ES256 public keys (a JWKS document)
+    issuer = "https://login.example"    # optional: required "iss"
+    audience = "toolbus"                # optional: required "aud"
+    user-claim = "sub"                  # the claim that names the user
+    leeway = 30                         # seconds of clock skew tolerated on exp/nbf
+
+API keys live in ``[[credentials.api-keys]]`` (see
+:mod:`toolbus.application.identity.credentials`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from toolbus.domain.errors import ConfigError, Problem
+
+SECTION = "gateway"
+DEFAULT_LISTEN = "127.0.0.1:8080"
+
+
+class _Table(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class JwtSettings(_Table):
+    """Where the JWT keys are and what a token must say."""
+
+    secret_env: str | None = Field(None, alias="secret-env", min_length=1)
+    secret_file: str | None = Field(None, alias="secret-file", min_length=1)
+    jwks_file: str | None = Field(None, alias="jwks-file", min_length=1)
+    issuer: str | None = None
+    audience: str | None = None
+    user_claim: str = Field("sub", alias="user-claim", min_length=1)
+    leeway: int = Field(30, ge=0, le=3600)
+
+
+class GatewaySettings(_Table):
+    """Limits and authentication of one gateway. Every field has a sensible default."""
+
+    listen: str = DEFAULT_LISTEN
+    session_idle_timeout: float = Field(600.0, alias="session-idle-timeout", gt=0)
+    max_sessions_per_user: int = Field(16, alias="max-sessions-per-user", ge=1)
+    max_body_bytes: int = Field(1024 * 1024, alias="max-body-bytes", ge=1024)
+    max_event_streams: int = Field(10_000, alias="max-event-streams", ge=1)
+    call_timeout: float = Field(30.0, alias="call-timeout", gt=0)
+    stream_send_timeout: float = Field(10.0, alias="stream-send-timeout", gt=0)
+    console_users: tuple[str, ...] | None = Field(None, alias="console-users")
+    sign_key: str | None = Field(None, alias="sign-key", min_length=1)
+    jwt: JwtSettings | None = None
+
+
+def parse_gateway_settings(
+    table: Mapping[str, Any] | None, *, where: str = "toolbus.toml [gateway]"
+) -> GatewaySettings:
+    """Validate the ``[gateway]`` table; :class:`ConfigError` lists every problem."""
+    try:
+        return GatewaySettings.model_validate(dict(table or {}))
+    except ValidationError as exc:
+        raise ConfigError(
+            Problem(where, ".".join(str(part) for part in error["loc"]), _message(error))
+            for error in exc.errors()
+        ) from None
+
+
+def _message(error: Any) -> str:
+    if error["type"] == "extra_forbidden":
+        return "is not a gateway setting; see docs/gateway.md for the list"
+    return str(error["msg"])

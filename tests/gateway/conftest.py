@@ -1,0 +1,59 @@
+"""A gateway on the in-memory bus with the test tools served beside it."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.gateway.support import RunningGateway, Signer, authenticator, services, serving, snapshot
+from toolbus import running
+from toolbus.plugins import connect
+from toolbus_gateway import Gateway, parse_gateway_settings
+
+
+@pytest.fixture(scope="session")
+def signer() -> Signer:
+    return Signer.generate()
+
+
+@pytest.fixture
+def tool_services() -> tuple[Any, ...]:
+    return services()
+
+
+@pytest.fixture
+def broker_url() -> str:
+    return f"memory://gateway-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def gateway_settings() -> dict[str, Any]:
+    """The [gateway] table; tests change it before the gateway starts."""
+    return {"max-sessions-per-user": 3, "max-body-bytes": 64 * 1024}
+
+
+@pytest.fixture
+async def served(
+    broker_url: str,
+    tool_services: tuple[Any, ...],
+    gateway_settings: dict[str, Any],
+    signer: Signer,
+    tmp_path: Path,
+) -> AsyncIterator[RunningGateway]:
+    bus = await connect(broker_url)
+    try:
+        async with running(bus, *tool_services):
+            gateway = Gateway(
+                broker_url,
+                authenticator=authenticator(signer, tmp_path),
+                config=snapshot(*tool_services),
+                settings=parse_gateway_settings(gateway_settings),
+            )
+            async with serving(gateway) as server:
+                yield server
+    finally:
+        await bus.close()
