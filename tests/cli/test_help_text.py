@@ -34,7 +34,10 @@ def written_brackets(command: Any) -> set[str]:
     texts = [command.help or "", command.short_help or ""]
     texts += [getattr(param, "help", None) or "" for param in command.params]
     if hasattr(command, "commands"):
-        texts += [sub.help or "" for sub in command.commands.values()]
+        # A group lists each command by its first paragraph only.
+        texts += [
+            sub.short_help or (sub.help or "").split("\n\n")[0] for sub in command.commands.values()
+        ]
     return {f"[{inner}]" for text in texts for inner in BRACKETED.findall(text)}
 
 

@@ -40,21 +40,21 @@ def gateway(
     ] = False,
     listen: Annotated[
         str | None,
-        typer.Option(help="HOST:PORT to serve on; default listen in [gateway], 127.0.0.1:8080."),
+        typer.Option(help="HOST:PORT to serve on; default listen in \\[gateway], 127.0.0.1:8080."),
     ] = None,
     sign_key: Annotated[
         str | None,
         typer.Option(
             help="Sign every call with this key (a JWK or PEM file, or env:NAME) for services "
-            "that verify callers; default sign-key in [gateway]. Needs toolbus[signing].",
+            "that verify callers; default sign-key in \\[gateway]. Needs toolbus\\[signing].",
         ),
     ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO.")] = False,
 ) -> None:
-    """Serve tools and agent sessions over HTTP to authenticated users, with a live console.
+    r"""Serve tools and agent sessions over HTTP to authenticated users, with a live console.
 
-    Callers authenticate with API keys ([[credentials.api-keys]] in toolbus.toml)
-    or JWTs ([gateway.jwt]); their groups come from [permissions]. The API is
+    Callers authenticate with API keys (\[\[credentials.api-keys]] in toolbus.toml)
+    or JWTs (\[gateway.jwt]); their groups come from \[permissions]. The API is
     described at /openapi.json; the console is at /console.
     """
     import uvicorn
