@@ -12,7 +12,13 @@ from typing import Any
 
 import anthropic
 
-from toolbus.application.agent.llm import LLM, LLMError, ToolCallStarted, TurnEvent
+from toolbus.application.agent.llm import (
+    LLM,
+    LLMError,
+    ToolCallStarted,
+    TurnEvent,
+    provider_error_message,
+)
 from toolbus.application.agent.llm_urls import api_key, parse_llm_url
 from toolbus.domain.agent.turns import ModelTurn, TextDelta, ToolCall, Usage
 from toolbus.domain.config.schemas import ExportFormat
@@ -67,8 +73,9 @@ class AnthropicChat:
             else:
                 yield await self._whole(request)
         except anthropic.APIStatusError as exc:
+            said = provider_error_message(exc.body, exc.message)
             raise LLMError(
-                f"{self._where()} answered HTTP {exc.status_code}: {_message(exc)}",
+                f"{self._where()} answered HTTP {exc.status_code}: {said}",
                 status=exc.status_code,
             ) from None
         except anthropic.APIConnectionError as exc:
@@ -134,15 +141,6 @@ class AnthropicChat:
 
     async def aclose(self) -> None:
         await self.client.close()
-
-
-def _message(exc: anthropic.APIStatusError) -> str:
-    body = exc.body
-    if isinstance(body, Mapping):
-        error = body.get("error", body)
-        if isinstance(error, Mapping) and error.get("message"):
-            return str(error["message"])
-    return exc.message
 
 
 async def connect(url: str, options: Mapping[str, Any]) -> LLM:

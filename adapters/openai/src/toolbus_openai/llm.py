@@ -13,7 +13,13 @@ from typing import Any
 
 import openai
 
-from toolbus.application.agent.llm import LLM, LLMError, ToolCallStarted, TurnEvent
+from toolbus.application.agent.llm import (
+    LLM,
+    LLMError,
+    ToolCallStarted,
+    TurnEvent,
+    provider_error_message,
+)
 from toolbus.application.agent.llm_urls import api_key, parse_llm_url
 from toolbus.domain.agent.turns import ModelTurn, TextDelta, ToolCall, Usage
 from toolbus.domain.config.schemas import ExportFormat
@@ -51,8 +57,9 @@ class OpenAIChat:
             else:
                 yield await self._whole(request)
         except openai.APIStatusError as exc:
+            said = provider_error_message(exc.body, exc.message)
             raise LLMError(
-                f"{self._where()} answered HTTP {exc.status_code}: {_message(exc)}",
+                f"{self._where()} answered HTTP {exc.status_code}: {said}",
                 status=exc.status_code,
             ) from None
         except openai.APIConnectionError as exc:
@@ -127,15 +134,6 @@ class OpenAIChat:
 
     async def aclose(self) -> None:
         await self.client.close()
-
-
-def _message(exc: openai.APIStatusError) -> str:
-    body = exc.body
-    if isinstance(body, Mapping):
-        error = body.get("error", body)
-        if isinstance(error, Mapping) and error.get("message"):
-            return str(error["message"])
-    return exc.message
 
 
 async def connect(url: str, options: Mapping[str, Any]) -> LLM:

@@ -31,6 +31,7 @@ __all__ = [
     "TurnEvent",
     "Usage",
     "complete",
+    "provider_error_message",
 ]
 
 
@@ -48,6 +49,19 @@ class LLMError(Exception):
     def __init__(self, message: str, *, status: int | None = None) -> None:
         super().__init__(message)
         self.status = status
+
+
+def provider_error_message(body: object, fallback: str) -> str:
+    """The provider's own words from an HTTP error body, else ``fallback``.
+
+    OpenAI-compatible servers and Anthropic both answer errors as
+    ``{"error": {"message": ...}}``; some local servers put ``message`` at the top.
+    """
+    if isinstance(body, Mapping):
+        error = body.get("error", body)
+        if isinstance(error, Mapping) and error.get("message"):
+            return str(error["message"])
+    return fallback
 
 
 @runtime_checkable
