@@ -1,7 +1,7 @@
-"""The domain stays pure: standard library (minus I/O and concurrency), pydantic, itself.
+"""The domain stays pure: standard library (minus I/O and concurrency), pydantic, orjson, itself.
 
 docs/architecture.md: the domain never touches a socket, a clock it was not handed or an
-event loop, and depends on nothing outside it but pydantic. This test reads the
+event loop, and depends on nothing outside it but pydantic and orjson. This test reads the
 source with ``ast`` rather than importing it, so a forbidden import is caught
 even in a branch that never runs (``if TYPE_CHECKING:`` included: a type-only
 import still couples the layers).
@@ -37,7 +37,8 @@ FORBIDDEN_STDLIB = frozenset(
 )
 # Other toolbus layers the domain must not know about.
 FORBIDDEN_TOOLBUS = ("toolbus.application", "toolbus.memory", "toolbus.cli")
-ALLOWED_THIRD_PARTY = frozenset({"pydantic", "pydantic_core"})
+# orjson computes only: the wire uses it to escape long strings faster.
+ALLOWED_THIRD_PARTY = frozenset({"pydantic", "pydantic_core", "orjson"})
 
 
 def _within(module: str, package: str) -> bool:

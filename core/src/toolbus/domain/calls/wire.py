@@ -21,13 +21,13 @@ Decoders ignore unknown keys, fill defaults for missing ones, and raise only
 from __future__ import annotations
 
 import json
-import json.encoder
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from pydantic_core import SchemaValidator, from_json
 from pydantic_core import core_schema as schema
 
+from toolbus.domain.calls.json_text import encode_object, quote
 from toolbus.domain.errors import WireError
 
 # Message property names. ``id`` is TrustGraph's; the rest are optional extras
@@ -78,26 +78,6 @@ class ToolResponse(NamedTuple):
 
 _decode = json.JSONDecoder().decode
 _EMPTY_OBJECT = "{}"
-#: A string as ``json.dumps`` writes it (quoted, non-ASCII escaped), in C.
-_quote: Callable[[str], str] = json.encoder.encode_basestring_ascii
-
-
-def _dict_encoder() -> Callable[[dict[str, Any]], str]:
-    """``json.dumps`` for a dict, minus its per-call set-up (same bytes).
-
-    ``JSONEncoder.encode`` builds a new C encoder on every call; this builds one
-    once. Without circular-reference markers (shared markers would go stale
-    after an error): a cycle ends in RecursionError instead.
-    """
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:  # a Python without the C accelerator
-        return json.JSONEncoder().encode
-    default = json.JSONEncoder().default
-    encoder = make(None, default, _quote, None, ": ", ", ", False, False, True)
-    return lambda value: "".join(encoder(value, 0))
-
-
-_encode_dict = _dict_encoder()
 
 
 def _json_text(value: Mapping[str, Any] | str | None, what: str) -> str:
@@ -106,7 +86,7 @@ def _json_text(value: Mapping[str, Any] | str | None, what: str) -> str:
     if isinstance(value, str):
         return value
     try:
-        return _encode_dict(value if isinstance(value, dict) else dict(value))
+        return encode_object(value if isinstance(value, dict) else dict(value))
     except (TypeError, ValueError, RecursionError) as exc:
         raise WireError(f"{what} cannot be encoded as JSON: {exc}") from exc
 
@@ -148,20 +128,20 @@ def encode_request(
         generation = generation_of(generation)
     if generation == GENERATION_2_4:
         return (
-            f'{{"config": {_quote(_json_text(config, "config"))}, '
-            f'"arguments": {_quote(_json_text(arguments, "arguments"))}}}'
+            f'{{"config": {quote(_json_text(config, "config"))}, '
+            f'"arguments": {quote(_json_text(arguments, "arguments"))}}}'
         ).encode()
     return (
-        f'{{"user": {_quote(user)}, '
-        f'"config": {_quote(_json_text(config, "config"))}, '
-        f'"arguments": {_quote(_json_text(arguments, "arguments"))}}}'
+        f'{{"user": {quote(user)}, '
+        f'"config": {quote(_json_text(config, "config"))}, '
+        f'"arguments": {quote(_json_text(arguments, "arguments"))}}}'
     ).encode()
 
 
 def encode_response(response: str, *, end_of_stream: bool = True) -> bytes:
     """Encode a successful response (or one chunk of a stream)."""
     end = "true" if end_of_stream else "false"
-    return f'{{"error": null, "response": {_quote(response)}, "end_of_stream": {end}}}'.encode()
+    return f'{{"error": null, "response": {quote(response)}, "end_of_stream": {end}}}'.encode()
 
 
 def encode_error(error_type: str, message: str) -> bytes:
