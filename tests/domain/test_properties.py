@@ -7,7 +7,7 @@ import json
 import re
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from toolbus.domain.calls.naming import sanitize_toolname
@@ -15,6 +15,8 @@ from toolbus.domain.calls.wire import (
     GENERIC_ERROR,
     _decode_request_stepwise,
     _decode_response_stepwise,
+    _read_large_request,
+    _read_large_response,
     decode_request,
     decode_response,
     encode_error,
@@ -131,6 +133,43 @@ def test_the_one_pass_decoders_agree_with_the_stepwise_ones(body: str | bytes) -
     for text in (body, body.encode() if isinstance(body, str) and body.isascii() else body):
         assert _outcome(decode_request, text) == _outcome(_decode_request_stepwise, text)
         assert _outcome(decode_response, text) == _outcome(_decode_response_stepwise, text)
+
+
+@settings(max_examples=500)
+@given(
+    body=envelopes.map(json.dumps)
+    | st.tuples(envelopes, envelopes).map(
+        lambda two: _object_text([*two[0].items(), *two[1].items()])
+    )
+    | st.text()
+    | st.binary()
+)
+@example(body=json.dumps({"arguments": json.dumps({"n": [1, {"m": 2**64 + 1}]})}))
+@example(body=json.dumps({"config": json.dumps({"n": -(2**63) - 1})}))
+def test_the_readers_of_large_bodies_agree_with_the_stepwise_decoders(body: str | bytes) -> None:
+    """Large bodies take orjson: whatever it reads must be what the rules read.
+
+    Called on bodies of every size, so that every shape meets the shortcut.
+    """
+    for text in (body, body.encode() if isinstance(body, str) and body.isascii() else body):
+        if (request := _read_large_request(text)) is not None:
+            assert request == _decode_request_stepwise(text)
+        if (response := _read_large_response(text)) is not None:
+            assert response == _decode_response_stepwise(text)
+
+
+@given(
+    user=st.text(),
+    arguments=st.dictionaries(st.text(), st.text(min_size=1024) | json_values, max_size=3),
+    text=st.text(min_size=1024),
+)
+def test_large_bodies_survive_the_round_trip(
+    user: str, arguments: dict[str, Any], text: str
+) -> None:
+    request = decode_request(encode_request(user, None, arguments))
+    response = decode_response(encode_response(text))
+
+    assert (request.user, request.arguments, response.response) == (user, arguments, text)
 
 
 @given(body=st.binary() | st.text() | json_values.map(json.dumps))

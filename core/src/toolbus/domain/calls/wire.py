@@ -24,6 +24,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
+import orjson
 from pydantic_core import SchemaValidator, from_json
 from pydantic_core import core_schema as schema
 
@@ -230,8 +231,63 @@ _read_usual_response = _usual(
 )
 
 
+#: From this size on, a body is read by orjson, whose parser is two to three times
+#: faster than pydantic-core's on long text (measured from 1 KB to 1 MB); below
+#: it, pydantic-core's one pass costs as little, and less than two parser calls.
+LARGE_BODY = 1024
+
+
+def _read_large_request(body: bytes | str) -> ToolRequest | None:
+    """The usual request read by orjson, or None for anything unusual.
+
+    Only a shortcut, like the one-pass read: whatever orjson refuses, or reads
+    into other types than the usual ones, goes to the stepwise decoder.
+    """
+    try:
+        fields = orjson.loads(body)
+        if fields.__class__ is not dict:
+            return None
+        user = fields.get("user", "")
+        config = fields.get("config", _EMPTY_OBJECT)
+        arguments = fields.get("arguments", _EMPTY_OBJECT)
+        if user.__class__ is not str or config.__class__ is not str:
+            return None
+        if arguments.__class__ is not str:
+            return None
+        config, arguments = orjson.loads(config), orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        return None
+    if config.__class__ is not dict or arguments.__class__ is not dict:
+        return None
+    if not (_exact(config) and _exact(arguments)):
+        return None
+    return ToolRequest(user, config, arguments)
+
+
+#: orjson reads integers up to 64 bits exactly and larger ones as floats, from here on.
+_BEYOND_64_BITS = float(2**63)
+
+
+def _exact(value: dict[str, Any]) -> bool:
+    """Whether every number in ``value`` is as written: no float that could have
+    been an integer too large for orjson (Python's parsers keep such integers)."""
+    pending: list[Any] = [value]
+    while pending:
+        item = pending.pop()
+        kind = item.__class__
+        if kind is dict:
+            pending.extend(item.values())
+        elif kind is list:
+            pending.extend(item)
+        elif kind is float and abs(item) >= _BEYOND_64_BITS:
+            return False
+    return True
+
+
 def decode_request(body: bytes | str) -> ToolRequest:
     """Decode a request body, raising :class:`WireError` with the reason when malformed."""
+    if len(body) >= LARGE_BODY and (request := _read_large_request(body)) is not None:
+        return request
     try:
         fields = _read_usual_request(body)
     except (ValueError, TypeError):
@@ -255,11 +311,28 @@ def _decode_request_stepwise(body: bytes | str) -> ToolRequest:
     )
 
 
+def _read_large_response(body: bytes | str) -> ToolResponse | None:
+    """The usual response read by orjson, or None for anything unusual (see above)."""
+    try:
+        fields = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    if fields.__class__ is not dict or fields.get("error") is not None:
+        return None
+    response = fields.get("response", "")
+    end = fields.get("end_of_stream", False)
+    if response.__class__ is not str or end.__class__ is not bool:
+        return None
+    return ToolResponse(response, None, "", end)
+
+
 def decode_response(body: bytes | str) -> ToolResponse:
     """Decode a response body, raising :class:`WireError` with the reason when malformed.
 
     As in TrustGraph's client, any ``error`` object marks a failure, even ``{}``.
     """
+    if len(body) >= LARGE_BODY and (response := _read_large_response(body)) is not None:
+        return response
     try:
         fields = _read_usual_response(body)
     except (ValueError, TypeError):
