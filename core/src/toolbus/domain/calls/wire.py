@@ -201,9 +201,10 @@ def _inner_object(value: Any, what: str) -> dict[str, Any]:
 
 
 # The usual envelopes are read in one pass of pydantic-core, inner JSON strings
-# included. Anything else (a missing or null field, an inline object, a text the
-# fast parser refuses) is read by the step-by-step decoders below, which define
-# the rules and the error messages: the one-pass read only ever agrees with them.
+# included, or by orjson when they are large. Anything else (a missing or null
+# field, an inline object, a text the fast parsers refuse) is read by the
+# step-by-step decoders below, which define the rules and the error messages:
+# the shortcuts only ever agree with them.
 
 
 def _usual(**fields: schema.CoreSchema) -> Callable[[bytes | str], dict[str, Any]]:
