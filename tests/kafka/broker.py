@@ -39,9 +39,13 @@ def tansu_binary() -> Path:
 
 
 @contextlib.contextmanager
-def tansu_broker(workdir: Path) -> Iterator[str]:
-    """Run a Tansu broker for the block; yields its ``host:port``."""
-    port = free_port()
+def tansu_broker(workdir: Path, port: int | None = None) -> Iterator[str]:
+    """Run a Tansu broker on ``port`` (default: a free one) for the block; yields its ``host:port``.
+
+    Tansu keeps everything in memory: run again on the same port, it is the same
+    broker restarted empty.
+    """
+    port = port or free_port()
     listener = f"tcp://{LOOPBACK}:{port}"
     argv = [str(tansu_binary()), "broker", "--listener-url", listener]
     argv += ["--advertised-listener-url", listener, "--storage-engine", "memory://tansu/"]

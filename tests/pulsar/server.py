@@ -19,11 +19,17 @@ CONFIG = "[metrics]\nenabled = false\n"
 
 
 @contextlib.contextmanager
-def pulsar_lite_server(workdir: Path, log_level: str = "warn") -> Iterator[str]:
-    """Run pulsar-lite on a free loopback port with its data in ``workdir``; yields its URL."""
+def pulsar_lite_server(
+    workdir: Path, log_level: str = "warn", port: int | None = None
+) -> Iterator[str]:
+    """Run pulsar-lite with its data in ``workdir`` on ``port`` (default: a free one).
+
+    Yields its URL. Run it again with the same ``workdir`` and ``port`` to restart it
+    with its data.
+    """
     config = workdir / "pulsar-lite.toml"
     config.write_text(CONFIG)
-    port = free_port()
+    port = port or free_port()
     argv = [
         str(BINARY),
         "--config",

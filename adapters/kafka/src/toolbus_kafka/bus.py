@@ -18,12 +18,18 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.errors import KafkaError, MessageSizeTooLargeError
+from aiokafka.errors import (
+    KafkaError,
+    MessageSizeTooLargeError,
+    UnknownError,
+    UnknownTopicOrPartitionError,
+)
 
 from toolbus.domain.calls.queues import parse_queue
 from toolbus.domain.calls.wire import PROP_ID
 from toolbus.domain.errors import BusClosed, MessageTooLarge
 from toolbus_kafka.errors import KafkaUnavailable, MessageRefused
+from toolbus_kafka.logs import throttle_aiokafka_logs
 from toolbus_kafka.options import KafkaOptions, parse_options
 from toolbus_kafka.provisioning import TopicManager
 from toolbus_kafka.subscription import FanoutSubscription, GroupSubscription, KafkaSubscription
@@ -32,12 +38,16 @@ log = logging.getLogger("toolbus.kafka")
 
 # Room for headers and record-batch framing on top of the body.
 _FRAMING = 64 * 1024
+# What a broker that lost a topic answers a publish to it with (Tansu, while it
+# makes the topic again: an unknown error).
+_TOPIC_LOST = (UnknownTopicOrPartitionError, UnknownError)
 
 
 class KafkaBus:
     """A connection to a Kafka cluster. Create it with :func:`connect`."""
 
     def __init__(self, options: KafkaOptions) -> None:
+        throttle_aiokafka_logs()
         self.options = options
         client = options.client_kwargs()
         self._producer = AIOKafkaProducer(
@@ -95,25 +105,46 @@ class KafkaBus:
                 "raise it with kafka://...?max_message_size=BYTES (the topic's max.message.bytes "
                 "and the broker's message.max.bytes must allow it too)",
             )
-        partitions = self.topics.partitions_of(topic) or await self.topics.ensure(topic)
         headers = None
-        partition = None
+        call_id = None
         if properties:
             headers = [(key, value.encode()) for key, value in properties.items()]
             call_id = properties.get(PROP_ID)
-            if call_id:
-                partition = zlib.crc32(call_id.encode()) % partitions
         try:
-            sent = await self._producer.send(topic, body, partition=partition, headers=headers)
-            await sent
+            try:
+                await self._send(topic, body, headers, call_id)
+            except _TOPIC_LOST as exc:
+                # The broker may have lost the topic (a restart without its data):
+                # make it again, with its partition count read anew, and retry once.
+                log.info("publishing to Kafka topic %r: %r; making sure it exists", topic, exc)
+                await self.topics.ensure_again(topic)
+                await self._send(topic, body, headers, call_id)
         except MessageSizeTooLargeError as exc:
             raise MessageRefused(len(body), topic) from exc
         except KafkaError as exc:
             if self.closed:
                 raise BusClosed("the Kafka bus connection is closed") from exc
+            # The next publish makes sure the topic exists again.
+            self.topics.forget(topic)
             raise KafkaUnavailable(
                 f"publishing to Kafka topic {topic!r} at {self._where()} failed: {exc!r}"
             ) from exc
+
+    async def _send(
+        self,
+        topic: str,
+        body: bytes,
+        headers: list[tuple[str, bytes]] | None,
+        call_id: str | None,
+    ) -> None:
+        partition = None
+        if call_id:
+            partitions = self.topics.partitions_of(topic) or await self.topics.ensure(topic)
+            partition = zlib.crc32(call_id.encode()) % partitions
+        elif self.topics.partitions_of(topic) is None:
+            await self.topics.ensure(topic)
+        sent = await self._producer.send(topic, body, partition=partition, headers=headers)
+        await sent
 
     async def subscribe(self, queue: str, group: str | None = None) -> KafkaSubscription:
         if self.closed:
@@ -129,6 +160,7 @@ class KafkaBus:
                     topic,
                     persistent,
                     options,
+                    self.topics,
                 )
                 await subscription.start(partitions)
             else:
@@ -137,6 +169,7 @@ class KafkaBus:
                     topic,
                     persistent,
                     options,
+                    self.topics,
                 )
                 await subscription.start()
         except KafkaError as exc:
@@ -161,14 +194,13 @@ class KafkaBus:
             "max_partition_fetch_bytes": max(1024 * 1024, options.max_message_size + _FRAMING),
             "max_poll_records": options.prefetch,
         }
-        if group is None:
-            # Positioned at the end explicitly; "earliest" only matters if a slow
-            # reader falls behind retention, and then it skips the least.
-            settings["auto_offset_reset"] = "earliest"
-        else:
-            # A new group starts at the end, like a new subscription on any broker.
+        # Positions are chosen explicitly (see the subscriptions); "earliest" is for
+        # a position the broker no longer has: a slow reader that fell behind
+        # retention skips the least, and after a broker lost a topic everything in
+        # the new one is read, nothing skipped.
+        settings["auto_offset_reset"] = "earliest"
+        if group is not None:
             settings.update(
-                auto_offset_reset="latest",
                 session_timeout_ms=options.session_timeout_ms,
                 heartbeat_interval_ms=options.heartbeat_interval_ms,
                 rebalance_timeout_ms=options.rebalance_timeout_ms,

@@ -41,6 +41,16 @@ class TopicManager:
         self._partitions: dict[str, int] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
+    def forget(self, topic: str) -> None:
+        """Ensure ``topic`` again on its next use: the broker may have lost it."""
+        self._partitions.pop(topic, None)
+
+    async def ensure_again(self, topic: str) -> int:
+        """Create ``topic`` if the broker lost it (a restart of a broker that keeps
+        no data, say); return its partition count. One request when it is there."""
+        self.forget(topic)
+        return await self.ensure(topic)
+
     def partitions_of(self, topic: str) -> int | None:
         """The partition count of a topic already ensured, else None (no I/O)."""
         return self._partitions.get(topic)

@@ -17,11 +17,22 @@ so the next owner neither repeats nor skips anything.
 A nacked delivery goes back to the front of this subscription's inbox and is
 handed out again, marked redelivered. Closing commits what is done and leaves
 the group; whatever is not done is read again by the member that takes over.
+
+*A broker that lost its data* (a restart of a broker that keeps it in memory,
+such as Tansu) comes back without the topic, the group and its offsets. A
+member the group forgot gives up its partitions without committing (offsets
+read before would point into a different log), makes sure the topic exists
+again, and rejoins; a member that has been in the group before starts a
+partition the group has no offset for at its beginning, so the requests sent
+since the restart are all handled. A fan-out reader whose partition is now
+shorter than where it was reading starts that partition again from its
+beginning.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from typing import Any
@@ -29,10 +40,12 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import ConsumerStoppedError, KafkaError
 
-from toolbus.domain.errors import BusClosed
+from toolbus.application.calls.throttled_log import ThrottledLog
+from toolbus.domain.errors import BusClosed, ToolbusError
 from toolbus.ports import Delivery
 from toolbus_kafka.inbox import BATON, Inbox, InboxClosed
 from toolbus_kafka.options import KafkaOptions
+from toolbus_kafka.provisioning import TopicManager
 from toolbus_kafka.tracking import PartitionTracker
 
 log = logging.getLogger("toolbus.kafka")
@@ -42,6 +55,10 @@ log = logging.getLogger("toolbus.kafka")
 _FETCH_WAIT_MS = 200
 _RETRY_SECONDS = 0.5
 _MAX_COMMIT_BACKOFF = 30.0
+#: How often a fan-out reader compares its positions with the broker's logs.
+_POSITION_CHECK_SECONDS = 1.0
+#: aiokafka's generation of a member the group does not know (any more).
+_NO_GENERATION = -1
 
 
 def _properties(headers: Sequence[tuple[str, bytes | None]]) -> dict[str, str]:
@@ -107,12 +124,20 @@ class KafkaSubscription:
     """The part every subscription shares: fetching, the inbox, iteration, closing."""
 
     def __init__(
-        self, consumer: AIOKafkaConsumer, topic: str, persistent: bool, options: KafkaOptions
+        self,
+        consumer: AIOKafkaConsumer,
+        topic: str,
+        persistent: bool,
+        options: KafkaOptions,
+        topics: TopicManager,
     ) -> None:
         self.consumer = consumer
         self.topic = topic
         self.persistent = persistent
         self.options = options
+        self.topics = topics
+        #: Failures that repeat while the broker is away: one line a minute each.
+        self.warnings = ThrottledLog(log)
         self.inbox: Inbox[KafkaDelivery] = Inbox()
         self.closed = False
         #: A reader is waiting in aiokafka for the next batch.
@@ -175,7 +200,7 @@ class KafkaSubscription:
             log.error("reading Kafka topic %r failed: %s", self.topic, error)
             self.inbox.close(error)
             return
-        log.warning("reading Kafka topic %r: %s; retrying", self.topic, error)
+        self.warnings.warning("fetch", "reading Kafka topic %r: %s; retrying", self.topic, error)
         try:
             await asyncio.sleep(_RETRY_SECONDS)
         except asyncio.CancelledError:
@@ -237,6 +262,35 @@ class FanoutSubscription(KafkaSubscription):
         except BaseException:
             await consumer.stop()
             raise
+        self._tasks.append(
+            asyncio.create_task(self._follow_restarts(assigned), name=f"kafka-fanout-{self.topic}")
+        )
+
+    async def _follow_restarts(self, partitions: Sequence[TopicPartition]) -> None:
+        """Read a partition again from its beginning when the broker's log of it is
+        now shorter than where we are: the broker lost it (a restart without its
+        data), and the records of the new log would otherwise be skipped until it
+        grew past our old position. (Kafka answers such a fetch "out of range",
+        which resets to the beginning too; Tansu answers it with nothing.)"""
+        consumer = self.consumer
+        while True:
+            await asyncio.sleep(_POSITION_CHECK_SECONDS)
+            for tp in partitions:
+                end = consumer.highwater(tp)
+                if end is None:
+                    continue
+                position = await consumer.position(tp)
+                if end < position:
+                    self.warnings.warning(
+                        "restarted",
+                        "Kafka topic %r: partition %d ends at %d, before offset %d read "
+                        "already (the broker lost its data?); reading it from its beginning",
+                        self.topic,
+                        tp.partition,
+                        end,
+                        position,
+                    )
+                    await consumer.seek_to_beginning(tp)
 
 
 class _RebalanceListener(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -256,11 +310,20 @@ class GroupSubscription(KafkaSubscription):
     """A member of a consumer group: shares partitions, commits what is done."""
 
     def __init__(
-        self, consumer: AIOKafkaConsumer, topic: str, persistent: bool, options: KafkaOptions
+        self,
+        consumer: AIOKafkaConsumer,
+        topic: str,
+        persistent: bool,
+        options: KafkaOptions,
+        topics: TopicManager,
     ) -> None:
-        super().__init__(consumer, topic, persistent, options)
+        super().__init__(consumer, topic, persistent, options, topics)
         self.trackers: dict[TopicPartition, PartitionTracker] = {}
         self._assigned = asyncio.Event()
+        #: Partitions were assigned to this member before (set after its first join).
+        self._joined_before = False
+        #: Set by each assignment: a commit retry waiting out a pause tries at once.
+        self._reassigned = asyncio.Event()
         self._commit_wanted = asyncio.Event()
         self._commit_lock = asyncio.Lock()
         self._settled = asyncio.Event()
@@ -361,10 +424,12 @@ class GroupSubscription(KafkaSubscription):
             if await self._commit(self.trackers):
                 backoff = _RETRY_SECONDS
                 continue
-            # Failing again and again (the broker lost the topic, say): each try
-            # floods the log through aiokafka, so they are spaced out more and more.
+            # Failing again and again (the broker is away, say): spaced out more and
+            # more, until the group hands out partitions again.
             self._commit_wanted.set()
-            await asyncio.sleep(backoff)
+            self._reassigned.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._reassigned.wait(), backoff)
             backoff = min(backoff * 2, _MAX_COMMIT_BACKOFF)
 
     async def _commit(self, trackers: Mapping[TopicPartition, PartitionTracker]) -> bool:
@@ -380,7 +445,9 @@ class GroupSubscription(KafkaSubscription):
             try:
                 await asyncio.wait_for(self.consumer.commit(offsets), limit)
             except (KafkaError, TimeoutError) as exc:
-                log.info("committing offsets of Kafka topic %r failed: %r", self.topic, exc)
+                self.warnings.warning(
+                    "commit", "committing offsets of Kafka topic %r failed: %r", self.topic, exc
+                )
                 return False
             for tp, offset in offsets.items():
                 tracker = trackers[tp]
@@ -396,7 +463,7 @@ class GroupSubscription(KafkaSubscription):
             positioned = {}
             for tp in assigned:
                 try:
-                    tracker = positioned[tp] = PartitionTracker(await self.consumer.position(tp))
+                    tracker = positioned[tp] = PartitionTracker(await self._start_of(tp))
                 except KafkaError as exc:
                     log.warning("no position for %s yet (%s); starting from its records", tp, exc)
                     tracker = self.trackers[tp] = PartitionTracker(0)
@@ -413,12 +480,32 @@ class GroupSubscription(KafkaSubscription):
         except Exception:
             log.exception("taking over partitions of Kafka topic %r failed", self.topic)
         finally:
+            self._joined_before = True
+            self._reassigned.set()
             self._assigned.set()
+
+    async def _start_of(self, tp: TopicPartition) -> int:
+        """Where this member starts reading a partition it was given.
+
+        At the group's committed offset when there is one. Otherwise at the end
+        when this member joins for the first time (a new group starts at the end,
+        like a new subscription on any broker), and at the beginning when it has
+        been a member before: then the group lost its offsets (a broker that
+        restarted without its data) or the partition is new, and all it holds
+        arrived while this subscription was running.
+        """
+        consumer = self.consumer
+        if not self._joined_before and await consumer.committed(tp) is None:
+            await consumer.seek_to_end(tp)
+        return int(await consumer.position(tp))
 
     async def revoke(self, revoked: Collection[TopicPartition]) -> None:
         """Partitions go to other members: finish (bounded), commit, let go."""
         trackers = {tp: self.trackers[tp] for tp in revoked if tp in self.trackers}
         if not trackers:
+            return
+        if self._membership_lost():
+            await self._lose(trackers)
             return
         leaving = set(trackers.values())
         for tracker in leaving:
@@ -435,6 +522,49 @@ class GroupSubscription(KafkaSubscription):
             del self.trackers[tp]
             if tracker.outstanding:
                 self._orphans[tp] = tracker
+
+    def _membership_lost(self) -> bool:
+        """Whether the group forgot this member before this rebalance: its session
+        ran out, or the broker restarted without its data.
+
+        aiokafka reports lost partitions as revoked ones (it has no
+        ``on_partitions_lost``); it resets the member's generation when the
+        coordinator does not know the member, and that is what is read here.
+        """
+        coordinator = getattr(self.consumer, "_coordinator", None)
+        return getattr(coordinator, "generation", None) == _NO_GENERATION
+
+    async def _lose(self, trackers: Mapping[TopicPartition, PartitionTracker]) -> None:
+        """Let go of partitions the group already took away, committing nothing.
+
+        The group may have given them to another member, or the broker may have
+        lost the topic with its offsets, so that offsets read before point into a
+        different log: committing them could skip requests sent since. Calls still
+        running are not waited for and their acks commit nothing; what the group
+        has no offset for is read again by the next owner.
+        """
+        leaving = set(trackers.values())
+        for tp, tracker in trackers.items():
+            tracker.revoked = True
+            tracker.active = False
+            del self.trackers[tp]
+        self.inbox.purge(lambda delivery: delivery.tracker in leaving)
+        self.warnings.warning(
+            "lost",
+            "Kafka topic %r: the group no longer knew this member (the broker restarted, "
+            "or the member's session ran out); rejoining",
+            self.topic,
+        )
+        # An empty broker has lost the topic as well: make it again before rejoining,
+        # or the group would find nothing to share out.
+        try:
+            await asyncio.wait_for(
+                self.topics.ensure_again(self.topic), self.options.session_timeout_ms / 1000
+            )
+        except (KafkaError, ToolbusError, TimeoutError) as exc:
+            self.warnings.warning(
+                "topic", "making sure Kafka topic %r exists failed: %r", self.topic, exc
+            )
 
     async def _wait_for_calls_in_flight(self, trackers: Collection[PartitionTracker]) -> None:
         options = self.options

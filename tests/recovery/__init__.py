@@ -1,0 +1,1 @@
+"""Brokers that go away and come back under running services and clients."""
