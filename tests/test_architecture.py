@@ -190,7 +190,11 @@ LAYER_RULES: dict[str, tuple[str, ...]] = {
     # What adapters share sits beside the ports, and like them sees only the domain.
     **{
         support: ("toolbus.application", *ADAPTERS, *COMPOSITION)
-        for support in ("toolbus.broker_options", "toolbus.delivery_buffer")
+        for support in (
+            "toolbus.broker_options",
+            "toolbus.delivery_buffer",
+            "toolbus.throttled_log",
+        )
     },
     "toolbus.application": (*ADAPTERS, *COMPOSITION),
     # Adapters implement ports; they register through toolbus.plugins but never

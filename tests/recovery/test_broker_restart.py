@@ -46,9 +46,11 @@ PROBE_INTERVAL = 0.1
 PROBE_TIMEOUT = 5.0
 #: Calls answered in a row that count as recovered.
 CALLS_IN_A_ROW = 5
-#: More lines than this of one kind during the outage is a flood (a line per
-#: retry: Kafka wrote about ten a second before its logs were throttled).
-FLOOD = 10
+#: More lines than this of one kind while the broker is away (3 to 6 s) is a
+#: flood: a line per retry. Kafka wrote about a thousand before aiokafka's lines
+#: were throttled; pulsar-client, whose reconnects back off, writes about six per
+#: client (all of one kind on its relayed logger).
+FLOOD = 20
 
 
 @dataclass
@@ -197,6 +199,7 @@ async def test_a_running_service_and_client_recover_when_the_broker_restarts(
     with capsys.disabled():
         figures = ", ".join(f"{kind} queue {seconds:.2f} s" for kind, seconds in recovered.items())
         print(f"\n{broker.name}: calls answered again after the restart: {figures}")
+        print(f"  most repeated warnings meanwhile: {warnings.most_common(3)}")
     # Failures that repeat while the broker is away are not logged once per retry.
     flooding = {kind: count for kind, count in warnings.items() if count > FLOOD}
     assert not flooding, flooding

@@ -40,9 +40,9 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import ConsumerStoppedError, KafkaError
 
-from toolbus.application.calls.throttled_log import ThrottledLog
 from toolbus.domain.errors import BusClosed, ToolbusError
 from toolbus.ports import Delivery
+from toolbus.throttled_log import ThrottledLog
 from toolbus_kafka.inbox import BATON, Inbox, InboxClosed
 from toolbus_kafka.options import KafkaOptions
 from toolbus_kafka.provisioning import TopicManager
@@ -272,25 +272,31 @@ class FanoutSubscription(KafkaSubscription):
         data), and the records of the new log would otherwise be skipped until it
         grew past our old position. (Kafka answers such a fetch "out of range",
         which resets to the beginning too; Tansu answers it with nothing.)"""
-        consumer = self.consumer
         while True:
             await asyncio.sleep(_POSITION_CHECK_SECONDS)
-            for tp in partitions:
-                end = consumer.highwater(tp)
-                if end is None:
-                    continue
-                position = await consumer.position(tp)
-                if end < position:
-                    self.warnings.warning(
-                        "restarted",
-                        "Kafka topic %r: partition %d ends at %d, before offset %d read "
-                        "already (the broker lost its data?); reading it from its beginning",
-                        self.topic,
-                        tp.partition,
-                        end,
-                        position,
-                    )
-                    await consumer.seek_to_beginning(tp)
+            try:
+                await self._rewind_restarted(partitions)
+            except KafkaError as exc:
+                self.warnings.warning("positions", "Kafka topic %r: %r", self.topic, exc)
+
+    async def _rewind_restarted(self, partitions: Sequence[TopicPartition]) -> None:
+        consumer = self.consumer
+        for tp in partitions:
+            end = consumer.highwater(tp)
+            if end is None:
+                continue
+            position = await consumer.position(tp)
+            if end < position:
+                self.warnings.warning(
+                    "restarted",
+                    "Kafka topic %r: partition %d ends at %d, before offset %d read "
+                    "already (the broker lost its data?); reading it from its beginning",
+                    self.topic,
+                    tp.partition,
+                    end,
+                    position,
+                )
+                await consumer.seek_to_beginning(tp)
 
 
 class _RebalanceListener(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -421,13 +427,13 @@ class GroupSubscription(KafkaSubscription):
                 # Acks that arrive meanwhile ride along in the same commit.
                 await asyncio.sleep(interval)
             self._commit_wanted.clear()
+            self._reassigned.clear()
             if await self._commit(self.trackers):
                 backoff = _RETRY_SECONDS
                 continue
             # Failing again and again (the broker is away, say): spaced out more and
             # more, until the group hands out partitions again.
             self._commit_wanted.set()
-            self._reassigned.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._reassigned.wait(), backoff)
             backoff = min(backoff * 2, _MAX_COMMIT_BACKOFF)

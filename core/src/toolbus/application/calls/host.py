@@ -39,7 +39,6 @@ from anyio.abc import TaskStatus
 from toolbus.application.calls.metrics import ToolbusMetrics, default_metrics
 from toolbus.application.calls.service import JOIN_STREAM_PARAM, ToolResult, ToolService
 from toolbus.application.calls.supervision import supervised
-from toolbus.application.calls.throttled_log import ThrottledLog
 from toolbus.application.identity.caller import serving as _serving
 from toolbus.application.identity.verifying import CallVerifier
 from toolbus.application.tracing import propagation as tracing
@@ -55,6 +54,7 @@ from toolbus.domain.errors import (
 )
 from toolbus.domain.identity import PROP_CALL_TOKEN, Caller
 from toolbus.ports import Bus, Delivery
+from toolbus.throttled_log import ThrottledLog
 
 log = logging.getLogger("toolbus.service")
 

@@ -37,7 +37,6 @@ import anyio
 
 from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.calls.supervision import plain_errors
-from toolbus.application.calls.throttled_log import ThrottledLog
 from toolbus.application.calls.tools import Tools
 from toolbus.application.live.announcements import ANNOUNCEMENTS_QUEUE, PROBE_QUEUE
 from toolbus.application.live.config_client import ConfigClient
@@ -56,6 +55,7 @@ from toolbus.domain.live.announcements import (
 from toolbus.domain.live.items import ConfigVersion, decode_version
 from toolbus.domain.live.layers import Clash, Composition, compose, overlay
 from toolbus.ports import Bus, Subscription
+from toolbus.throttled_log import ThrottledLog
 
 log = logging.getLogger("toolbus.live")
 

@@ -41,6 +41,9 @@ class Throttle:
     def __len__(self) -> int:
         return len(self._kinds)
 
+    def __contains__(self, kind: Hashable) -> bool:
+        return kind in self._kinds
+
     def admit(self, kind: Hashable) -> int | None:
         """None to suppress this event; else how many of its kind were suppressed before it."""
         now = self.clock()
@@ -126,7 +129,7 @@ class ThrottlingFilter(logging.Filter):
         if record.levelno < self.level:
             return True
         kind = (record.name, record.levelno, str(record.msg))
-        if len(self._throttle) >= self.max_kinds:
+        if kind not in self._throttle and len(self._throttle) >= self.max_kinds:
             return True
         suppressed = self._throttle.admit(kind)
         if suppressed is None:
