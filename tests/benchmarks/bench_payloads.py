@@ -9,7 +9,8 @@ production; ``--plain`` uses letters only. The raw contestant
 Figures: MB/s of payload each way, sequentially and with 8 calls in flight,
 best of interleaved rounds.
 
-    uv run python tests/benchmarks/bench_payloads.py [--brokers memory,nats] [--seconds 6]
+    uv run python tests/benchmarks/bench_payloads.py [--brokers memory,nats,pulsar,kafka]
+        [--seconds 6]
         [--plain] [--loop asyncio|uvloop|auto] [--json results/payloads.json]
 """
 
@@ -136,7 +137,7 @@ async def main(brokers: list[str], seconds: float, plain: bool) -> list[dict[str
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--brokers", default="memory,nats")
+    parser.add_argument("--brokers", default="memory,nats", help="memory, nats, pulsar, kafka")
     parser.add_argument("--seconds", type=float, default=6.0, help="per figure, all rounds")
     parser.add_argument("--plain", action="store_true", help="letters only: no escaping")
     parser.add_argument("--loop", default="asyncio", help="asyncio, uvloop or auto")

@@ -7,7 +7,8 @@ toolbus sends (every chunk's response envelope, then the end of the stream) and
 the requester waits for the last one. Figures: chunks per second, sequentially
 and with 8 streams in flight, best of interleaved rounds.
 
-    uv run python tests/benchmarks/bench_streams.py [--brokers memory,nats] [--seconds 6]
+    uv run python tests/benchmarks/bench_streams.py [--brokers memory,nats,pulsar,kafka]
+        [--seconds 6]
         [--loop asyncio|uvloop|auto] [--json results/streams.json]
 """
 
@@ -130,7 +131,7 @@ async def main(brokers: list[str], seconds: float) -> list[dict[str, Any]]:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--brokers", default="memory,nats")
+    parser.add_argument("--brokers", default="memory,nats", help="memory, nats, pulsar, kafka")
     parser.add_argument("--seconds", type=float, default=6.0, help="per figure, all rounds")
     parser.add_argument("--loop", default="asyncio", help="asyncio, uvloop or auto")
     parser.add_argument("--json", type=Path, help="write the results here (for charts.py)")

@@ -1,7 +1,8 @@
 """Charts for docs/performance.md from the JSON the benchmark scripts write.
 
 Each ``*.json`` in the folder (``bench_loops.py``, ``bench_streams.py``,
-``bench_payloads.py`` and ``side_by_side.py`` with ``--json``) becomes a PNG of
+``bench_payloads.py``, ``bench_replicas.py`` and ``side_by_side.py`` with
+``--json``) becomes a PNG of
 the same name beside it, labelled with the machine, versions, date and load it
 was measured under. One command regenerates them all:
 
@@ -31,7 +32,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tests.benchmarks.run_info import label
 
 DEFAULT_FOLDER = Path(__file__).resolve().parents[2] / "docs" / "charts"
-COLOURS = {"raw": "#9e9e9e", "toolbus": "#1f77b4", "asyncio": "#9e9e9e", "uvloop": "#2ca02c"}
+COLOURS = {
+    "raw": "#9e9e9e",
+    "toolbus": "#1f77b4",
+    "asyncio": "#9e9e9e",
+    "uvloop": "#2ca02c",
+    "1 replica": "#c6dbef",
+    "2 replicas": "#6baed6",
+    "4 replicas": "#08519c",
+}
 
 
 def bars(
@@ -154,11 +163,40 @@ def side_by_side_chart(info: dict[str, Any], results: dict[str, Any]) -> Figure:
                       brokers, draw)  # fmt: skip
 
 
+def replicas_chart(info: dict[str, Any], rows: list[dict[str, Any]]) -> Figure:
+    brokers = list(dict.fromkeys(r["broker"] for r in rows))
+    counts = list(dict.fromkeys(r["replicas"] for r in rows))
+
+    def draw(ax: Axes, broker: str) -> None:
+        mine = [r for r in rows if r["broker"] == broker]
+        kinds = list(dict.fromkeys((r["tool"], r["queue"]) for r in mine))
+        figure = {(r["tool"], r["queue"], r["replicas"]): r for r in mine}
+        bars(
+            ax,
+            [f"{tool}\n{queue}" for tool, queue in kinds],
+            {
+                f"{n} replica{'s' if n > 1 else ''}": [
+                    figure[(*k, n)]["calls_per_s"] for k in kinds
+                ]
+                for n in counts
+            },
+            [f"{figure[(*k, counts[-1])]['ratio']:.2f}×" for k in kinds],
+            "calls/s, 64 in flight",
+        )
+        partitions = mine[0].get("partitions")
+        if partitions:
+            ax.set_title(f"{broker} ({partitions} partitions per topic)")
+
+    return per_broker(f"Replicas: calls/s with 1, 2 and 4 service processes ({counts[-1]} / 1 "
+                      "above)", info, brokers, draw)  # fmt: skip
+
+
 CHARTS: dict[str, Callable[[dict[str, Any], Any], Figure]] = {
     "loops": loops_chart,
     "streams": streams_chart,
     "payloads": payloads_chart,
     "side_by_side": side_by_side_chart,
+    "replicas": replicas_chart,
 }
 
 

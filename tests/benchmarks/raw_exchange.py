@@ -178,17 +178,158 @@ async def pulsar_exchange(
         await asyncio.to_thread(client.close)
 
 
+@asynccontextmanager
+async def kafka_exchange(
+    url: str, request: bytes, responses: Sequence[bytes]
+) -> AsyncIterator[Call]:
+    """Plain aiokafka, set up as the Kafka adapter sets itself up for ``url``.
+
+    Same producer settings (``acks``, ``linger_ms``, no idempotence, the size
+    limit), topics made with the adapter's partition count and
+    ``max.message.bytes``, the same fetch waits, fetch sizes and batch size, a
+    consumer group on the request topic (offsets committed as often as the
+    adapter commits on non-persistent queues) and a reader assigned every
+    partition of the response topic, positioned at its end. Each send waits
+    for the broker to take the message, as ``Bus.publish`` does, so a stream's
+    chunks go out one at a time; they share a partition, picked from the
+    ``id`` as the adapter picks it, so they arrive in order. 64 responder tasks
+    answer requests, like a service's worker pool.
+    """
+    import uuid
+    import zlib
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    from toolbus_kafka import parse_options
+
+    options = parse_options(url)
+    client = options.client_kwargs()
+    partitions = options.partitions
+    # Room for headers and record-batch framing on top of the body, as the adapter allows.
+    framing = 64 * 1024
+    suffix = uuid.uuid4().hex[:8]
+    request_topic, response_topic = f"bench.raw.request-{suffix}", f"bench.raw.response-{suffix}"
+
+    admin = AIOKafkaAdminClient(**client)
+    await admin.start()
+    try:
+        await admin.create_topics(
+            [
+                NewTopic(
+                    topic,
+                    partitions,
+                    options.replication_factor,
+                    topic_configs={"max.message.bytes": str(options.max_message_size)},
+                )
+                for topic in (request_topic, response_topic)
+            ]
+        )
+    finally:
+        await admin.close()
+
+    def producer() -> AIOKafkaProducer:
+        return AIOKafkaProducer(
+            **client,
+            enable_idempotence=False,
+            acks=options.acks_setting,
+            linger_ms=options.linger_ms,
+            max_request_size=options.max_message_size + framing,
+        )
+
+    fetching = {
+        "enable_auto_commit": False,
+        "max_partition_fetch_bytes": max(1024 * 1024, options.max_message_size + framing),
+        "max_poll_records": options.prefetch,
+    }
+    sender, replier = producer(), producer()
+    replies = AIOKafkaConsumer(
+        **client, **fetching, fetch_max_wait_ms=options.fanout_fetch_max_wait_ms
+    )
+    requests = AIOKafkaConsumer(
+        request_topic,
+        **client,
+        **{**fetching, "enable_auto_commit": True},
+        auto_commit_interval_ms=max(options.commit_interval_ms, 1),
+        group_id=f"bench-raw-{suffix}",
+        fetch_max_wait_ms=options.group_fetch_max_wait_ms,
+        # A fresh topic: reading from its start skips nothing, however long the join takes.
+        auto_offset_reset="earliest",
+        session_timeout_ms=options.session_timeout_ms,
+        heartbeat_interval_ms=options.heartbeat_interval_ms,
+        rebalance_timeout_ms=options.rebalance_timeout_ms,
+    )
+    started: list[Any] = []
+    for part in (sender, replier, replies, requests):
+        await part.start()
+        started.append(part)
+    assigned = [TopicPartition(response_topic, p) for p in range(partitions)]
+    replies.assign(assigned)
+    await replies.seek_to_end(*assigned)
+
+    inbox: asyncio.Queue[bytes] = asyncio.Queue()
+    waiters = _Waiters(len(responses))
+
+    async def take() -> None:
+        while True:
+            batches = await requests.getmany(timeout_ms=200, max_records=options.prefetch)
+            for records in batches.values():
+                for record in records:
+                    inbox.put_nowait(dict(record.headers)["id"])
+
+    async def serve() -> None:
+        while True:
+            call_id = await inbox.get()
+            partition = zlib.crc32(call_id) % partitions
+            headers = [("id", call_id)]
+            for body in responses:
+                await replier.send_and_wait(
+                    response_topic, body, partition=partition, headers=headers
+                )
+
+    async def read() -> None:
+        while True:
+            batches = await replies.getmany(timeout_ms=200, max_records=options.prefetch)
+            for records in batches.values():
+                for record in records:
+                    waiters.arrived(dict(record.headers)["id"].decode(), record.value)
+
+    async def call() -> list[bytes]:
+        call_id, future = waiters.open()
+        key = call_id.encode()
+        await sender.send_and_wait(
+            request_topic,
+            request,
+            partition=zlib.crc32(key) % partitions,
+            headers=[("id", key)],
+        )
+        return await future
+
+    tasks = [asyncio.create_task(take()), asyncio.create_task(read())]
+    tasks += [asyncio.create_task(serve()) for _ in range(64)]
+    try:
+        yield call
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for part in reversed(started):
+            await part.stop()
+
+
 def raw_exchange(
     broker: str, url: str, request: bytes, responses: Sequence[bytes]
 ) -> Any:  # an async context manager yielding a Call
-    """The raw contestant for ``broker`` (``memory``, ``nats`` or ``pulsar``)."""
+    """The raw contestant for ``broker`` (``memory``, ``nats``, ``pulsar`` or ``kafka``)."""
     if broker == "memory":
         return memory_exchange(request, responses)
     if broker == "nats":
         return nats_exchange(url, request, responses)
     if broker == "pulsar":
         return pulsar_exchange(url, request, responses)
-    raise SystemExit(f"no raw exchange for {broker!r} yet: choose memory, nats or pulsar")
+    if broker == "kafka":
+        return kafka_exchange(url, request, responses)
+    raise SystemExit(f"no raw exchange for {broker!r}: choose memory, nats, pulsar or kafka")
 
 
 async def best_of_interleaved(
