@@ -19,8 +19,9 @@ topic, which the adapter creates with ``--partitions`` partitions (its
 replicas beyond the partition count sit idle. Measuring starts once every
 group is stable with all its replicas in it.
 
-Figures are calls per second, best of ``--rounds`` interleaved rounds, and the
-ratio to one replica measured in the same run.
+Figures are calls per second, best of ``--rounds`` interleaved rounds, the
+ratio to one replica measured in the same run, and the mean time per call that
+follows from them (64 in flight / calls per second).
 
     uv run python tests/benchmarks/bench_replicas.py [--brokers nats,kafka] [--seconds 4]
         [--rounds 2] [--partitions 4] [--json results/replicas.json]
@@ -203,6 +204,8 @@ def rows_of(name: str, best: dict[tuple[str, int], float], partitions: int) -> l
                 "concurrency": CONCURRENCY_PER_REPLICA,
                 "calls_per_s": round(best[(tool, n)], 1),
                 "ratio": best[(tool, n)] / base,
+                # Little's law: with IN_FLIGHT calls always open, the mean time per call.
+                "mean_latency_ms": round(IN_FLIGHT / best[(tool, n)] * 1000, 1),
             }
             if name == "kafka":
                 row["partitions"] = partitions
@@ -221,7 +224,9 @@ def table(rows: list[dict[str, Any]]) -> str:
             if (r["broker"], r["tool"], r["queue"]) == (broker, tool, queue)
         }
         cells = " | ".join(
-            f"{mine[n]['calls_per_s']:,.0f} calls/s ({mine[n]['ratio']:.2f}x)" for n in REPLICAS
+            f"{mine[n]['calls_per_s']:,.0f} calls/s ({mine[n]['ratio']:.2f}x, "
+            f"{mine[n]['mean_latency_ms']:.0f} ms)"
+            for n in REPLICAS
         )
         lines.append(f"| {broker} | {tool}, {queue} | {cells} |")
     return "\n".join(lines)

@@ -49,17 +49,25 @@ def bars(
     series: dict[str, Sequence[float]],
     notes: Sequence[str],
     unit: str,
+    log: bool = True,
 ) -> None:
-    """Grouped bars (one colour per series) with a note above each group."""
+    """Grouped bars (one colour per series) with a note above each group.
+
+    A log scale by default, since raw and toolbus can be orders of magnitude
+    apart; ``log=False`` where the bars are steps of one curve.
+    """
     width = 0.8 / len(series)
     for i, (name, values) in enumerate(series.items()):
         xs = [g + (i - (len(series) - 1) / 2) * width for g in range(len(groups))]
         ax.bar(xs, values, width, label=name, color=COLOURS.get(name))
     ax.set_xticks(range(len(groups)), groups, fontsize=7)
-    ax.set_yscale("log")
     ax.set_ylabel(unit)
     top = max(max(v) for v in series.values())
-    ax.set_ylim(top=top * 4)
+    if log:
+        ax.set_yscale("log")
+        ax.set_ylim(top=top * 4)
+    else:
+        ax.set_ylim(0, top * 1.15)
     for g, note in enumerate(notes):
         tallest = max(values[g] for values in series.values())
         ax.annotate(note, (g, tallest), xytext=(0, 3), textcoords="offset points",
@@ -182,6 +190,7 @@ def replicas_chart(info: dict[str, Any], rows: list[dict[str, Any]]) -> Figure:
             },
             [f"{figure[(*k, counts[-1])]['ratio']:.2f}×" for k in kinds],
             "calls/s, 64 in flight",
+            log=False,
         )
         partitions = mine[0].get("partitions")
         if partitions:
