@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import uuid
+import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -195,9 +197,6 @@ async def kafka_exchange(
     ``id`` as the adapter picks it, so they arrive in order. 64 responder tasks
     answer requests, like a service's worker pool.
     """
-    import uuid
-    import zlib
-
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
@@ -259,14 +258,6 @@ async def kafka_exchange(
         heartbeat_interval_ms=options.heartbeat_interval_ms,
         rebalance_timeout_ms=options.rebalance_timeout_ms,
     )
-    started: list[Any] = []
-    for part in (sender, replier, replies, requests):
-        await part.start()
-        started.append(part)
-    assigned = [TopicPartition(response_topic, p) for p in range(partitions)]
-    replies.assign(assigned)
-    await replies.seek_to_end(*assigned)
-
     inbox: asyncio.Queue[bytes] = asyncio.Queue()
     waiters = _Waiters(len(responses))
 
@@ -305,9 +296,17 @@ async def kafka_exchange(
         )
         return await future
 
-    tasks = [asyncio.create_task(take()), asyncio.create_task(read())]
-    tasks += [asyncio.create_task(serve()) for _ in range(64)]
+    started: list[Any] = []
+    tasks: list[asyncio.Task[None]] = []
     try:
+        for part in (sender, replier, replies, requests):
+            await part.start()
+            started.append(part)
+        assigned = [TopicPartition(response_topic, p) for p in range(partitions)]
+        replies.assign(assigned)
+        await replies.seek_to_end(*assigned)
+        tasks = [asyncio.create_task(take()), asyncio.create_task(read())]
+        tasks += [asyncio.create_task(serve()) for _ in range(64)]
         yield call
     finally:
         for task in tasks:
