@@ -1,48 +1,270 @@
 """Reading a broker's options: the URL's query parameters and the ``options`` mapping.
 
-An adapter describes its options as a pydantic model (``extra="forbid"``, so a
-misspelt option fails instead of being ignored); :func:`parse_broker_options`
-merges the query string with the mapping (the mapping wins, so a secret can
-stay out of the URL) and validates them, reporting every bad option at once as
-a :class:`~toolbus.domain.errors.BrokerOptionError`. Values never appear in
-the messages: an option may hold a secret.
+An adapter describes its options as a :class:`BrokerOptions` model (frozen,
+``extra="forbid"``, so a misspelt option fails instead of being ignored), typed
+with the annotated types here (:data:`Flag`, :data:`Seconds`,
+:data:`PositiveInt`, :func:`one_of`, :func:`server_list` ...), so that every
+broker reads a flag, a duration or a server list the same way and says the same
+thing when one is wrong. :func:`parse_broker_options` merges what the adapter
+read from the URL itself, the query string and the mapping (in that order: the
+mapping wins, so a secret can stay out of the URL), validates them and checks
+how they fit together (:meth:`BrokerOptions.conflicts`), reporting every
+problem at once as a :class:`~toolbus.domain.errors.BrokerOptionError`.
+
+Values never appear in the messages, since an option may hold a secret; the
+exceptions are a server that is not ``host[:port]`` and a word that is not one
+of an option's fixed settings (:func:`one_of`), which are not secrets and which
+the reader needs to see to fix.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, TypeVar
-from urllib.parse import SplitResult, parse_qsl, urlsplit
+import difflib
+import math
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Annotated, Any, ClassVar, TypeVar
+from urllib.parse import SplitResult, parse_qsl, urlsplit, urlunsplit
 
 import pydantic
+from pydantic_core import PydanticCustomError
 
 from toolbus.domain.errors import BrokerOptionError, Problem
 
-Options = TypeVar("Options", bound=pydantic.BaseModel)
+_TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
+_FALSE_WORDS = frozenset({"0", "false", "no", "off"})
+#: The pydantic error type of the messages written here (full sentences, not pydantic's).
+_OPTION_ERROR = "broker_option"
+
+
+class BrokerOptions(pydantic.BaseModel):
+    """A broker's options: subclass it, one field per option, typed with the types below."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+    #: The broker's name in messages ("NATS option 'ack_wait' must be ..."); empty
+    #: for the in-memory bus, whose messages then speak of options in general.
+    broker: ClassVar[str] = ""
+
+    def conflicts(self) -> Iterator[tuple[str, str]]:
+        """``(option, what is wrong)`` for options each valid alone that do not fit together.
+
+        The option is ``""`` when the problem is the combination as a whole; the
+        message follows "NATS option 'x' ", as in "must be below 'y'".
+        """
+        return iter(())
+
+
+Options = TypeVar("Options", bound=BrokerOptions)
 
 
 def parse_broker_options(
-    model: type[Options], query: str, options: Mapping[str, Any] | None, *, where: str
+    model: type[Options],
+    query: str,
+    options: Mapping[str, Any] | None,
+    *,
+    where: str,
+    url_values: Mapping[str, Any] | None = None,
+    problems: Iterable[Problem] = (),
 ) -> Options:
-    """``model`` from ``query`` (a URL's query string) and ``options`` on top.
+    """``model`` from ``url_values``, ``query`` (a URL's query string) and ``options`` on top.
 
-    ``where`` names what is being read in messages, e.g. ``"memory bus URL 'memory://x'"``.
+    ``url_values`` are what the adapter read from the rest of the URL (its hosts,
+    its user info); ``problems`` what it found wrong there, reported together with
+    the options' own. ``where`` names what is being read in messages, e.g.
+    ``broker_url_where(parts)``.
     """
-    values: dict[str, Any] = dict(parse_qsl(query, keep_blank_values=True))
+    values: dict[str, Any] = dict(url_values or {})
+    values.update(parse_qsl(query, keep_blank_values=True))
     values.update(options or {})
+    found = list(problems)
     try:
-        return model.model_validate(values)
+        parsed = model.model_validate(values)
     except pydantic.ValidationError as exc:
-        known = ", ".join(model.model_fields)
-        problems = []
-        for error in exc.errors(include_url=False, include_input=False):
-            name = ".".join(str(part) for part in error["loc"])
-            if error["type"] == "extra_forbidden":
-                message = f"is not an option here; known: {known}"
-            else:
-                message = error["msg"][:1].lower() + error["msg"][1:]
-            problems.append(Problem(where, name, message))
-        raise BrokerOptionError(problems) from None
+        found += [
+            _problem(model, error, where)
+            for error in exc.errors(include_url=False, include_input=False)
+        ]
+        raise BrokerOptionError(found) from None
+    found += [
+        Problem(where, name, _sentence(model, name, message))
+        for name, message in parsed.conflicts()
+    ]
+    if found:
+        raise BrokerOptionError(found)
+    return parsed
+
+
+def _problem(model: type[BrokerOptions], error: Any, where: str) -> Problem:
+    name = ".".join(str(part) for part in error["loc"])
+    message: str = error["msg"]
+    if error["type"] == "extra_forbidden":
+        return Problem(where, name, _unknown(model, name))
+    if error["type"] == _OPTION_ERROR:
+        return Problem(where, name, _sentence(model, name, message))
+    # pydantic's own messages ("Input should be ...") read as the rest of a sentence.
+    return Problem(where, name, message[:1].lower() + message[1:])
+
+
+def _unknown(model: type[BrokerOptions], name: str) -> str:
+    known = sorted(model.model_fields)
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    if model.broker:
+        what = f"is not a {model.broker} option (unknown {model.broker} option {name!r}{hint})"
+    else:
+        what = f"is not an option here ({hint[2:]})" if hint else "is not an option here"
+    return f"{what}; known: {', '.join(known)}"
+
+
+def _sentence(model: type[BrokerOptions], name: str, message: str) -> str:
+    """``message`` about option ``name`` as a sentence of its own, as it would be in a log line."""
+    if not name:
+        return message
+    field = model.model_fields.get(name)
+    hidden = " (hidden)" if field is not None and field.repr is False else ""
+    broker = f"{model.broker} " if model.broker else ""
+    return f"{broker}option {name!r}{hidden} {message}"
+
+
+def bad_option(message: str) -> PydanticCustomError:
+    """The error an option's validator raises: ``message`` follows "NATS option 'x' ".
+
+    Never put the value in it: an option may hold a secret.
+    """
+    return PydanticCustomError(_OPTION_ERROR, "{message}", {"message": message})
+
+
+# -- the types options are written in ------------------------------------------
+
+
+def option_flag(text: str) -> bool:
+    """A broker option's boolean given as text (in a URL): 1/true/yes/on or 0/false/no/off.
+
+    Every adapter reads flags with this (through :data:`Flag`), so they all accept
+    the same words.
+    """
+    word = text.strip().lower()
+    if word in _TRUE_WORDS:
+        return True
+    if word in _FALSE_WORDS:
+        return False
+    raise ValueError(f"{text!r} is not a boolean; use true or false")
+
+
+def _flag(value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        try:
+            return option_flag(value)
+        except ValueError:
+            raise bad_option("is not a boolean; use true or false") from None
+    raise bad_option(f"must be bool, not {type(value).__name__}")
+
+
+def _whole_number(value: object) -> int:
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            raise bad_option("must be a whole number") from None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise bad_option(f"must be int, not {type(value).__name__}")
+
+
+def _seconds(value: object) -> float:
+    if isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            raise bad_option("must be a number of seconds") from None
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        number = float(value)
+    else:
+        raise bad_option(f"must be a number of seconds, not {type(value).__name__}")
+    if not math.isfinite(number):
+        raise bad_option("must be a number of seconds")
+    return number
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str):
+        raise bad_option(f"must be a non-empty string, not {type(value).__name__}")
+    if not value:
+        raise bad_option("must be a non-empty string")
+    return value
+
+
+def _check(test: Callable[[Any], bool], message: str) -> pydantic.AfterValidator:
+    def check(value: Any) -> Any:
+        if not test(value):
+            raise bad_option(message)
+        return value
+
+    return pydantic.AfterValidator(check)
+
+
+def at_least(minimum: int) -> pydantic.AfterValidator:
+    """Metadata for a whole number: ``Annotated[WholeNumber, at_least(0)]``."""
+    message = "must not be negative" if minimum == 0 else f"must be at least {minimum}"
+    return _check(lambda number: number >= minimum, message)
+
+
+def at_most(maximum: int, why: str = "") -> pydantic.AfterValidator:
+    """Metadata for a whole number; ``why`` says where the limit comes from."""
+    return _check(lambda number: number <= maximum, f"may be at most {maximum}{why}")
+
+
+#: true or false: a bool, or 1/true/yes/on, 0/false/no/off as text.
+Flag = Annotated[bool, pydantic.PlainValidator(_flag)]
+#: An int, or one written as text; a float or a bool is refused, not rounded.
+WholeNumber = Annotated[int, pydantic.PlainValidator(_whole_number)]
+PositiveInt = Annotated[WholeNumber, at_least(1)]
+#: A duration in seconds, 0 or more (an int, a float or text).
+Seconds = Annotated[
+    float,
+    pydantic.PlainValidator(_seconds),
+    _check(lambda seconds: seconds >= 0, "must be a number of seconds, 0 or more"),
+]
+#: A duration in seconds, greater than 0.
+PositiveSeconds = Annotated[
+    float,
+    pydantic.PlainValidator(_seconds),
+    _check(lambda seconds: seconds > 0, "must be a positive number of seconds (greater than 0)"),
+]
+#: Text that is not empty (a path, a name).
+Text = Annotated[str, pydantic.PlainValidator(_text)]
+#: A credential: :data:`Text`, or None when not given; left out of ``repr``, and
+#: marked "(hidden)" in messages.
+SecretText = Annotated[Text | None, pydantic.Field(repr=False)]
+
+
+def one_of(*choices: str, listed: str | None = None) -> pydantic.PlainValidator:
+    """Metadata for an option with fixed settings: ``Annotated[str, one_of("file", "memory")]``.
+
+    Matched whatever the case, and given back as written in ``choices``; a whole
+    number in configuration (``acks = 1``) is read as its text. ``listed`` is how
+    the settings are named in the message ("one of a, b, c" otherwise).
+    """
+    canonical = {choice.lower(): choice for choice in choices}
+    shown = listed or f"one of {', '.join(choices)}"
+
+    def choose(value: object) -> str:
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)
+        if not isinstance(value, str):
+            raise bad_option(f"must be {shown}, not {type(value).__name__}")
+        choice = canonical.get(value.strip().lower())
+        if choice is None:
+            # A setting's word is not a secret, and the reader needs it to see the typo.
+            raise bad_option(f"is {value!r}; use {shown}")
+        return choice
+
+    return pydantic.PlainValidator(choose)
+
+
+# -- servers and URLs ------------------------------------------------------------
 
 
 def host_port(server: str, default_port: int) -> str:
@@ -62,6 +284,50 @@ def host_port(server: str, default_port: int) -> str:
     return f"{host}:{port}"
 
 
+def host_ports(
+    servers: Iterable[str], default_port: int, *, schemes: tuple[str, ...] = ()
+) -> tuple[tuple[str, ...], list[str]]:
+    """``host:port`` for each of ``servers`` that is one, and (stripped) those that are not.
+
+    A server may be written ``scheme://host:port`` for one of ``schemes``.
+    """
+    good: list[str] = []
+    bad: list[str] = []
+    for server in servers:
+        scheme, separator, rest = server.strip().partition("://")
+        written = rest if separator and scheme in schemes else server
+        try:
+            good.append(host_port(written, default_port))
+        except ValueError:
+            bad.append(server.strip())
+    return tuple(good), bad
+
+
+def server_list(default_port: int, *, schemes: tuple[str, ...] = ()) -> pydantic.PlainValidator:
+    """Metadata for a list of servers: ``Annotated[tuple[str, ...], server_list(4222)]``.
+
+    Takes a comma-separated string or a list of strings; gives ``host:port``s.
+    """
+    example = f'["host-1:{default_port}", "host-2:{default_port}"]'
+
+    def read(value: object) -> tuple[str, ...]:
+        if isinstance(value, str):
+            listed = value.split(",")
+        elif isinstance(value, list | tuple) and value and all(isinstance(v, str) for v in value):
+            listed = list(value)
+        else:
+            raise bad_option(f"must be a list of host:port strings, for example {example}")
+        servers, bad = host_ports(listed, default_port, schemes=schemes)
+        if bad:
+            raise bad_option(
+                "must list servers as host[:port]: "
+                + ", ".join(f"{server!r} is not host[:port]" for server in bad)
+            )
+        return servers
+
+    return pydantic.PlainValidator(read)
+
+
 def split_url(url: str, broker: str) -> SplitResult:
     """``urlsplit(url)``, with its complaint as a :class:`BrokerOptionError` naming ``broker``.
 
@@ -74,3 +340,14 @@ def split_url(url: str, broker: str) -> SplitResult:
             f"the {broker} URL cannot be read ({exc}); an IPv6 host goes in brackets, "
             "with its port after them: [::1]:4222"
         ) from None
+
+
+def public_url(parts: SplitResult) -> str:
+    """The URL as it may be shown: without user info (a password) or query (options)."""
+    hosts = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, hosts, parts.path, "", ""))
+
+
+def broker_url_where(parts: SplitResult) -> str:
+    """What messages about a broker URL's options say they are about."""
+    return f"broker URL {public_url(parts)!r}"

@@ -16,13 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+# Still importable from here, where adapters used to find it.
+from toolbus.broker_options import option_flag as option_flag
 from toolbus.domain.errors import ConfigError, Problem
 
 SETTINGS_FILE = "toolbus.toml"
 DEFAULT_BROKER = "memory://"
-
-_TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
-_FALSE_WORDS = frozenset({"0", "false", "no", "off"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,19 +31,6 @@ class Settings:
     broker_options: Mapping[str, Any] = field(default_factory=dict)
     #: The whole ``toolbus.toml``, for features that read their own tables.
     file: Mapping[str, Any] = field(default_factory=dict)
-
-
-def option_flag(text: str) -> bool:
-    """A broker option's boolean given as text (in a URL): 1/true/yes/on or 0/false/no/off.
-
-    Every adapter reads flags with this, so they all accept the same words.
-    """
-    word = text.strip().lower()
-    if word in _TRUE_WORDS:
-        return True
-    if word in _FALSE_WORDS:
-        return False
-    raise ValueError(f"{text!r} is not a boolean; use true or false")
 
 
 def read_settings_file(path: Path) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Connection and delivery options: parsed from the broker URL and from configuration.
+"""Connection and delivery options: read from the broker URL and from configuration.
 
 URL form::
 
@@ -7,104 +7,105 @@ URL form::
 
 Every option can be given as a query parameter or in the ``options`` mapping
 handed to :func:`toolbus_nats.connect` (configuration wins over the URL, so a
-secret can stay out of the URL). Unknown option names are rejected, so a typo
-fails loudly instead of being ignored.
+secret can stay out of the URL). :class:`NatsOptions` describes them, read by
+the core's :func:`~toolbus.broker_options.parse_broker_options` like every
+broker's: an unknown option name is rejected, so a typo fails loudly instead of
+being ignored, and every problem is reported at once.
 """
 
 from __future__ import annotations
 
 import ssl
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, unquote
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
+from urllib.parse import unquote
 
-from toolbus.broker_options import host_port, split_url
+from toolbus.broker_options import (
+    BrokerOptions,
+    Flag,
+    PositiveInt,
+    PositiveSeconds,
+    Seconds,
+    SecretText,
+    Text,
+    WholeNumber,
+    at_least,
+    at_most,
+    broker_url_where,
+    host_ports,
+    one_of,
+    parse_broker_options,
+    server_list,
+    split_url,
+)
 from toolbus.domain._moved import renamed
-from toolbus.domain.errors import BrokerOptionError
-from toolbus.settings import option_flag
+from toolbus.domain.errors import BrokerOptionError, Problem
 
 DEFAULT_PORT = 4222
 SCHEMES = ("nats", "nats+tls")
 
 
-@dataclass(frozen=True, slots=True)
-class NatsOptions:
+class NatsOptions(BrokerOptions):
     """Everything :func:`toolbus_nats.connect` needs; see ``docs/adapters/nats.md``."""
 
-    servers: tuple[str, ...] = ("127.0.0.1:4222",)
+    broker: ClassVar[str] = "NATS"
+
+    #: ``host:port``s; in configuration also ``nats://`` or ``tls://`` URLs.
+    servers: Annotated[tuple[str, ...], server_list(DEFAULT_PORT, schemes=("nats", "tls"))] = (
+        "127.0.0.1:4222",
+    )
     #: Connection name shown by the server's monitoring.
-    name: str | None = None
+    name: Text | None = None
     # -- authentication -------------------------------------------------------
-    user: str | None = field(default=None, repr=False)
-    password: str | None = field(default=None, repr=False)
-    token: str | None = field(default=None, repr=False)
+    user: SecretText = None
+    password: SecretText = None
+    token: SecretText = None
     #: Path of a ``.creds`` file (JWT + NKey seed), as issued by ``nsc``.
-    credentials: str | None = None
+    credentials: Text | None = None
     #: Path of a file holding an NKey seed.
-    nkey_seed: str | None = None
+    nkey_seed: Text | None = None
     # -- TLS ------------------------------------------------------------------
-    tls: bool = False
-    tls_ca: str | None = None
-    tls_cert: str | None = None
-    tls_key: str | None = None
-    tls_hostname: str | None = None
-    tls_handshake_first: bool = False
+    tls: Flag = False
+    tls_ca: Text | None = None
+    tls_cert: Text | None = None
+    tls_key: Text | None = None
+    tls_hostname: Text | None = None
+    tls_handshake_first: Flag = False
     # -- connection -------------------------------------------------------------
-    connect_timeout: float = 5.0
+    connect_timeout: PositiveSeconds = 5.0
     #: Try the servers in random order, which spreads clients over a cluster;
     #: false tries them in the order given (a preferred, nearby node first).
-    randomize: bool = True
-    reconnect_wait: float = 1.0
+    randomize: Flag = True
+    reconnect_wait: Seconds = 1.0
     #: -1: keep trying for ever (a service outlives a broker restart).
-    max_reconnect_attempts: int = -1
+    max_reconnect_attempts: WholeNumber = -1
     #: Bytes of outgoing messages kept while reconnecting; beyond it publishing fails.
-    reconnect_buffer: int = 32 * 1024 * 1024
+    reconnect_buffer: Annotated[WholeNumber, at_least(0)] = 32 * 1024 * 1024
     # -- JetStream (persistent queues) ---------------------------------------------
     #: Seconds a delivery may stay unacknowledged before JetStream redelivers it.
     #: A subscriber that is alive keeps its deliveries from expiring (it reports
     #: progress), so this is how long a *dead* consumer holds a message up.
-    ack_wait: float = 30.0
+    ack_wait: PositiveSeconds = 30.0
     #: Ask JetStream to confirm each ack, and send it again until it does (for up
     #: to ``ack_wait``): an ack lost while a cluster moves a consumer's leadership
     #: would otherwise bring the message back, maybe to another replica.
-    confirm_acks: bool = True
+    confirm_acks: Flag = True
     #: Deliveries before a message goes to the dead-letter subject.
-    max_deliveries: int = 5
+    max_deliveries: PositiveInt = 5
     #: Messages a subscription asks JetStream for ahead of use.
-    pull_batch: int = 64
+    pull_batch: Annotated[PositiveInt, at_most(256, " (a JetStream limit)")] = 64
     #: ``file`` or ``memory``.
-    storage: str = "file"
-    replicas: int = 1
+    storage: Annotated[str, one_of("file", "memory")] = "file"
+    replicas: PositiveInt = 1
     #: Seconds a message may wait in a stream for its consumers; 0 = no limit.
-    max_age: float = 0.0
+    max_age: Seconds = 0.0
     #: Seconds dead letters are kept; 0 = no limit.
-    dead_letter_max_age: float = 7 * 24 * 3600.0
+    dead_letter_max_age: Seconds = 7 * 24 * 3600.0
     #: Seconds to wait for JetStream to confirm a stored message.
-    publish_timeout: float = 10.0
+    publish_timeout: PositiveSeconds = 10.0
     #: Seconds an abandoned fan-out consumer survives its subscriber (a process
     #: that died cannot delete it).
-    fanout_inactive_threshold: float = 60.0
-
-    def __post_init__(self) -> None:
-        if not self.servers:
-            raise BrokerOptionError("NATS options: at least one server (host:port) is needed")
-        if self.storage not in ("file", "memory"):
-            raise BrokerOptionError(
-                f"NATS option 'storage' is {self.storage!r}; use 'file' or 'memory'"
-            )
-        for name in ("ack_wait", "publish_timeout", "connect_timeout", "fanout_inactive_threshold"):
-            if getattr(self, name) <= 0:
-                raise BrokerOptionError(
-                    f"NATS option {name!r} must be a positive number of seconds"
-                )
-        for name in ("max_deliveries", "pull_batch", "replicas"):
-            if getattr(self, name) < 1:
-                raise BrokerOptionError(f"NATS option {name!r} must be at least 1")
-        if self.pull_batch > 256:
-            raise BrokerOptionError(
-                "NATS option 'pull_batch' may be at most 256 (a JetStream limit)"
-            )
+    fanout_inactive_threshold: PositiveSeconds = 60.0
 
     def server_urls(self) -> list[str]:
         """Server URLs for nats-py, without credentials (those go separately)."""
@@ -154,95 +155,49 @@ class NatsOptions:
         return kwargs
 
 
-# Each option's type, read from the dataclass ("float", "str | None", ...).
-_TYPES: dict[str, type] = {
-    f.name: {"bool": bool, "int": int, "float": float}.get(str(f.type).split(" ")[0], str)
-    for f in fields(NatsOptions)
-    if f.name != "servers"
-}
-_PARSERS: dict[type, Callable[[str], Any]] = {bool: option_flag, int: int, float: float, str: str}
-OPTION_NAMES = frozenset(_TYPES)
-
-
-def _convert(name: str, value: Any) -> Any:
-    """``value`` as option ``name``'s type: text is parsed, typed values are checked."""
-    expected = _TYPES.get(name)
-    if expected is None:
-        raise BrokerOptionError(
-            f"unknown NATS option {name!r}; known options: {', '.join(sorted(OPTION_NAMES))}"
-        )
-    if isinstance(value, str):
-        try:
-            return _PARSERS[expected](value)
-        except ValueError as exc:
-            raise BrokerOptionError(f"NATS option {name!r}: {exc}") from None
-    # Configuration (TOML) may already hold numbers and booleans.
-    if expected is float and isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    if isinstance(value, expected) and not (expected is int and isinstance(value, bool)):
-        return value
-    raise BrokerOptionError(
-        f"NATS option {name!r} must be {expected.__name__}, not {type(value).__name__}"
-    )
-
-
-def _servers(listed: str) -> tuple[str, ...]:
-    """``host[:port],...`` (each may also be written ``nats://host:port``) as ``host:port``s."""
-    servers = []
-    for part in listed.split(","):
-        scheme, separator, rest = part.strip().partition("://")
-        try:
-            servers.append(
-                host_port(rest if separator and scheme in ("nats", "tls") else part, DEFAULT_PORT)
-            )
-        except ValueError:
-            raise BrokerOptionError(
-                f"NATS server {part.strip()!r} is not host[:port]; list servers as "
-                "host:port,host:port"
-            ) from None
-    return tuple(servers)
-
-
-def _server_list(value: Any) -> tuple[str, ...]:
-    """The ``servers`` option: a comma-separated string or a list of strings."""
-    if isinstance(value, str):
-        return _servers(value)
-    if isinstance(value, list | tuple) and value and all(isinstance(v, str) for v in value):
-        return _servers(",".join(value))
-    raise BrokerOptionError(
-        f"NATS option 'servers' must be a list of host:port strings, not {value!r}; "
-        'for example ["nats-1:4222", "nats-2:4222", "nats-3:4222"]'
-    )
+OPTION_NAMES = frozenset(NatsOptions.model_fields)
 
 
 def parse_options(url: str, options: Mapping[str, Any] | None = None) -> NatsOptions:
     """Read ``url`` and ``options`` into :class:`NatsOptions` (``options`` wins)."""
     parts = split_url(url, "NATS")
+    where = broker_url_where(parts)
     if parts.scheme not in SCHEMES:
         raise BrokerOptionError(
-            f"not a NATS URL: {url!r}; use nats://host:port[,host:port] or nats+tls://..."
+            [
+                Problem(
+                    where,
+                    "",
+                    "is not a NATS URL; use nats://host:port[,host:port] or nats+tls://...",
+                )
+            ]
         )
     userinfo, _, hosts = parts.netloc.rpartition("@")
+    problems: list[Problem] = []
     values: dict[str, Any] = {}
-    if not hosts:
-        raise BrokerOptionError(f"NATS URL {url!r} names no server; use nats://host:port")
-    values["servers"] = _servers(hosts)
+    if hosts:
+        values["servers"], bad = host_ports(hosts.split(","), DEFAULT_PORT)
+        problems += [
+            Problem(
+                where,
+                "",
+                f"NATS server {server!r} is not host[:port]; list servers as host:port,host:port",
+            )
+            for server in bad
+        ]
+    else:
+        problems.append(Problem(where, "", "names no server; use nats://host:port"))
     if userinfo:
         user, colon, password = userinfo.partition(":")
         if colon:
-            values["user"], values["password"] = unquote(user), unquote(password)
+            values["user"], values["password"] = unquote(user), unquote(password) or None
         else:
             values["token"] = unquote(user)
     if parts.scheme == "nats+tls":
         values["tls"] = True
-    for name, value in parse_qsl(parts.query, keep_blank_values=True):
-        values[name] = _convert(name, value)
-    for name, value in (options or {}).items():
-        if name == "servers":
-            values["servers"] = _server_list(value)
-        else:
-            values[name] = _convert(name, value)
-    return replace(NatsOptions(), **values)
+    return parse_broker_options(
+        NatsOptions, parts.query, options, where=where, url_values=values, problems=problems
+    )
 
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 import pydantic
 
-from toolbus.broker_options import parse_broker_options
+from toolbus.broker_options import BrokerOptions, parse_broker_options
 from toolbus.delivery_buffer import DeliveryBuffer
 from toolbus.domain.calls.queues import parse_queue
 from toolbus.domain.errors import BrokerOptionError, BusClosed, MessageTooLarge
@@ -314,10 +314,8 @@ class MemoryBus:
             await listener.close()
 
 
-class MemoryOptions(pydantic.BaseModel):
+class MemoryOptions(BrokerOptions):
     """The in-memory bus's options, as URL query parameters or ``options``."""
-
-    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
 
     #: Messages each group's or fan-out subscriber's buffer holds before publishers wait.
     buffer_size: int = pydantic.Field(DEFAULT_BUFFER, ge=1)
