@@ -177,12 +177,10 @@ def parse_options(url: str, options: Mapping[str, Any] | None = None) -> KafkaOp
     """Read ``url`` and ``options`` into :class:`KafkaOptions` (``options`` wins)."""
     parts = split_url(url, "Kafka")
     where = broker_url_where(parts)
-    if parts.scheme != SCHEME:
-        raise BrokerOptionError(
-            [Problem(where, "", "is not a Kafka URL; use kafka://host:port[,host:port]")]
-        )
-    userinfo, _, hosts = parts.netloc.rpartition("@")
     problems: list[Problem] = []
+    if parts.scheme != SCHEME:
+        problems.append(Problem(where, "", "is not a Kafka URL; use kafka://host:port[,host:port]"))
+    userinfo, _, hosts = parts.netloc.rpartition("@")
     values: dict[str, Any] = {}
     if hosts:
         values["bootstrap_servers"], bad = host_ports(hosts.split(","), DEFAULT_PORT)

@@ -162,18 +162,14 @@ def parse_options(url: str, options: Mapping[str, Any] | None = None) -> NatsOpt
     """Read ``url`` and ``options`` into :class:`NatsOptions` (``options`` wins)."""
     parts = split_url(url, "NATS")
     where = broker_url_where(parts)
+    problems: list[Problem] = []
     if parts.scheme not in SCHEMES:
-        raise BrokerOptionError(
-            [
-                Problem(
-                    where,
-                    "",
-                    "is not a NATS URL; use nats://host:port[,host:port] or nats+tls://...",
-                )
-            ]
+        problems.append(
+            Problem(
+                where, "", "is not a NATS URL; use nats://host:port[,host:port] or nats+tls://..."
+            )
         )
     userinfo, _, hosts = parts.netloc.rpartition("@")
-    problems: list[Problem] = []
     values: dict[str, Any] = {}
     if hosts:
         values["servers"], bad = host_ports(hosts.split(","), DEFAULT_PORT)

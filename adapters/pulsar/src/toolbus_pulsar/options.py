@@ -18,7 +18,7 @@ import math
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, ClassVar
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import pulsar
 import pydantic
@@ -233,6 +233,6 @@ def parse_options(url: str, options: Mapping[str, Any] | None = None) -> PulsarO
     parsed = parse_broker_options(
         PulsarOptions, parts.query, options, where=where, problems=problems
     )
-    # Set once, before anyone else sees the options.
-    parsed._service_url = urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+    # Set once, before anyone else sees the options (the URL carries no user info).
+    parsed._service_url = public_url(parts)
     return parsed
