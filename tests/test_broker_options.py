@@ -253,6 +253,23 @@ def test_a_pulsar_url_urlsplit_cannot_read_is_a_broker_option_error() -> None:
         pulsar_options("pulsar://[::1:6650")
 
 
+@pytest.mark.parametrize(
+    ("parse", "url", "example"),
+    [
+        (nats_options, "nats://[::1:4222", "[::1]:4222"),
+        (kafka_options, "kafka://[::1:9092", "[::1]:9092"),
+        (pulsar_options, "pulsar://[::1:6650", "[::1]:6650"),
+    ],
+)
+def test_an_unreadable_url_shows_the_fix_with_the_brokers_own_port(
+    parse: Callable[[str], Any], url: str, example: str
+) -> None:
+    with pytest.raises(BrokerOptionError) as caught:
+        parse(url)
+
+    assert str(caught.value).endswith(example)
+
+
 def test_pulsar_lists_ipv6_brokers_with_or_without_a_port() -> None:
     url = "pulsar://[::1],[fe80::2]:6651"
 

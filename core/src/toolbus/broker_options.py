@@ -328,8 +328,9 @@ def server_list(default_port: int, *, schemes: tuple[str, ...] = ()) -> pydantic
     return pydantic.PlainValidator(read)
 
 
-def split_url(url: str, broker: str) -> SplitResult:
-    """``urlsplit(url)``, with its complaint as a :class:`BrokerOptionError` naming ``broker``.
+def split_url(url: str, broker: str, default_port: int) -> SplitResult:
+    """``urlsplit(url)``, with its complaint as a :class:`BrokerOptionError` naming ``broker``
+    (its example shows the broker's ``default_port``).
 
     The URL itself is left out of the message: it may carry a password.
     """
@@ -338,7 +339,7 @@ def split_url(url: str, broker: str) -> SplitResult:
     except ValueError as exc:
         raise BrokerOptionError(
             f"the {broker} URL cannot be read ({exc}); an IPv6 host goes in brackets, "
-            "with its port after them: [::1]:4222"
+            f"with its port after them: [::1]:{default_port}"
         ) from None
 
 

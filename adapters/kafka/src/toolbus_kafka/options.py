@@ -175,7 +175,7 @@ OPTION_NAMES = frozenset(KafkaOptions.model_fields)
 
 def parse_options(url: str, options: Mapping[str, Any] | None = None) -> KafkaOptions:
     """Read ``url`` and ``options`` into :class:`KafkaOptions` (``options`` wins)."""
-    parts = split_url(url, "Kafka")
+    parts = split_url(url, "Kafka", DEFAULT_PORT)
     where = broker_url_where(parts)
     problems: list[Problem] = []
     if parts.scheme != SCHEME:

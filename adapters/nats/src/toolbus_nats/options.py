@@ -160,7 +160,7 @@ OPTION_NAMES = frozenset(NatsOptions.model_fields)
 
 def parse_options(url: str, options: Mapping[str, Any] | None = None) -> NatsOptions:
     """Read ``url`` and ``options`` into :class:`NatsOptions` (``options`` wins)."""
-    parts = split_url(url, "NATS")
+    parts = split_url(url, "NATS", DEFAULT_PORT)
     where = broker_url_where(parts)
     problems: list[Problem] = []
     if parts.scheme not in SCHEMES:

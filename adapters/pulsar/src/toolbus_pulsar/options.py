@@ -198,7 +198,7 @@ OPTION_NAMES: tuple[str, ...] = tuple(sorted(PulsarOptions.model_fields))
 
 def parse_options(url: str, options: Mapping[str, Any] | None = None) -> PulsarOptions:
     """Validate ``url`` and ``options`` (query string first, then the mapping on top)."""
-    parts = split_url(url, "Pulsar")
+    parts = split_url(url, "Pulsar", DEFAULT_PORT)
     where = broker_url_where(parts)
     problems: list[Problem] = []
     if parts.scheme not in SCHEMES:
