@@ -126,3 +126,90 @@ async def test_a_reader_cancelled_as_it_is_woken_passes_the_item_to_another() ->
     first.cancel()  # ...which is cancelled before it could run
     assert await asyncio.wait_for(second, 1) == "kept"
     assert first.cancelled()
+
+
+async def test_a_turn_wakes_a_reader_with_nothing_to_take() -> None:
+    buffer: DeliveryBuffer[str] = DeliveryBuffer()
+    reader = asyncio.create_task(buffer.woken())
+    await asyncio.sleep(0)  # the reader now waits
+    buffer.pass_turn()
+    await asyncio.wait_for(reader, 1)
+    assert buffer.take() is None
+
+
+async def test_a_turn_passed_as_its_reader_is_cancelled_goes_to_the_next_reader() -> None:
+    buffer: DeliveryBuffer[str] = DeliveryBuffer()
+    first = asyncio.create_task(buffer.woken())
+    await asyncio.sleep(0)
+    second = asyncio.create_task(buffer.woken())
+    await asyncio.sleep(0)
+    buffer.pass_turn()  # wakes the first reader...
+    first.cancel()  # ...which is cancelled before it could run
+    await asyncio.wait_for(second, 1)
+    assert first.cancelled()
+
+
+async def test_a_turn_passed_while_a_reader_is_on_its_way_goes_to_that_reader() -> None:
+    buffer: DeliveryBuffer[str] = DeliveryBuffer()
+    readers = [asyncio.create_task(buffer.woken()) for _ in range(3)]
+    await asyncio.sleep(0)
+    buffer.offer("item")  # wakes the first reader...
+    assert buffer.take() == "item"  # ...whose item someone else takes meanwhile
+    buffer.pass_turn()  # the first reader, already woken, takes the turn instead
+    readers[0].cancel()  # and, cancelled, passes it on: to the second, not both
+    await asyncio.wait_for(readers[1], 1)
+    await asyncio.sleep(0)
+    assert not readers[2].done()
+    readers[2].cancel()
+
+
+async def test_a_turn_with_nobody_waiting_is_not_kept_for_later() -> None:
+    buffer: DeliveryBuffer[str] = DeliveryBuffer()
+    buffer.pass_turn()
+    reader = asyncio.create_task(buffer.woken())
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert not reader.done()  # whoever comes later sees for itself that nobody fetches
+    reader.cancel()
+
+
+async def test_a_batch_wakes_one_reader_and_keeps_its_order() -> None:
+    buffer: DeliveryBuffer[int] = DeliveryBuffer(3)
+    assert buffer.offer_many([]) is False
+    readers = [asyncio.create_task(buffer.get()) for _ in range(2)]
+    await asyncio.sleep(0)
+    assert buffer.offer_many(iter([1, 2, 3])) is True  # full now: three items
+    assert [await reader for reader in readers] == [1, 2]
+    assert buffer.take() == 3
+
+
+async def test_purging_drops_what_is_picked_keeps_the_order_and_makes_room() -> None:
+    buffer: DeliveryBuffer[bytes] = DeliveryBuffer(4, max_bytes=6, weigh=len)
+    assert buffer.offer_many([b"a", b"bb", b"c", b"dd"]) is True
+    writer = asyncio.create_task(buffer.put(b"e"))
+    await asyncio.sleep(0)
+    assert not writer.done()
+    assert buffer.purge(lambda item: len(item) == 2) == [b"bb", b"dd"]
+    assert buffer.size == 2
+    await asyncio.wait_for(writer, 1)
+    assert buffer.take_all() == [b"a", b"c", b"e"]
+    assert buffer.purge(lambda item: True) == []
+
+
+async def test_a_reader_between_waits_learns_of_the_close_and_its_error() -> None:
+    buffer: DeliveryBuffer[int] = DeliveryBuffer()
+    reader = asyncio.create_task(buffer.woken())
+    await asyncio.sleep(0)
+    failure = BusClosed("the broker went away")
+    buffer.close(failure)
+    await asyncio.wait_for(reader, 1)  # woken, not failed: it looks at the buffer
+    assert buffer.closed and buffer.error is failure
+    await asyncio.wait_for(buffer.woken(), 1)  # returns at once once closed
+    with pytest.raises(BusClosed, match="went away"):
+        await buffer.get()
+
+
+async def test_a_buffer_closed_without_an_error_has_none() -> None:
+    buffer: DeliveryBuffer[int] = DeliveryBuffer()
+    buffer.close()
+    assert buffer.error is None

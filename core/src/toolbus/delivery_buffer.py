@@ -1,8 +1,8 @@
-"""A bounded FIFO between whatever receives messages and a subscription's readers.
+"""A FIFO between whatever receives messages and a subscription's readers.
 
 Any number of tasks may read one subscription at once (a service host's worker
 pool), so every adapter that buffers deliveries needs the same subtle thing;
-this is it, shared by the in-memory bus and the NATS adapter.
+this is it, shared by every broker adapter and the in-memory bus.
 
 * **Wake one.** Waiting readers are woken one at a time: the woken reader takes
   an item when it runs and, if more are left, wakes the next. A reader that
@@ -12,27 +12,36 @@ this is it, shared by the in-memory bus and the NATS adapter.
   rest.
 * **Cancel-safe.** A reader cancelled (or whose subscription closed) just after
   being woken passes the wake on, so no item waits while a reader is idle.
-* **Bounded.** Full at ``limit`` items or, given a way to weigh them, at
-  ``max_bytes``: writers then wait (:meth:`put`, :meth:`wait_for_space`) and the
-  broker's own flow control takes over. Redeliveries (:meth:`push_front`) go
-  first and never wait for room.
-* **Closing** wakes every reader with :class:`BufferClosed`, or the error given,
-  and every waiting writer.
+* **Turns.** Where readers fetch for themselves (Kafka: one reader at a time
+  waits in the client's fetch), a reader can be woken with nothing to take, to
+  fetch for the others: :meth:`pass_turn`. A turn is passed on like any wake.
+* **Bounded, if asked.** Full at ``limit`` items or, given a way to weigh them,
+  at ``max_bytes``: writers then wait (:meth:`put`, :meth:`wait_for_space`) or,
+  never waiting, learn it from :meth:`offer` and pause the broker's flow. A
+  reader sees what is left with ``len()`` (to resume a paused flow, say).
+  Redeliveries (:meth:`push_front`) go first and never wait for room.
+* **Closing** wakes every reader, with :class:`BufferClosed` or the error given
+  for :meth:`get`, and every waiting writer.
 
-:meth:`get` is the whole read. A subscription whose readers must also stop
-when *it* closes, while the buffer lives on for others (members of one group
-share a buffer), reads with the parts instead: :meth:`take`, :meth:`wait`,
-:meth:`woke` and :meth:`pass_wake`.
+:meth:`get` is the whole read. A subscription that must do more between waits
+reads with the parts instead: :meth:`take` and :meth:`woken` (it fetches when
+woken with nothing to take, say), or :meth:`take`, :meth:`wait`, :meth:`woke`
+and :meth:`pass_wake` when its readers must also stop when *it* closes while
+the buffer lives on for others (members of one group share a buffer).
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
+
+#: The default ``limit``: no bound on the number of items.
+UNBOUNDED = sys.maxsize
 
 
 class BufferClosed(Exception):
@@ -40,13 +49,14 @@ class BufferClosed(Exception):
 
 
 class DeliveryBuffer(Generic[T]):
-    """A bounded FIFO with any number of readers and writers."""
+    """A FIFO with any number of readers and writers, bounded if asked."""
 
     __slots__ = (
         "_error",
         "_getters",
         "_loop",
         "_putters",
+        "_turn",
         "_waking",
         "_weigh",
         "closed",
@@ -58,7 +68,7 @@ class DeliveryBuffer(Generic[T]):
 
     def __init__(
         self,
-        limit: int,
+        limit: int = UNBOUNDED,
         max_bytes: int = 0,
         weigh: Callable[[T], int] | None = None,
         *,
@@ -72,6 +82,8 @@ class DeliveryBuffer(Generic[T]):
         self._putters: deque[asyncio.Future[None]] = deque()
         #: A reader has been woken and has not run yet.
         self._waking = False
+        #: ... and it is to take the turn (see pass_turn), even with nothing to take.
+        self._turn = False
         # Given when known: each get_running_loop() asks the OS for the pid.
         self._loop = loop
         self._error: BaseException | None = None
@@ -84,6 +96,11 @@ class DeliveryBuffer(Generic[T]):
 
     def __len__(self) -> int:
         return len(self.items)
+
+    @property
+    def error(self) -> BaseException | None:
+        """What the buffer was closed with, when it was closed by a failure."""
+        return self._error
 
     def _future(self) -> asyncio.Future[None]:
         return (self._loop or asyncio.get_running_loop()).create_future()
@@ -114,6 +131,17 @@ class DeliveryBuffer(Generic[T]):
             if self.size >= self.max_bytes:
                 return True
         return len(items) >= self.limit
+
+    def offer_many(self, items: Iterable[T]) -> bool:
+        """:meth:`offer` each of ``items`` in order (a fetched batch); True when now full."""
+        batch = items if isinstance(items, list) else list(items)
+        if batch:
+            self.items.extend(batch)
+            if self._weigh is not None:
+                self.size += sum(map(self._weigh, batch))
+            if not self._waking:
+                self._wake_one()
+        return self.full()
 
     def push_front(self, item: T) -> None:
         """Put ``item`` ahead of everything else (a redelivery); it never waits for room."""
@@ -169,6 +197,26 @@ class DeliveryBuffer(Generic[T]):
             self._wake_putter()
         return item
 
+    def purge(self, unwanted: Callable[[T], bool]) -> list[T]:
+        """Remove and return the items ``unwanted`` picks; the rest keep their order.
+
+        For deliveries that must no longer be handed out (their partition went
+        to another consumer, say). Makes room for waiting writers.
+        """
+        kept: deque[T] = deque()
+        removed: list[T] = []
+        for item in self.items:
+            (removed if unwanted(item) else kept).append(item)
+        if not removed:
+            return removed
+        self.items = kept
+        if self._weigh is not None:
+            weigh = self._weigh
+            self.size -= sum(weigh(item) for item in removed)
+        while self._putters and not self.full():
+            self._wake_putter()
+        return removed
+
     def wait(self) -> asyncio.Future[None]:
         """A place in the queue of readers waiting to be woken (await it, then :meth:`woke`)."""
         getter = self._future()
@@ -176,14 +224,48 @@ class DeliveryBuffer(Generic[T]):
         return getter
 
     def woke(self) -> None:
-        """A woken reader is running (it takes an item next, if one is left)."""
+        """A woken reader is running (it takes an item, or the turn, next)."""
         self._waking = False
+        self._turn = False
 
     def pass_wake(self) -> None:
-        """A woken reader leaves without taking: wake another if anything is left."""
+        """A woken reader leaves without taking: wake another if anything (or the turn) is left."""
         self._waking = False
-        if self.items:
+        if self.items or self._turn:
             self._wake_one()
+            self._turn = self._turn and self._waking
+
+    def pass_turn(self) -> None:
+        """Wake a waiting reader even with nothing to take: it is to act for the others.
+
+        Kafka's readers take turns to fetch: one leaving with an item while others
+        wait and nobody fetches passes them the turn. A reader already woken and
+        not yet running takes the turn instead; with no reader waiting, nothing
+        happens (the next reader to come finds nobody fetching).
+        """
+        if self._waking:
+            self._turn = True
+        else:
+            self._wake_one()
+            self._turn = self._waking
+
+    async def woken(self) -> None:
+        """Wait until woken: for an item to :meth:`take`, for the turn, or by :meth:`close`.
+
+        Returns at once if the buffer is closed; look at :attr:`closed` after.
+        Cancel-safe: a wake that arrives in the instant its reader is cancelled
+        goes to the next reader, with the turn if it carried one.
+        """
+        if self.closed:
+            return
+        getter = self.wait()
+        try:
+            await getter
+        except asyncio.CancelledError:
+            if getter.done() and not getter.cancelled():
+                self.pass_wake()  # woken in the same instant: the wake is not lost
+            raise
+        self.woke()
 
     async def get(self) -> T:
         """The next item. Raises :class:`BufferClosed` (or the close error) once closed."""
@@ -193,14 +275,7 @@ class DeliveryBuffer(Generic[T]):
             item = self.take()
             if item is not None:
                 return item
-            getter = self.wait()
-            try:
-                await getter
-            except asyncio.CancelledError:
-                if getter.done() and not getter.cancelled() and getter.exception() is None:
-                    self.pass_wake()  # woken in the same instant: the wake is not lost
-                raise
-            self.woke()
+            await self.woken()
 
     def take_all(self) -> list[T]:
         """Remove and return everything still buffered."""
@@ -212,7 +287,11 @@ class DeliveryBuffer(Generic[T]):
         return items
 
     def close(self, error: BaseException | None = None) -> None:
-        """Wake every reader with :class:`BufferClosed` (or ``error``), and every writer."""
+        """Wake all readers and writers; :meth:`get` then raises ``error`` or :class:`BufferClosed`.
+
+        Items still held stay (:meth:`take_all` drops them); readers that use
+        the parts look at :attr:`closed` when woken.
+        """
         if self.closed:
             return
         self.closed = True
@@ -220,6 +299,6 @@ class DeliveryBuffer(Generic[T]):
         while self._getters:
             getter = self._getters.popleft()
             if not getter.done():
-                getter.set_exception(error or BufferClosed())
+                getter.set_result(None)
         while self._putters:
             self._wake_putter()

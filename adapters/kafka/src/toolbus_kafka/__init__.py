@@ -14,11 +14,10 @@ groups; offsets are committed once a request is acked. See
 Modules: ``bus``, ``options``, ``errors`` and ``plugin`` do the jobs their
 namesakes do in every adapter. The rest is split by what Kafka makes the
 adapter do itself: ``subscription`` (consumer groups and fan-out),
-``provisioning`` (creating topics before use, as NATS provisions streams),
-``tracking`` (which offsets may be committed when acks arrive out of order) and
-``inbox`` (fetched deliveries handed to a subscription's readers; where NATS
-and the in-memory bus wake readers to take from ``toolbus.delivery_buffer``,
-Kafka hands each delivery over, because its readers also take turns to fetch).
+``provisioning`` (creating topics before use, as NATS provisions streams) and
+``tracking`` (which offsets may be committed when acks arrive out of order).
+Fetched deliveries reach a subscription's readers through the core's
+``toolbus.delivery_buffer``, as in every adapter; its readers take turns to fetch.
 """
 
 from typing import TYPE_CHECKING, Any

@@ -1,4 +1,4 @@
-"""Subscriptions: one aiokafka consumer each, read by whoever iterates them (see :mod:`.inbox`).
+"""Subscriptions: one aiokafka consumer each, read by whoever iterates them.
 
 *Fan-out* (``group=None``): a consumer outside any group, assigned every
 partition of the topic and positioned at its end before ``subscribe`` returns.
@@ -13,6 +13,13 @@ to the subscriber (at-most-once). When a rebalance takes partitions away, the
 member stops handing out their records, waits for its calls in flight on them
 to be acked (bounded by the rebalance timeout) and commits before it lets go,
 so the next owner neither repeats nor skips anything.
+
+Readers fetch for themselves: one reader at a time (the *fetcher*) waits in
+aiokafka's ``getmany``, the others wait in the subscription's inbox, a
+:class:`~toolbus.delivery_buffer.DeliveryBuffer`, for what it fetches. No task
+sits between aiokafka and the readers, so a message costs no extra hop through
+the event loop. A fetcher that leaves with a delivery while others still wait
+and nothing is left passes them the turn to fetch.
 
 A nacked delivery goes back to the front of this subscription's inbox and is
 handed out again, marked redelivered. Closing commits what is done and leaves
@@ -40,10 +47,10 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import ConsumerStoppedError, KafkaError
 
+from toolbus.delivery_buffer import DeliveryBuffer
 from toolbus.domain.errors import BusClosed, ToolbusError
 from toolbus.ports import Delivery
 from toolbus.throttled_log import ThrottledLog
-from toolbus_kafka.inbox import BATON, Inbox, InboxClosed
 from toolbus_kafka.options import KafkaOptions
 from toolbus_kafka.provisioning import TopicManager
 from toolbus_kafka.tracking import PartitionTracker
@@ -138,7 +145,7 @@ class KafkaSubscription:
         self.topics = topics
         #: Failures that repeat while the broker is away: one line a minute each.
         self.warnings = ThrottledLog(log)
-        self.inbox: Inbox[KafkaDelivery] = Inbox()
+        self.inbox: DeliveryBuffer[KafkaDelivery] = DeliveryBuffer()
         self.closed = False
         #: A reader is waiting in aiokafka for the next batch.
         self._fetching = False
@@ -150,22 +157,16 @@ class KafkaSubscription:
     async def __anext__(self) -> Delivery:
         inbox = self.inbox
         while not (self.closed or inbox.closed):
-            delivery = inbox.pop()
+            delivery = inbox.take()
             if delivery is None:
-                if not self._fetching:
+                if self._fetching:
+                    await inbox.woken()  # for a delivery, or the turn to fetch
+                else:
                     await self._fetch()
-                    continue
-                try:
-                    handed = await inbox.get()
-                except InboxClosed:
-                    break
-                if handed is BATON:
-                    continue
-                assert isinstance(handed, KafkaDelivery)
-                delivery = handed
+                continue
             if self.hand_out(delivery):
-                if inbox.waiting and not inbox and not self._fetching:
-                    inbox.pass_baton()  # someone must fetch for those still waiting
+                if not inbox and not self._fetching:
+                    inbox.pass_turn()  # someone must fetch for those still waiting
                 return delivery
         error = inbox.error
         if error is None or self.closed:
@@ -183,7 +184,7 @@ class KafkaSubscription:
             )
         except asyncio.CancelledError:
             self._fetching = False
-            self.inbox.pass_baton()  # a waiting reader fetches instead
+            self.inbox.pass_turn()  # a waiting reader fetches instead
             raise
         except ConsumerStoppedError:
             batches = {}  # closing
@@ -193,7 +194,7 @@ class KafkaSubscription:
             return
         self._fetching = False
         for partition, records in batches.items():
-            self.inbox.put_many(self.accept(partition, records))
+            self.inbox.offer_many(self.accept(partition, records))
 
     async def _fetch_failed(self, error: KafkaError) -> None:
         if not getattr(error, "retriable", False):
@@ -204,7 +205,7 @@ class KafkaSubscription:
         try:
             await asyncio.sleep(_RETRY_SECONDS)
         except asyncio.CancelledError:
-            self.inbox.pass_baton()
+            self.inbox.pass_turn()
             raise
 
     # -- hooks for the two kinds -------------------------------------------------

@@ -1,27 +1,26 @@
 """A Pulsar consumer as a toolbus :class:`~toolbus.ports.Subscription`.
 
 pulsar-client hands each message to a listener on its own thread, which passes
-it to the event loop. There it goes to the first reader waiting or, if none
-is, into a queue for the next read. So several tasks may read one subscription
-at once (the service host runs a pool of workers on it), and every read is
-cancel-safe: a reader only ever waits on a future of its own, and one cancelled
-in the very instant its message arrived passes the message on.
+it to the event loop. There it goes into the core's
+:class:`~toolbus.delivery_buffer.DeliveryBuffer`, shared by every adapter, which
+wakes a waiting reader. So several tasks may read one subscription at once (the
+service host runs a pool of workers on it), and every read is cancel-safe.
 
 Flow control stays pulsar-client's: when messages queue up here beyond a few
-(no reader is keeping up), the listener is paused, pulsar-client's receiver
-queue fills, and the broker stops sending. Reading resumes the listener.
+(no reader is keeping up: the buffer is full), the listener is paused,
+pulsar-client's receiver queue fills, and the broker stops sending. Reading the
+queue down resumes the listener.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import TypeAlias
 
 import pulsar
 
+from toolbus.delivery_buffer import BufferClosed, DeliveryBuffer
 from toolbus.domain.errors import BusClosed
 from toolbus.ports import Delivery, MessageHandler
 from toolbus_pulsar.bridge import blocking, handoff
@@ -33,9 +32,6 @@ log = logging.getLogger("toolbus_pulsar")
 HIGH_WATER = 64
 #: ... and how few must be left for it to resume.
 LOW_WATER = 16
-
-# What a waiting reader is handed: a message, or None once the subscription is closed.
-_Outcome: TypeAlias = "pulsar.Message | None"
 
 
 class PulsarDelivery:
@@ -110,15 +106,14 @@ class PulsarSubscription:
         self._loop = asyncio.get_running_loop()
         self._handoff = handoff(self._loop)
         self._consumer: pulsar.Consumer | None = None
-        self._waiters: deque[asyncio.Future[_Outcome]] = deque()
-        self._ready: deque[pulsar.Message] = deque()
+        self._buffer: DeliveryBuffer[pulsar.Message] = DeliveryBuffer(HIGH_WATER, loop=self._loop)
         self._paused = False
         self.closed = False
         self.abandoned = False
 
     def attach(self, consumer: pulsar.Consumer) -> None:
         self._consumer = consumer
-        if len(self._ready) >= HIGH_WATER:
+        if self._buffer.full():
             self._pause()
 
     @property
@@ -129,7 +124,7 @@ class PulsarSubscription:
     @property
     def queued(self) -> int:
         """Messages taken from pulsar-client and waiting here for a reader."""
-        return len(self._ready)
+        return len(self._buffer)
 
     @property
     def name(self) -> str:
@@ -152,10 +147,7 @@ class PulsarSubscription:
         if self.handler is not None:
             self._push(message)
             return
-        if self._give(message):
-            return
-        self._ready.append(message)
-        if len(self._ready) >= HIGH_WATER and not self._paused:
+        if self._buffer.offer(message) and not self._paused:
             self._pause()
 
     def _push(self, message: pulsar.Message) -> None:
@@ -171,16 +163,6 @@ class PulsarSubscription:
             except BusClosed:
                 log.debug("could not ack on %s", self.topic, exc_info=True)
 
-    def _give(self, message: pulsar.Message) -> bool:
-        """Hand ``message`` to the first reader still waiting, if there is one."""
-        waiters = self._waiters
-        while waiters:
-            waiter = waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(message)
-                return True
-        return False
-
     def _pause(self) -> None:
         consumer = self._consumer
         if consumer is not None:  # else attach() pauses
@@ -193,31 +175,16 @@ class PulsarSubscription:
         return self
 
     async def __anext__(self) -> Delivery:
-        if self.closed:
-            raise StopAsyncIteration
-        ready = self._ready
-        if ready:
-            message = ready.popleft()
-            if self._paused and len(ready) <= LOW_WATER:
-                self._paused = False
-                assert self._consumer is not None
-                self._consumer.resume_message_listener()  # schedules; does not wait
-            return PulsarDelivery(self, message)
-        waiter: asyncio.Future[_Outcome] = self._loop.create_future()
-        self._waiters.append(waiter)
+        buffer = self._buffer
         try:
-            outcome = await waiter
-        except asyncio.CancelledError:
-            if not waiter.done():
-                self._waiters.remove(waiter)
-            elif (handed := waiter.result()) is not None and not self._give(handed):
-                # Handed over in the very instant we were cancelled, and no other
-                # reader waits: keep it for the next read.
-                self._ready.appendleft(handed)
-            raise
-        if outcome is None:
-            raise StopAsyncIteration
-        return PulsarDelivery(self, outcome)
+            message = await buffer.get()
+        except BufferClosed:
+            raise StopAsyncIteration from None
+        if self._paused and len(buffer) <= LOW_WATER:
+            self._paused = False
+            assert self._consumer is not None
+            self._consumer.resume_message_listener()  # schedules; does not wait
+        return PulsarDelivery(self, message)
 
     # -- settling ---------------------------------------------------------------------
 
@@ -255,11 +222,8 @@ class PulsarSubscription:
             self._on_close(self)
         # Readers still waiting end their iteration. Messages queued here but not
         # read are unacked, so they go back to the broker with the consumer.
-        waiters, self._waiters = self._waiters, deque()
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
-        self._ready.clear()
+        self._buffer.close()
+        self._buffer.take_all()
         if self.handler is not None:
             self.handler.on_end(None)
         consumer = self._consumer
