@@ -173,13 +173,15 @@ async def test_a_turn_with_nobody_waiting_is_not_kept_for_later() -> None:
     reader.cancel()
 
 
-async def test_a_batch_wakes_one_reader_and_keeps_its_order() -> None:
+async def test_a_batch_fans_out_to_the_waiting_readers_in_one_turn_and_in_order() -> None:
     buffer: DeliveryBuffer[int] = DeliveryBuffer(3)
     assert buffer.offer_many([]) is False
     readers = [asyncio.create_task(buffer.get()) for _ in range(2)]
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # both readers now wait
     assert buffer.offer_many(iter([1, 2, 3])) is True  # full now: three items
-    assert [await reader for reader in readers] == [1, 2]
+    await asyncio.sleep(0)  # one turn of the loop: both readers have run
+    assert [reader.done() for reader in readers] == [True, True]
+    assert [reader.result() for reader in readers] == [1, 2]
     assert buffer.take() == 3
 
 

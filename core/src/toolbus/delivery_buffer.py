@@ -9,7 +9,8 @@ this is it, shared by every broker adapter and the in-memory bus.
   keeps up takes a burst in one turn of the event loop, instead of every idle
   reader being scheduled for one item each; one held up by its item (a tool
   awaiting I/O) has already woken the next, so a slow item never holds up the
-  rest.
+  rest. A batch that arrives at once (:meth:`offer_many`) wakes a reader for
+  each item instead, as many as wait: it fans out in one turn.
 * **Cancel-safe.** A reader cancelled (or whose subscription closed) just after
   being woken passes the wake on, so no item waits while a reader is idle.
 * **Turns.** Where readers fetch for themselves (Kafka: one reader at a time
@@ -80,7 +81,7 @@ class DeliveryBuffer(Generic[T]):
         self._getters: deque[asyncio.Future[None]] = deque()
         #: Writers waiting for room.
         self._putters: deque[asyncio.Future[None]] = deque()
-        #: A reader has been woken and has not run yet.
+        #: The reader woken last has not run yet: one is on its way.
         self._waking = False
         #: ... and it is to take the turn (see pass_turn), even with nothing to take.
         self._turn = False
@@ -133,13 +134,25 @@ class DeliveryBuffer(Generic[T]):
         return len(items) >= self.limit
 
     def offer_many(self, items: Iterable[T]) -> bool:
-        """:meth:`offer` each of ``items`` in order (a fetched batch); True when now full."""
+        """Keep a batch, in order, and wake a reader for each item; True when now full.
+
+        A fetched batch is there at once, so no reader can keep up with its
+        arrival: waking readers one after another, one per turn of the event
+        loop, would only put off the last ones (Kafka's service throughput
+        measured 5-10% lower that way).
+        """
         batch = items if isinstance(items, list) else list(items)
         if batch:
             self.items.extend(batch)
             if self._weigh is not None:
                 self.size += sum(map(self._weigh, batch))
-            if not self._waking:
+            getters = self._getters
+            for _ in batch:
+                if not getters:
+                    break
+                # Any reader woken sets _waking; whichever runs first clears it
+                # while others may still be on their way, which can only cost a
+                # spare wake later, never a missed one.
                 self._wake_one()
         return self.full()
 
@@ -203,18 +216,19 @@ class DeliveryBuffer(Generic[T]):
         For deliveries that must no longer be handed out (their partition went
         to another consumer, say). Makes room for waiting writers.
         """
-        kept: deque[T] = deque()
+        kept: list[T] = []
         removed: list[T] = []
         for item in self.items:
             (removed if unwanted(item) else kept).append(item)
         if not removed:
             return removed
-        self.items = kept
+        self.items.clear()
+        self.items.extend(kept)
         if self._weigh is not None:
-            weigh = self._weigh
-            self.size -= sum(weigh(item) for item in removed)
-        while self._putters and not self.full():
-            self._wake_putter()
+            self.size -= sum(map(self._weigh, removed))
+        if not self.full():
+            while self._putters:  # each looks again whether there is room for it
+                self._wake_putter()
         return removed
 
     def wait(self) -> asyncio.Future[None]:
@@ -275,7 +289,15 @@ class DeliveryBuffer(Generic[T]):
             item = self.take()
             if item is not None:
                 return item
-            await self.woken()
+            # woken(), written out: one coroutine less per wait on the hot path.
+            getter = self.wait()
+            try:
+                await getter
+            except asyncio.CancelledError:
+                if getter.done() and not getter.cancelled():
+                    self.pass_wake()  # woken in the same instant: the wake is not lost
+                raise
+            self.woke()
 
     def take_all(self) -> list[T]:
         """Remove and return everything still buffered."""

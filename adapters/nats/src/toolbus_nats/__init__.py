@@ -16,7 +16,7 @@ NATS and JetStream deliver so differently that they share almost no code:
 ``provisioning`` (their streams and consumers, as Kafka provisions topics),
 ``naming`` (queue names to subjects, streams and consumers). Callback
 deliveries reach a subscription's readers through the core's
-``toolbus.delivery_buffer``, which the in-memory bus uses too.
+``toolbus.delivery_buffer``, as in every adapter and the in-memory bus.
 """
 
 from typing import TYPE_CHECKING, Any

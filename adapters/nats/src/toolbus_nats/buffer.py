@@ -1,7 +1,7 @@
 """Deprecated import path, kept for one release.
 
 The buffer between nats-py's callbacks and a subscription's readers is the
-core's :mod:`toolbus.delivery_buffer`, shared with the in-memory bus.
+core's :mod:`toolbus.delivery_buffer`, shared by every adapter.
 """
 
 from __future__ import annotations
