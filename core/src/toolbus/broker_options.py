@@ -303,6 +303,15 @@ def host_ports(
     return tuple(good), bad
 
 
+def url_servers(
+    hosts: str, default_port: int, where: str, problem: Callable[[str], str]
+) -> tuple[tuple[str, ...], list[Problem]]:
+    """The ``host:port`` of each server in a URL's comma-separated ``hosts``, and a
+    :class:`Problem` at ``where`` for each that is not one, worded by ``problem(server)``."""
+    servers, bad = host_ports(hosts.split(","), default_port)
+    return servers, [Problem(where, "", problem(server)) for server in bad]
+
+
 def server_list(default_port: int, *, schemes: tuple[str, ...] = ()) -> pydantic.PlainValidator:
     """Metadata for a list of servers: ``Annotated[tuple[str, ...], server_list(4222)]``.
 

@@ -32,11 +32,11 @@ from toolbus.broker_options import (
     at_least,
     bad_option,
     broker_url_where,
-    host_ports,
     one_of,
     parse_broker_options,
     server_list,
     split_url,
+    url_servers,
 )
 from toolbus.domain._moved import renamed
 from toolbus.domain.errors import BrokerOptionError, Problem
@@ -183,16 +183,16 @@ def parse_options(url: str, options: Mapping[str, Any] | None = None) -> KafkaOp
     userinfo, _, hosts = parts.netloc.rpartition("@")
     values: dict[str, Any] = {}
     if hosts:
-        values["bootstrap_servers"], bad = host_ports(hosts.split(","), DEFAULT_PORT)
-        problems += [
-            Problem(
-                where,
-                "",
+        values["bootstrap_servers"], bad = url_servers(
+            hosts,
+            DEFAULT_PORT,
+            where,
+            lambda server: (
                 f"Kafka broker {server!r} is not host[:port]; list bootstrap servers "
-                "as host:port,host:port",
-            )
-            for server in bad
-        ]
+                "as host:port,host:port"
+            ),
+        )
+        problems += bad
     elif "bootstrap_servers" not in (options or {}):
         problems.append(
             Problem(

@@ -32,11 +32,11 @@ from toolbus.broker_options import (
     at_least,
     at_most,
     broker_url_where,
-    host_ports,
     one_of,
     parse_broker_options,
     server_list,
     split_url,
+    url_servers,
 )
 from toolbus.domain._moved import renamed
 from toolbus.domain.errors import BrokerOptionError, Problem
@@ -172,15 +172,15 @@ def parse_options(url: str, options: Mapping[str, Any] | None = None) -> NatsOpt
     userinfo, _, hosts = parts.netloc.rpartition("@")
     values: dict[str, Any] = {}
     if hosts:
-        values["servers"], bad = host_ports(hosts.split(","), DEFAULT_PORT)
-        problems += [
-            Problem(
-                where,
-                "",
-                f"NATS server {server!r} is not host[:port]; list servers as host:port,host:port",
-            )
-            for server in bad
-        ]
+        values["servers"], bad = url_servers(
+            hosts,
+            DEFAULT_PORT,
+            where,
+            lambda server: (
+                f"NATS server {server!r} is not host[:port]; list servers as host:port,host:port"
+            ),
+        )
+        problems += bad
     else:
         problems.append(Problem(where, "", "names no server; use nats://host:port"))
     if userinfo:

@@ -33,11 +33,11 @@ from toolbus.broker_options import (
     Text,
     bad_option,
     broker_url_where,
-    host_ports,
     one_of,
     parse_broker_options,
     public_url,
     split_url,
+    url_servers,
 )
 from toolbus.domain.errors import Problem
 
@@ -220,16 +220,15 @@ def parse_options(url: str, options: Mapping[str, Any] | None = None) -> PulsarO
         problems.append(Problem(where, "", "names no host; use pulsar://host:6650"))
     else:
         # pulsar-client reads the host list itself: it is only checked here.
-        _, bad = host_ports(parts.netloc.split(","), DEFAULT_PORT)
-        problems += [
-            Problem(
-                where,
-                "",
+        problems += url_servers(
+            parts.netloc,
+            DEFAULT_PORT,
+            where,
+            lambda server: (
                 f"lists {server!r}, which is not host[:port]; list brokers as "
-                "pulsar://host:6650,host:6650",
-            )
-            for server in bad
-        ]
+                "pulsar://host:6650,host:6650"
+            ),
+        )[1]
     parsed = parse_broker_options(
         PulsarOptions, parts.query, options, where=where, problems=problems
     )
