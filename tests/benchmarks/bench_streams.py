@@ -14,10 +14,7 @@ and with 8 streams in flight, best of interleaved rounds.
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import sys
-import tempfile
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -26,12 +23,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from tests.benchmarks.contests import arguments, run
 from tests.benchmarks.raw_exchange import best_of_interleaved, raw_exchange
-from tests.benchmarks.run_info import label, run_info, write
-from tests.benchmarks.side_by_side import BROKERS
 from toolbus import ToolServiceClient, running, tool_service
 from toolbus.domain.calls import wire
-from toolbus.loops import loop_factory
 from toolbus.plugins import connect
 
 Call = Callable[[], Awaitable[Any]]
@@ -118,29 +113,6 @@ def describe(row: dict[str, Any]) -> str:
     )
 
 
-async def main(brokers: list[str], seconds: float) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
-    for broker in brokers:
-        with (
-            tempfile.TemporaryDirectory(prefix=f"streams-{broker}-") as workdir,
-            BROKERS[broker](Path(workdir)) as url,
-        ):
-            rows += await contest(broker, url, seconds)
-    return rows
-
-
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--brokers", default="memory,nats", help="memory, nats, pulsar, kafka")
-    parser.add_argument("--seconds", type=float, default=6.0, help="per figure, all rounds")
-    parser.add_argument("--loop", default="asyncio", help="asyncio, uvloop or auto")
-    parser.add_argument("--json", type=Path, help="write the results here (for charts.py)")
-    args = parser.parse_args()
-    chosen = [b.strip() for b in args.brokers.split(",") if b.strip()]
-    with asyncio.Runner(loop_factory=loop_factory(args.loop)) as runner:
-        info = runner.run(asyncio.sleep(0, run_info()))
-        results = runner.run(main(chosen, args.seconds))
-    print(label(info))
-    for row in results:
-        print(describe(row))
-    write(args.json, "streams", info, results)
+    args = arguments(__doc__.splitlines()[0]).parse_args()
+    run("streams", args, lambda broker, url: contest(broker, url, args.seconds), describe)
