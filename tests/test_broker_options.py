@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterator
 from typing import Annotated, Any, ClassVar
 
@@ -10,7 +9,7 @@ import pytest
 
 import toolbus
 from toolbus import BrokerOptionError, ConfigError
-from toolbus.broker_options import (
+from toolbus._internal.broker_options import (
     BrokerOptions,
     Flag,
     PositiveInt,
@@ -65,24 +64,6 @@ async def test_the_memory_bus_takes_its_options_from_the_url_and_the_mapping() -
         assert bus.max_message_size == 8
     finally:
         await bus.close()
-
-
-@pytest.mark.parametrize(
-    ("module", "old"),
-    [
-        ("toolbus_nats", "NatsOptionError"),
-        ("toolbus_nats.options", "NatsOptionError"),
-        ("toolbus_kafka", "KafkaOptionsError"),
-        ("toolbus_kafka.options", "KafkaOptionsError"),
-    ],
-)
-def test_the_adapters_old_error_names_are_broker_option_error_with_a_warning(
-    module: str, old: str
-) -> None:
-    with pytest.warns(DeprecationWarning, match=f"{old} is deprecated.*use BrokerOptionError"):
-        value = getattr(importlib.import_module(module), old)
-
-    assert value is BrokerOptionError
 
 
 @pytest.mark.parametrize(

@@ -22,8 +22,6 @@ Everything else is importable from its concern package (``toolbus.application.ca
 are plugins picked by URL: ``memory://``, ``nats://``, ``pulsar://``, ``kafka://``.
 """
 
-from typing import TYPE_CHECKING, Any
-
 from toolbus.application.agent.llm import LLM, LLMError
 from toolbus.application.agent.loop import AgentLimits, AgentLoop, AgentResult
 from toolbus.application.agent.outcomes import CallOutcome
@@ -38,7 +36,6 @@ from toolbus.application.live.announcements import Announcer
 from toolbus.application.live.config_client import ConfigClient
 from toolbus.application.live.config_files import load_registry_from_path, read_snapshot
 from toolbus.application.live.registry import LiveRegistry
-from toolbus.domain._moved import renamed
 from toolbus.domain.access.permissions import Permissions
 from toolbus.domain.agent.wire import AgentEvent, AgentRequest, AgentStep
 from toolbus.domain.config.descriptors import ServiceDescriptor, ToolDescriptor
@@ -124,12 +121,3 @@ __all__ = [
     "running",
     "tool_service",
 ]
-
-if TYPE_CHECKING:
-    # Deprecated names, handed out by __getattr__ with a warning.
-    from toolbus.application.calls.tools import ToolInvocation  # noqa: F401
-    from toolbus.domain.errors import ToolAccessDenied  # noqa: F401
-
-
-def __getattr__(name: str) -> Any:
-    return renamed(__name__, name)

@@ -17,12 +17,9 @@ adapter do itself: ``subscription`` (consumer groups and fan-out),
 ``provisioning`` (creating topics before use, as NATS provisions streams) and
 ``tracking`` (which offsets may be committed when acks arrive out of order).
 Fetched deliveries reach a subscription's readers through the core's
-``toolbus.delivery_buffer``, as in every adapter; its readers take turns to fetch.
+``toolbus._internal.delivery_buffer``, as in every adapter; its readers take turns to fetch.
 """
 
-from typing import TYPE_CHECKING, Any
-
-from toolbus.domain._moved import renamed
 from toolbus.domain.errors import BrokerOptionError
 from toolbus_kafka.bus import KafkaBus, connect
 from toolbus_kafka.errors import KafkaTopicError, KafkaUnavailable, MessageRefused
@@ -38,12 +35,3 @@ __all__ = [
     "connect",
     "parse_options",
 ]
-
-
-if TYPE_CHECKING:
-    # Deprecated name, handed out by __getattr__ with a warning.
-    KafkaOptionsError = BrokerOptionError
-
-
-def __getattr__(name: str) -> Any:
-    return renamed(__name__, name)

@@ -7,7 +7,7 @@ URL form::
 Every option may be given as a query parameter or in the ``options`` mapping
 handed to :func:`toolbus_kafka.connect`; the mapping wins, so secrets can stay
 out of URLs (and out of logs). :class:`KafkaOptions` describes them, read by the
-core's :func:`~toolbus.broker_options.parse_broker_options` like every broker's:
+core's :func:`~toolbus._internal.broker_options.parse_broker_options` like every broker's:
 an unknown option name is rejected, so a typo fails loudly instead of being
 ignored, and every problem is reported at once. ``docs/adapters/kafka.md``
 explains each option and its trade-offs.
@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar
 from urllib.parse import unquote
 
 import pydantic
 
-from toolbus.broker_options import (
+from toolbus._internal.broker_options import (
     BrokerOptions,
     Flag,
     PositiveInt,
@@ -38,8 +38,7 @@ from toolbus.broker_options import (
     split_url,
     url_servers,
 )
-from toolbus.domain._moved import renamed
-from toolbus.domain.errors import BrokerOptionError, Problem
+from toolbus.domain.errors import Problem
 
 DEFAULT_PORT = 9092
 SCHEME = "kafka"
@@ -209,12 +208,3 @@ def parse_options(url: str, options: Mapping[str, Any] | None = None) -> KafkaOp
     return parse_broker_options(
         KafkaOptions, parts.query, options, where=where, url_values=values, problems=problems
     )
-
-
-if TYPE_CHECKING:
-    # Deprecated name, handed out by __getattr__ with a warning.
-    KafkaOptionsError = BrokerOptionError
-
-
-def __getattr__(name: str) -> Any:
-    return renamed(__name__, name)

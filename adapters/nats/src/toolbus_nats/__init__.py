@@ -16,12 +16,9 @@ NATS and JetStream deliver so differently that they share almost no code:
 ``provisioning`` (their streams and consumers, as Kafka provisions topics),
 ``naming`` (queue names to subjects, streams and consumers). Callback
 deliveries reach a subscription's readers through the core's
-``toolbus.delivery_buffer``, as in every adapter and the in-memory bus.
+``toolbus._internal.delivery_buffer``, as in every adapter and the in-memory bus.
 """
 
-from typing import TYPE_CHECKING, Any
-
-from toolbus.domain._moved import renamed
 from toolbus.domain.errors import BrokerOptionError
 from toolbus_nats.bus import NatsBus, connect
 from toolbus_nats.errors import JetStreamError
@@ -40,12 +37,3 @@ __all__ = [
     "stream_name",
     "subject_for",
 ]
-
-
-if TYPE_CHECKING:
-    # Deprecated name, handed out by __getattr__ with a warning.
-    NatsOptionError = BrokerOptionError
-
-
-def __getattr__(name: str) -> Any:
-    return renamed(__name__, name)

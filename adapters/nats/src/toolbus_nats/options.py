@@ -8,7 +8,7 @@ URL form::
 Every option can be given as a query parameter or in the ``options`` mapping
 handed to :func:`toolbus_nats.connect` (configuration wins over the URL, so a
 secret can stay out of the URL). :class:`NatsOptions` describes them, read by
-the core's :func:`~toolbus.broker_options.parse_broker_options` like every
+the core's :func:`~toolbus._internal.broker_options.parse_broker_options` like every
 broker's: an unknown option name is rejected, so a typo fails loudly instead of
 being ignored, and every problem is reported at once.
 """
@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar
 from urllib.parse import unquote
 
-from toolbus.broker_options import (
+from toolbus._internal.broker_options import (
     BrokerOptions,
     Flag,
     PositiveInt,
@@ -38,7 +38,6 @@ from toolbus.broker_options import (
     split_url,
     url_servers,
 )
-from toolbus.domain._moved import renamed
 from toolbus.domain.errors import BrokerOptionError, Problem
 
 DEFAULT_PORT = 4222
@@ -194,12 +193,3 @@ def parse_options(url: str, options: Mapping[str, Any] | None = None) -> NatsOpt
     return parse_broker_options(
         NatsOptions, parts.query, options, where=where, url_values=values, problems=problems
     )
-
-
-if TYPE_CHECKING:
-    # Deprecated name, handed out by __getattr__ with a warning.
-    NatsOptionError = BrokerOptionError
-
-
-def __getattr__(name: str) -> Any:
-    return renamed(__name__, name)

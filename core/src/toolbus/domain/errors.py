@@ -10,9 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-from toolbus.domain._moved import renamed
 
 
 class ToolbusError(Exception):
@@ -207,12 +204,3 @@ class MessageTooLarge(ToolbusError, ValueError):
 
 class BusClosed(ToolbusError, ConnectionError):
     """The bus connection was closed (or lost) while it was being used."""
-
-
-if TYPE_CHECKING:
-    #: Deprecated name of :class:`AccessDenied`.
-    ToolAccessDenied = AccessDenied
-
-
-def __getattr__(name: str) -> Any:
-    return renamed(__name__, name)

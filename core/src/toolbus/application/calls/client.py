@@ -16,7 +16,6 @@ import logging
 import math
 import time
 import uuid
-import warnings
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from dataclasses import dataclass
@@ -61,17 +60,6 @@ class CallResult:
     applied: AppliedOptions | None = None
     #: The W3C trace id the call ran under ("" when not known).
     trace_id: str = ""
-
-    @property
-    def text(self) -> str:
-        """Deprecated name of :attr:`observation`."""
-        warnings.warn(
-            "CallResult.text is deprecated and stops working in the next release: "
-            "use CallResult.observation",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return self.observation
 
 
 class _Waiter:

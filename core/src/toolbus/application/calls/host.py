@@ -36,6 +36,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskStatus
 
+from toolbus._internal.throttled_log import ThrottledLog
 from toolbus.application.calls.metrics import ToolbusMetrics, default_metrics
 from toolbus.application.calls.service import JOIN_STREAM_PARAM, ToolResult, ToolService
 from toolbus.application.calls.supervision import supervised
@@ -54,7 +55,6 @@ from toolbus.domain.errors import (
 )
 from toolbus.domain.identity import PROP_CALL_TOKEN, Caller
 from toolbus.ports import Bus, Delivery
-from toolbus.throttled_log import ThrottledLog
 
 log = logging.getLogger("toolbus.service")
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from toolbus.application.calls.client import CallResult, ToolServiceClient
 from toolbus.application.tracing import propagation as tracing
-from toolbus.domain._moved import renamed
 from toolbus.domain.calls import wire
 from toolbus.domain.calls.arguments import PLACEHOLDERS, AppliedOptions, apply_options
 from toolbus.domain.calls.trace_context import TraceContext
@@ -190,12 +189,3 @@ def _with_trace(properties: Mapping[str, str] | None, trace: TraceContext) -> di
     else:
         sent.pop(wire.PROP_TRACESTATE, None)
     return sent
-
-
-if TYPE_CHECKING:
-    #: Deprecated name of :class:`~toolbus.application.calls.client.CallResult`.
-    ToolInvocation = CallResult
-
-
-def __getattr__(name: str) -> Any:
-    return renamed(__name__, name)

@@ -35,6 +35,7 @@ from typing import Any
 
 import anyio
 
+from toolbus._internal.throttled_log import ThrottledLog
 from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.calls.supervision import plain_errors
 from toolbus.application.calls.tools import Tools
@@ -55,7 +56,6 @@ from toolbus.domain.live.announcements import (
 from toolbus.domain.live.items import ConfigVersion, decode_version
 from toolbus.domain.live.layers import Clash, Composition, compose, overlay
 from toolbus.ports import Bus, Subscription
-from toolbus.throttled_log import ThrottledLog
 
 log = logging.getLogger("toolbus.live")
 
