@@ -16,7 +16,7 @@ from typing import Any
 
 from tests.benchmarks.run_info import label, run_info, write
 from tests.benchmarks.side_by_side import BROKERS
-from toolbus.loops import loop_factory
+from toolbus._internal.event_loops import loop_factory
 
 Rows = list[dict[str, Any]]
 #: ``contest(broker, url)``: the rows of one broker's contest.

@@ -41,8 +41,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.benchmarks.run_info import run_info, write
+from toolbus._internal.event_loops import loop_factory
 from toolbus.benchmark import Figure, echo_calls, measure
-from toolbus.loops import loop_factory
 
 Call = Callable[[], Awaitable[Any]]
 LEVELS = (1, 64)

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from toolbus.delivery_buffer import BufferClosed, DeliveryBuffer
+from toolbus._internal.delivery_buffer import BufferClosed, DeliveryBuffer
 from toolbus.domain.errors import BusClosed
 
 pytestmark = pytest.mark.anyio

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolbus.delivery_buffer import BufferClosed, DeliveryBuffer
+from toolbus._internal.delivery_buffer import BufferClosed, DeliveryBuffer
 
 OFFER, READ, CANCEL, STEP = "offer", "read", "cancel", "step"
 operations = st.lists(

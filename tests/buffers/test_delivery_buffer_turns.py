@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from toolbus.delivery_buffer import DeliveryBuffer
+from toolbus._internal.delivery_buffer import DeliveryBuffer
 
 READ, CANCEL, STEP, SETTLE = "read", "cancel", "step", "settle"
 FETCHED, NACK, PURGE = "fetched", "nack", "purge"

@@ -19,12 +19,12 @@ import pydantic
 import pytest
 
 from toolbus import ServiceHost, ToolService, running, tool_service
+from toolbus._internal.throttled_log import ThrottledLog
 from toolbus.domain.calls import wire
 from toolbus.domain.errors import BadRequest, NotFound, ToolServiceError, ToolTimeout
 from toolbus.memory.bus import connect
 from toolbus.ports import Delivery, Subscription
 from toolbus.testing import ToolTestKit
-from toolbus.throttled_log import ThrottledLog
 
 pytestmark = pytest.mark.anyio
 

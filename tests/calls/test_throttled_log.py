@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import uuid
 
-from toolbus.throttled_log import ThrottlingFilter, throttle_loggers
+from toolbus._internal.throttled_log import ThrottlingFilter, throttle_loggers
 
 
 class Collect(logging.Handler):

@@ -10,8 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 import toolbus.cli
-from toolbus.cli.app import app
-from toolbus.loops import (
+from toolbus._internal.event_loops import (
     EventLoop,
     EventLoopUnavailable,
     backend_options,
@@ -19,6 +18,7 @@ from toolbus.loops import (
     resolve,
     running_loop_name,
 )
+from toolbus.cli.app import app
 
 
 @pytest.fixture

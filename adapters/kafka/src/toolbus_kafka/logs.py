@@ -10,7 +10,7 @@ minute, so a new problem still shows at once.
 
 from __future__ import annotations
 
-from toolbus.throttled_log import ThrottlingFilter, throttle_loggers
+from toolbus._internal.throttled_log import ThrottlingFilter, throttle_loggers
 
 #: Every aiokafka logger that writes warnings or errors.
 AIOKAFKA_LOGGERS = (

@@ -16,7 +16,7 @@ so the next owner neither repeats nor skips anything.
 
 Readers fetch for themselves: one reader at a time (the *fetcher*) waits in
 aiokafka's ``getmany``, the others wait in the subscription's inbox, a
-:class:`~toolbus.delivery_buffer.DeliveryBuffer`, for what it fetches. No task
+:class:`~toolbus._internal.delivery_buffer.DeliveryBuffer`, for what it fetches. No task
 sits between aiokafka and the readers, so a message costs no extra hop through
 the event loop. A fetcher that leaves with a delivery while others still wait
 and nothing is left passes them the turn to fetch.
@@ -47,10 +47,10 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import ConsumerStoppedError, KafkaError
 
-from toolbus.delivery_buffer import DeliveryBuffer
+from toolbus._internal.delivery_buffer import DeliveryBuffer
+from toolbus._internal.throttled_log import ThrottledLog
 from toolbus.domain.errors import BusClosed, ToolbusError
 from toolbus.ports import Delivery
-from toolbus.throttled_log import ThrottledLog
 from toolbus_kafka.options import KafkaOptions
 from toolbus_kafka.provisioning import TopicManager
 from toolbus_kafka.tracking import PartitionTracker

@@ -14,7 +14,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription as NatsSubscription
 
-from toolbus.delivery_buffer import BufferClosed, DeliveryBuffer
+from toolbus._internal.delivery_buffer import BufferClosed, DeliveryBuffer
 from toolbus.ports import Delivery, MessageHandler
 
 log = logging.getLogger("toolbus.nats")

@@ -41,7 +41,7 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription as NatsSubscription
 from nats.js.api import DEFAULT_PREFIX
 
-from toolbus.delivery_buffer import BufferClosed, DeliveryBuffer
+from toolbus._internal.delivery_buffer import BufferClosed, DeliveryBuffer
 from toolbus.ports import Delivery
 from toolbus_nats.errors import translate
 from toolbus_nats.naming import consumer_name, dead_letter_subject

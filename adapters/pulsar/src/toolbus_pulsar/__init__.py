@@ -9,7 +9,7 @@ Modules: ``bus``, ``options``, ``errors`` and ``plugin`` do the jobs their
 namesakes do in every adapter. The rest is split by direction, because
 pulsar-client has a producer per topic and a consumer per subscription:
 ``sending`` and ``subscription``; plus what its threaded client needs:
-``bridge`` (its callbacks into asyncio), ``clients`` (one client per broker)
+``handoff`` (its callbacks into asyncio), ``clients`` (one client per broker)
 and ``logs`` (its log lines into Python logging).
 """
 

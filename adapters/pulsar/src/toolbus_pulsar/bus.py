@@ -17,7 +17,7 @@ Mapping (queue names are Pulsar topic names already; see docs/wire-protocol.md):
 
 Producers are made once per topic and kept until the bus closes; when a
 ``publish`` returns is :mod:`toolbus_pulsar.sending`'s business. Nothing here
-blocks the event loop (see :mod:`toolbus_pulsar.bridge`).
+blocks the event loop (see :mod:`toolbus_pulsar.handoff`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import pulsar
 from toolbus.domain.calls.queues import parse_queue
 from toolbus.domain.errors import BusClosed, MessageTooLarge
 from toolbus.ports import MessageHandler
-from toolbus_pulsar import bridge, clients
+from toolbus_pulsar import clients, handoff
 from toolbus_pulsar.errors import UNREACHABLE_RESULTS, result_of, translate, unreachable
 from toolbus_pulsar.options import PulsarOptions, parse_options
 from toolbus_pulsar.sending import HOW_TO_RAISE, Sender
@@ -127,7 +127,7 @@ class PulsarBus:
             batching_max_publish_delay_ms=max(1, round(options.batching_delay * 1000)),
         )
         try:
-            producer = await bridge.blocking(create, cleanup=_close_quietly)
+            producer = await handoff.blocking(create, cleanup=_close_quietly)
         except pulsar.PulsarException as exc:
             raise translate(
                 result_of(exc),
@@ -188,7 +188,7 @@ class PulsarBus:
         try:
             # Returns once the broker has registered the consumer: for a
             # non-persistent topic that is the moment it starts to receive.
-            consumer = await bridge.blocking(create, cleanup=_close_quietly)
+            consumer = await handoff.blocking(create, cleanup=_close_quietly)
         except pulsar.PulsarException as exc:
             raise translate(
                 result_of(exc),
@@ -223,7 +223,7 @@ class PulsarBus:
         senders = list(self._senders.values())
         self._senders.clear()
         # Each flushes what it still has queued (sends nobody waited for) first.
-        await asyncio.gather(*(bridge.blocking(sender.close) for sender in senders))
+        await asyncio.gather(*(handoff.blocking(sender.close) for sender in senders))
         await clients.release(self.options, self._client, at_once=gone or self._lost)
 
 
@@ -256,7 +256,7 @@ async def _probe(client: pulsar.Client, options: PulsarOptions) -> None:
     """Make pulsar-client connect now, so that a dead broker is reported here, not later."""
     try:
         async with asyncio.timeout(options.connect_timeout):
-            await bridge.blocking(functools.partial(client.get_topic_partitions, PROBE_TOPIC))
+            await handoff.blocking(functools.partial(client.get_topic_partitions, PROBE_TOPIC))
     except TimeoutError:
         raise unreachable(options.safe_url, options.connect_timeout) from None
     except pulsar.PulsarException as exc:

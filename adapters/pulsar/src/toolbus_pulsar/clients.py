@@ -20,7 +20,7 @@ from typing import Any
 
 import pulsar
 
-from toolbus_pulsar.bridge import blocking
+from toolbus_pulsar.handoff import blocking
 from toolbus_pulsar.logs import client_logger
 from toolbus_pulsar.options import PulsarOptions
 

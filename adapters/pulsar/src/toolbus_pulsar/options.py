@@ -5,7 +5,7 @@ pulsar-client spreads its lookups over them and moves on from one that does not
 answer. Options come from the URL's query string (``pulsar://host:6650?operation_timeout=5``)
 and from the ``options`` mapping (``[broker-options]`` in ``toolbus.toml``); the
 mapping wins. :class:`PulsarOptions` describes them, read by the core's
-:func:`~toolbus.broker_options.parse_broker_options` like every broker's: every
+:func:`~toolbus._internal.broker_options.parse_broker_options` like every broker's: every
 problem is reported at once, as a :class:`BrokerOptionError` naming the option
 and the fix. Secrets (tokens, passwords) never appear in messages:
 :attr:`PulsarOptions.safe_url` is the URL without query or user info.
@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 import pulsar
 import pydantic
 
-from toolbus.broker_options import (
+from toolbus._internal.broker_options import (
     BrokerOptions,
     Flag,
     PositiveInt,

@@ -31,7 +31,7 @@ from typing import Any
 import pulsar
 
 from toolbus.domain.errors import MessageTooLarge, ToolbusError
-from toolbus_pulsar.bridge import Handoff, handoff
+from toolbus_pulsar.handoff import Handoff, handoff
 
 log = logging.getLogger("toolbus_pulsar")
 

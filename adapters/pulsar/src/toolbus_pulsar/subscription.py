@@ -2,7 +2,7 @@
 
 pulsar-client hands each message to a listener on its own thread, which passes
 it to the event loop. There it goes into the core's
-:class:`~toolbus.delivery_buffer.DeliveryBuffer`, shared by every adapter, which
+:class:`~toolbus._internal.delivery_buffer.DeliveryBuffer`, shared by every adapter, which
 wakes a waiting reader. So several tasks may read one subscription at once (the
 service host runs a pool of workers on it), and every read is cancel-safe.
 
@@ -20,11 +20,11 @@ from collections.abc import AsyncIterator, Callable, Mapping
 
 import pulsar
 
-from toolbus.delivery_buffer import BufferClosed, DeliveryBuffer
+from toolbus._internal.delivery_buffer import BufferClosed, DeliveryBuffer
 from toolbus.domain.errors import BusClosed
 from toolbus.ports import Delivery, MessageHandler
-from toolbus_pulsar.bridge import blocking, handoff
 from toolbus_pulsar.errors import result_of, translate
+from toolbus_pulsar.handoff import blocking, handoff
 
 log = logging.getLogger("toolbus_pulsar")
 

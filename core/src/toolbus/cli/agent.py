@@ -11,6 +11,7 @@ from typing import Annotated
 import anyio
 import typer
 
+from toolbus._internal.event_loops import EventLoop, running_loop_name
 from toolbus.application.agent.llm import LLM
 from toolbus.application.agent.loop import (
     DEFAULT_MAX_ITERATIONS,
@@ -39,7 +40,6 @@ from toolbus.domain.agent.wire import (
 from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import ConfigError, PluginError
 from toolbus.hooks import CodeHooks
-from toolbus.loops import EventLoop, running_loop_name
 from toolbus.plugins import ToolPlugin, connect, connect_llm, load_tool_plugins
 from toolbus.ports import Bus
 from toolbus.runtime import build_registry

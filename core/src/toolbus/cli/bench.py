@@ -9,11 +9,11 @@ from typing import Annotated
 
 import typer
 
+from toolbus._internal.event_loops import EventLoop, resolve
 from toolbus.benchmark import Figure, bench_broker
 from toolbus.cli.app import app
 from toolbus.cli.common import LoopOption, fail, redact_url, run
 from toolbus.domain.errors import PluginError
-from toolbus.loops import EventLoop, resolve
 from toolbus.settings import load_settings
 
 

@@ -15,13 +15,13 @@ from urllib.parse import urlsplit, urlunsplit
 import anyio
 import typer
 
+from toolbus._internal.event_loops import EventLoop, EventLoopUnavailable, backend_options
 from toolbus.domain.errors import (
     ConfigError,
     PluginError,
     ToolbusError,
     UnknownTool,
 )
-from toolbus.loops import EventLoop, EventLoopUnavailable, backend_options
 from toolbus.settings import load_settings
 
 T = TypeVar("T")

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import anyio
 import typer
 
+from toolbus._internal.event_loops import EventLoop, running_loop_name
 from toolbus.application.calls.health import ServingHealth
 from toolbus.application.calls.host import DEFAULT_CONCURRENCY, ServiceHost
 from toolbus.application.calls.metrics import MetricsUnavailable, start_metrics_server
@@ -25,7 +26,6 @@ from toolbus.cli.app import SERVE_SERVICES, serve_app
 from toolbus.cli.common import LoopOption, fail, redact_url, run, setup_logging
 from toolbus.cli.serve_plan import describe, plan_services
 from toolbus.domain.errors import ConfigError, PluginError
-from toolbus.loops import EventLoop, running_loop_name
 from toolbus.plugins import connect
 from toolbus.settings import Settings, load_settings
 

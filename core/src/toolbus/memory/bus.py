@@ -22,8 +22,8 @@ from urllib.parse import urlsplit
 
 import pydantic
 
-from toolbus.broker_options import BrokerOptions, parse_broker_options
-from toolbus.delivery_buffer import DeliveryBuffer
+from toolbus._internal.broker_options import BrokerOptions, parse_broker_options
+from toolbus._internal.delivery_buffer import DeliveryBuffer
 from toolbus.domain.calls.queues import parse_queue
 from toolbus.domain.errors import BrokerOptionError, BusClosed, MessageTooLarge
 from toolbus.ports import Delivery, MessageHandler

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from toolbus_pulsar.bridge import Handoff, blocking
+from toolbus_pulsar.handoff import Handoff, blocking
 
 pytestmark = pytest.mark.anyio
 
