@@ -41,8 +41,8 @@ from toolbus.application.live.registry import LiveRegistry
 from toolbus.domain.config.loading import load_registry
 from toolbus.plugins import connect
 from toolbus.testing.kit import ToolTestKit
-from toolbus_mcp.server import WORKFLOW_META_KEY, BusMcpServer, McpCaller
-from toolbus_mcp.transports import ListenError, serve_http
+from toolbus_mcp.serving.server import WORKFLOW_META_KEY, BusMcpServer, McpCaller
+from toolbus_mcp.serving.transports import ListenError, serve_http
 
 pytestmark = pytest.mark.anyio
 

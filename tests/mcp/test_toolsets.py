@@ -23,7 +23,7 @@ from toolbus.application.live.registry import LiveRegistry
 from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import ConfigError, ToolCallError
 from toolbus.plugins import connect
-from toolbus_mcp.toolsets import McpServerAddress, McpToolset, ToolsetUnavailable
+from toolbus_mcp.importing.toolsets import McpServerAddress, McpToolset, ToolsetUnavailable
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 

@@ -9,18 +9,18 @@ Run it with ``toolbus gateway``, or build the ASGI app yourself::
 """
 
 from toolbus_gateway.app import create_app
-from toolbus_gateway.auth import Authenticator, AuthFailure, Caller, JwtVerifier
+from toolbus_gateway.auth import Authenticator, AuthFailure, JwtVerifier, Principal
 from toolbus_gateway.gateway import Gateway, Readiness
 from toolbus_gateway.settings import GatewaySettings, JwtSettings, parse_gateway_settings
 
 __all__ = [
     "AuthFailure",
     "Authenticator",
-    "Caller",
     "Gateway",
     "GatewaySettings",
     "JwtSettings",
     "JwtVerifier",
+    "Principal",
     "Readiness",
     "create_app",
     "parse_gateway_settings",

@@ -23,7 +23,7 @@ from toolbus.domain.config.descriptors import ToolDescriptor
 from toolbus.domain.config.registry import normalize_state
 from toolbus.domain.config.schemas import export_tools
 from toolbus.domain.errors import AccessDenied, ToolCallError, UnknownTool
-from toolbus_gateway.auth import Caller
+from toolbus_gateway.auth import Principal
 from toolbus_gateway.events import Event
 from toolbus_gateway.gateway import Gateway
 from toolbus_gateway.http_auth import api_caller, gateway_of
@@ -34,7 +34,7 @@ Format = Literal["openai", "anthropic", "mcp"]
 PING_SECONDS = 15
 
 router = APIRouter(prefix="/v1")
-CallerDep = Annotated[Caller, Depends(api_caller)]
+CallerDep = Annotated[Principal, Depends(api_caller)]
 
 
 class StreamLimit(Exception):
@@ -79,7 +79,7 @@ class Transition(BaseModel):
     to_state: str = Field(serialization_alias="to")
 
 
-class CallResult(BaseModel):
+class CallOutcomeView(BaseModel):
     """How a call came out; ``observation`` is what a model would be shown."""
 
     name: str
@@ -156,7 +156,7 @@ def _groups_query(groups: str | None) -> list[str] | None:
 
 
 def _session(
-    gateway: Gateway, caller: Caller, groups: list[str] | None, state: str | None, **extra: Any
+    gateway: Gateway, caller: Principal, groups: list[str] | None, state: str | None, **extra: Any
 ) -> AgentSession:
     """A session for ``caller``; AccessDenied (counted and audited) for groups beyond theirs."""
     assert gateway.tools is not None
@@ -175,9 +175,9 @@ def _session(
     )
 
 
-def _result(outcome: CallOutcome) -> CallResult:
+def _result(outcome: CallOutcome) -> CallOutcomeView:
     transition = outcome.transition
-    return CallResult(
+    return CallOutcomeView(
         name=outcome.name,
         tool=outcome.tool,
         status=outcome.status,
@@ -305,7 +305,7 @@ async def list_tools(
 
 @router.post(
     "/tools/{name}/call",
-    response_model=CallResult,
+    response_model=CallOutcomeView,
     summary="Call one tool",
     responses={
         404: {"description": "No such tool offered to the caller"},
@@ -430,12 +430,12 @@ async def get_session(
 
 @router.post(
     "/sessions/{session_id}/calls",
-    response_model=CallResult,
+    response_model=CallOutcomeView,
     summary="Call a tool in a session",
 )
 async def call_in_session(
     request: Request, caller: CallerDep, session_id: str, body: SessionCall
-) -> CallResult:
+) -> CallOutcomeView:
     """Call a tool offered to the session now; a successful call moves its state.
 
     Refusals and tool errors are outcomes (status 200) with an observation for

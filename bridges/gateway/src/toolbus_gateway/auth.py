@@ -59,8 +59,8 @@ class AuthFailure(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class Caller:
-    """An authenticated caller: the user, how they proved it, and which credential."""
+class Principal:
+    """Who authenticated: the user, how they proved it, and which credential."""
 
     user: str
     method: Method
@@ -135,7 +135,7 @@ class JwtVerifier:
             leeway=settings.leeway,
         )
 
-    def verify(self, token: str) -> Caller:
+    def verify(self, token: str) -> Principal:
         """The caller a valid token names, or :class:`AuthFailure`."""
         try:
             decoded = jwt.decode(token, self._key_for, algorithms=list(self.algorithms))
@@ -167,7 +167,7 @@ class JwtVerifier:
                 "no-user", f"the token has no {self.user_claim!r} claim naming the user"
             )
         issuer = decoded.claims.get("iss")
-        return Caller(user, "jwt", issuer if isinstance(issuer, str) else "jwt")
+        return Principal(user, "jwt", issuer if isinstance(issuer, str) else "jwt")
 
     def _key_for(self, guest: GuestProtocol) -> OctKey | KeySet:
         header = guest.headers()
@@ -200,7 +200,7 @@ class Authenticator:
         self.credentials = credentials
         self.jwt = jwt_verifier
 
-    def authenticate(self, token: Secret | None) -> Caller:
+    def authenticate(self, token: Secret | None) -> Principal:
         """The caller ``token`` proves, or :class:`AuthFailure`."""
         if token is None:
             raise AuthFailure(
@@ -213,7 +213,7 @@ class Authenticator:
         if identity is None:
             what = "API key" if self.jwt is None else "API key or JWT"
             raise AuthFailure("unknown-key", f"the {what} is not valid")
-        return Caller(identity.user, "api-key", identity.label)
+        return Principal(identity.user, "api-key", identity.label)
 
 
 def _read_jwks(path: str, base_dir: Path | None) -> KeySet:

@@ -24,7 +24,7 @@ from sse_starlette import EventSourceResponse
 
 from toolbus.application.identity.credentials import Secret
 from toolbus_gateway.api import open_stream, sse
-from toolbus_gateway.auth import AuthFailure, Caller
+from toolbus_gateway.auth import AuthFailure, Principal
 from toolbus_gateway.events import Event
 from toolbus_gateway.gateway import Gateway
 from toolbus_gateway.http_auth import (
@@ -39,7 +39,7 @@ from toolbus_gateway.workflow import build_workflow, render_svg
 router = APIRouter(prefix="/console", include_in_schema=False)
 STATIC = Path(__file__).parent / "static"
 
-ConsoleCaller = Annotated[Caller, Depends(console_caller)]
+ConsoleCaller = Annotated[Principal, Depends(console_caller)]
 #: Audit records shown in the console.
 AUDIT_ROWS = 50
 
@@ -251,7 +251,7 @@ def _panel(title: str, name: str, body: str, wide: bool = False) -> str:
     )
 
 
-def _page(gateway: Gateway, caller: Caller) -> str:
+def _page(gateway: Gateway, caller: Principal) -> str:
     panels = "".join(
         [
             _panel("Live services", "services", _services(gateway)),

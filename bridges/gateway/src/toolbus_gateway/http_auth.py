@@ -8,7 +8,7 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from toolbus.application.identity.credentials import Secret, bearer_token
-from toolbus_gateway.auth import AuthFailure, Caller
+from toolbus_gateway.auth import AuthFailure, Principal
 from toolbus_gateway.gateway import Gateway
 
 #: The console's login cookie; HttpOnly and SameSite=Strict, read only by console pages.
@@ -24,7 +24,7 @@ def gateway_of(request: Request) -> Gateway:
     return gateway
 
 
-def authenticate(request: Request, token: Secret | None) -> Caller:
+def authenticate(request: Request, token: Secret | None) -> Principal:
     gateway = gateway_of(request)
     try:
         return gateway.authenticator.authenticate(token)
@@ -41,12 +41,12 @@ BEARER = HTTPBearer(
 
 async def api_caller(
     request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)]
-) -> Caller:
+) -> Principal:
     """The caller of an API request: ``Authorization: Bearer`` only (no cookies: no CSRF)."""
     return authenticate(request, bearer_token(request.headers.get("authorization")))
 
 
-async def console_caller(request: Request) -> Caller:
+async def console_caller(request: Request) -> Principal:
     """The caller of a console page: the bearer header, else the login cookie; operators only."""
     token = bearer_token(request.headers.get("authorization"))
     if token is None:

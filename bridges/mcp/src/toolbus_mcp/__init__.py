@@ -1,9 +1,10 @@
 """The MCP bridge: bus tools as an MCP server, and MCP servers as tool services.
 
-* :class:`BusMcpServer` serves the bus's tools to MCP clients, each caller
-  offered what an agent session would offer them (``toolbus mcp serve``).
-* :class:`McpToolset` serves an MCP server's tools on the bus as a tool
-  service, announced as ``TOOLSET_TOOL`` (``toolbus serve mcp``).
+* ``serving``: :class:`BusMcpServer` serves the bus's tools to MCP clients, each
+  caller offered what an agent session would offer them (``toolbus mcp serve``).
+* ``importing``: :class:`McpToolset` serves an MCP server's tools on the bus as a
+  tool service, announced as ``TOOLSET_TOOL`` (``toolbus serve mcp``).
+* ``commands``: both commands.
 
 See docs/mcp.md.
 """
@@ -14,20 +15,20 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from toolbus_mcp.server import WORKFLOW_META_KEY, BusMcpServer, McpCaller, Workflow
-    from toolbus_mcp.toolsets import (
+    from toolbus_mcp.importing.toolsets import (
         McpServerAddress,
         McpToolService,
         McpToolset,
         ToolsetUnavailable,
     )
-    from toolbus_mcp.translation import (
+    from toolbus_mcp.importing.translation import (
         MCP_TOOL_PARAM,
         observation,
         toolset_tool_name,
         toolset_tools,
     )
-    from toolbus_mcp.transports import (
+    from toolbus_mcp.serving.server import WORKFLOW_META_KEY, BusMcpServer, McpCaller, Workflow
+    from toolbus_mcp.serving.transports import (
         CallerGate,
         ListenError,
         http_app,
@@ -38,23 +39,23 @@ if TYPE_CHECKING:
 # The MCP SDK takes seconds to import; the package stays light until a name
 # is used, so that loading the commands (toolbus --help) does not pay for it.
 _HOMES = {
-    "WORKFLOW_META_KEY": "server",
-    "BusMcpServer": "server",
-    "McpCaller": "server",
-    "Workflow": "server",
-    "McpServerAddress": "toolsets",
-    "McpToolService": "toolsets",
-    "McpToolset": "toolsets",
-    "ToolsetUnavailable": "toolsets",
-    "MCP_TOOL_PARAM": "translation",
-    "observation": "translation",
-    "toolset_tool_name": "translation",
-    "toolset_tools": "translation",
-    "CallerGate": "transports",
-    "ListenError": "transports",
-    "http_app": "transports",
-    "serve_http": "transports",
-    "serve_stdio": "transports",
+    "WORKFLOW_META_KEY": "serving.server",
+    "BusMcpServer": "serving.server",
+    "McpCaller": "serving.server",
+    "Workflow": "serving.server",
+    "McpServerAddress": "importing.toolsets",
+    "McpToolService": "importing.toolsets",
+    "McpToolset": "importing.toolsets",
+    "ToolsetUnavailable": "importing.toolsets",
+    "MCP_TOOL_PARAM": "importing.translation",
+    "observation": "importing.translation",
+    "toolset_tool_name": "importing.translation",
+    "toolset_tools": "importing.translation",
+    "CallerGate": "serving.transports",
+    "ListenError": "serving.transports",
+    "http_app": "serving.transports",
+    "serve_http": "serving.transports",
+    "serve_stdio": "serving.transports",
 }
 
 

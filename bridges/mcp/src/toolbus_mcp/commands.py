@@ -12,9 +12,9 @@ from typing import Annotated, Literal
 import anyio
 import typer
 
+from toolbus._internal.event_loops import EventLoop, running_loop_name
 from toolbus.cli.common import EXIT_BAD_INPUT, LoopOption, fail, redact_url, run, setup_logging
 from toolbus.cli.extensions import CommandLine
-from toolbus.loops import EventLoop, running_loop_name
 from toolbus.plugins import hookimpl
 
 mcp_app = typer.Typer(
@@ -88,7 +88,7 @@ def serve_bus_tools(
         fail(f"--transport must be stdio or http, not {transport!r}")
     from toolbus.application.identity.keys import SigningKeyError
     from toolbus.application.identity.signing import CallSigner
-    from toolbus_mcp.running import ServeOptions, serve_bus
+    from toolbus_mcp.serving.running import ServeOptions, serve_bus
 
     try:
         signer = None if sign_key is None else CallSigner.load(sign_key)
@@ -164,7 +164,7 @@ def serve_toolset(
     from toolbus.application.identity.verifying import CallVerifier
     from toolbus.domain.errors import ConfigError
     from toolbus.settings import load_settings
-    from toolbus_mcp.toolsets import McpServerAddress, McpToolset
+    from toolbus_mcp.importing.toolsets import McpServerAddress, McpToolset
 
     try:
         verifier = CallVerifier.load(verify_key) if verify_key else None

@@ -57,7 +57,7 @@ from toolbus.domain.errors import (
     Unavailable,
 )
 from toolbus.ports import Bus
-from toolbus_mcp.translation import MCP_TOOL_PARAM, observation, toolset_tools
+from toolbus_mcp.importing.translation import MCP_TOOL_PARAM, observation, toolset_tools
 
 log = logging.getLogger("toolbus.mcp")
 

@@ -1,4 +1,4 @@
-"""Running a :class:`~toolbus_mcp.server.BusMcpServer` over stdio or streamable HTTP.
+"""Running a :class:`~toolbus_mcp.serving.server.BusMcpServer` over stdio or streamable HTTP.
 
 Over HTTP every request passes :class:`CallerGate` before MCP sees it:
 
@@ -26,7 +26,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from toolbus.application.identity.credentials import CredentialTable, bearer_token
 from toolbus.domain.errors import AccessDenied, ConfigError, ToolbusError
-from toolbus_mcp.server import CALLER_SCOPE_KEY, BusMcpServer, McpCaller
+from toolbus_mcp.serving.server import CALLER_SCOPE_KEY, BusMcpServer, McpCaller
 
 #: Header naming the tool groups an HTTP client asks for (comma-separated).
 GROUPS_HEADER = "toolbus-groups"

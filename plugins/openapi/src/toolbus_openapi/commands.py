@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from toolbus._internal.event_loops import EventLoop
 from toolbus.cli.common import LoopOption
-from toolbus.loops import EventLoop
 from toolbus.plugins import hookimpl
 
 if TYPE_CHECKING:

@@ -23,8 +23,8 @@ from toolbus.hooks import CodeHooks
 from toolbus.plugins import ToolPlugin, connect, load_tool_plugins
 from toolbus.runtime import registry_from, tool_types
 from toolbus.settings import Settings, load_settings
-from toolbus_mcp.server import BusMcpServer, McpCaller
-from toolbus_mcp.transports import serve_http, serve_stdio
+from toolbus_mcp.serving.server import BusMcpServer, McpCaller
+from toolbus_mcp.serving.transports import serve_http, serve_stdio
 
 
 @dataclass(frozen=True, slots=True)

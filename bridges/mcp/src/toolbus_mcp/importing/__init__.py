@@ -1,0 +1,1 @@
+"""MCP servers imported as tool services on the bus (``toolbus serve mcp``)."""

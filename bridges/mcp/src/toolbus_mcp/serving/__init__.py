@@ -1,0 +1,1 @@
+"""The bus's tools served to MCP clients (``toolbus mcp serve``): each caller gets a session."""
