@@ -123,12 +123,12 @@ def test_the_domain_imports_only_what_it_may() -> None:
         "import time",
         "from time import monotonic",
         "import concurrent.futures",
-        "from toolbus.application import client",
-        "import toolbus.application.client",
+        "from toolbus.application.calls import client",
+        "import toolbus.application.calls.client",
         "from toolbus import cli",
         "from toolbus.memory.bus import MemoryBus",
         "from .. import cli",
-        "from ..application.client import ToolServiceClient",
+        "from ..application.calls.client import ToolServiceClient",
         "import toolbus_nats",
         "from toolbus_kafka.adapter import KafkaBroker",
         "import requests",
@@ -169,13 +169,16 @@ def test_relative_imports_resolve_from_a_package_init() -> None:
 
 # -- the other arrows: domain <- ports <- application <- adapters / composition ---------
 
+REPO = SRC.parent.parent
+# Every first-party distribution's import package, found from the workspace layout.
 ROOTS = {
     "toolbus": SRC / "toolbus",
-    "toolbus_nats": SRC.parent.parent / "adapters" / "nats" / "src" / "toolbus_nats",
-    "toolbus_pulsar": SRC.parent.parent / "adapters" / "pulsar" / "src" / "toolbus_pulsar",
-    "toolbus_kafka": SRC.parent.parent / "adapters" / "kafka" / "src" / "toolbus_kafka",
-    "toolbus_openai": SRC.parent.parent / "adapters" / "openai" / "src" / "toolbus_openai",
-    "toolbus_anthropic": SRC.parent.parent / "adapters" / "anthropic" / "src" / "toolbus_anthropic",
+    **{
+        package.name: package
+        for kind in ("adapters", "bridges", "plugins")
+        for package in sorted(REPO.glob(f"{kind}/*/src/toolbus_*"))
+        if package.is_dir()
+    },
 }
 COMPOSITION = ("toolbus.plugins", "toolbus.runtime", "toolbus.cli", "toolbus.testing")
 ADAPTERS = ("toolbus.memory", "toolbus_nats", "toolbus_pulsar", "toolbus_kafka")
@@ -188,14 +191,7 @@ LLM_PORT = ("toolbus.application.agent.llm", "toolbus.application.agent.llm_urls
 LAYER_RULES: dict[str, tuple[str, ...]] = {
     "toolbus.ports": ("toolbus.application", *ADAPTERS, *COMPOSITION),
     # What adapters share sits beside the ports, and like them sees only the domain.
-    **{
-        support: ("toolbus.application", *ADAPTERS, *COMPOSITION)
-        for support in (
-            "toolbus.broker_options",
-            "toolbus.delivery_buffer",
-            "toolbus.throttled_log",
-        )
-    },
+    "toolbus._internal": ("toolbus.application", *ADAPTERS, *COMPOSITION),
     "toolbus.application": (*ADAPTERS, *COMPOSITION),
     # Adapters implement ports; they register through toolbus.plugins but never
     # reach into the application or the command line.
@@ -387,7 +383,7 @@ def concern_of(module: str) -> str | None:
         if _within(module, concern):
             return concern
     if _within(module, "toolbus.domain"):
-        return ".".join(module.split(".")[:3])  # errors, and the old paths' forwarding
+        return ".".join(module.split(".")[:3])  # errors
     return None
 
 
@@ -400,8 +396,8 @@ def concern_violations(graph: dict[str, set[str]]) -> list[str]:
         layer = source.rpartition(".")[0]
         for target in sorted(imported):
             destination = concern_of(target)
-            if destination in (None, source, "toolbus.domain._moved"):
-                continue  # within the concern, or an old path forwarding to its new one
+            if destination in (None, source):
+                continue  # within the concern
             if not _within(destination, layer) and layer == "toolbus.application":
                 continue  # the application may use the whole domain; layers are checked above
             if destination not in CONCERN_ARROWS[source]:
@@ -425,3 +421,66 @@ def test_the_concern_check_catches_a_planted_arrow() -> None:
         "toolbus.application.calls.host -> toolbus.application.agent.session",
         "toolbus.domain.config.registry -> toolbus.domain.live.items",
     ]
+
+
+# -- the public/private line ------------------------------------------------------------
+#
+# A module whose dotted name has a part starting with "_" (not a dunder) is private to
+# the package holding that part: only modules inside that package import it. The one
+# shared exception is toolbus._internal, the plumbing toolbus's own distributions share.
+
+SHARED_PRIVATE = "toolbus._internal"
+
+
+def _private_home(module: str) -> str | None:
+    """The package a private module belongs to, or None for a public module."""
+    parts = module.split(".")
+    for i, part in enumerate(parts):
+        if part.startswith("_") and not part.startswith("__"):
+            return ".".join(parts[:i])
+    return None
+
+
+def private_import_violations(graph: dict[str, set[str]]) -> list[str]:
+    found = []
+    for module, imported in sorted(graph.items()):
+        for target in sorted(imported):
+            home = _private_home(target)
+            if home is None or _within(module, home):
+                continue
+            if _within(target, SHARED_PRIVATE) and module.split(".")[0] in ROOTS:
+                continue
+            found.append(f"{module} -> {target}")
+    return found
+
+
+def test_nothing_imports_another_packages_private_modules() -> None:
+    assert private_import_violations(import_graph()) == []
+
+
+def test_the_private_check_catches_a_planted_import() -> None:
+    graph = import_graph()
+    assert "toolbus_pulsar" in ROOTS and "toolbus_mcp" in ROOTS
+    graph["toolbus.application.calls.host"] = {"toolbus_pulsar._hidden"}
+    graph["toolbus_mcp.commands"] = {"toolbus._internal.event_loops", "toolbus.cli._private"}
+    graph["toolbus.cli._private"] = {"toolbus.cli._other"}
+
+    assert private_import_violations(graph) == [
+        "toolbus.application.calls.host -> toolbus_pulsar._hidden",
+        "toolbus_mcp.commands -> toolbus.cli._private",
+    ]
+
+
+_DOC_PAGES = sorted([REPO / "README.md", *(REPO / "docs").rglob("*.md")])
+
+
+def test_the_docs_import_only_public_modules() -> None:
+    """What the pages show a user to import is the public API; nothing private."""
+    found = []
+    for page in _DOC_PAGES:
+        for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+            words = line.strip().split()
+            imports = len(words) >= 2 and words[0] in ("import", "from")
+            if imports and "toolbus" in words[1] and _private_home(words[1]) is not None:
+                found.append(f"{page.relative_to(REPO)}:{number}: {line.strip()}")
+    assert found == []
