@@ -32,6 +32,7 @@ from toolbus.plugins import (
     COMMAND_GROUP,
     LLM_GROUP,
     PLUGIN_GROUP,
+    STATE_GROUP,
     ToolRegistrar,
     hookimpl,
 )
@@ -455,6 +456,7 @@ def installed() -> list[tuple[str, str, str, str]]:
     groups = (
         ("adapter", ADAPTER_GROUP),
         ("llm", LLM_GROUP),
+        ("state", STATE_GROUP),
         ("tools", PLUGIN_GROUP),
         ("commands", COMMAND_GROUP),
     )
@@ -475,6 +477,7 @@ def test_plugins_lists_adapters_and_tool_plugins_with_versions(toolbus_cli: Invo
     titles = {
         "adapter": "Broker adapters:",
         "llm": "LLM adapters:",
+        "state": "State stores:",
         "tools": "Tool plugins:",
         "commands": "Commands:",
     }
@@ -494,6 +497,7 @@ def test_plugins_lists_adapters_and_tool_plugins_with_versions(toolbus_cli: Invo
     names = {name for _, name, _, _ in installed()}
     assert {"memory", "nats", "pulsar", "kafka", "joke", "calculator"} <= names
     assert {"openai", "anthropic", "scripted"} <= names
+    assert [line.split()[0] for line in sections["State stores:"]] == ["memory", "nats", "redis"]
 
 
 def test_plugins_json(toolbus_cli: Invoke) -> None:

@@ -1,6 +1,6 @@
 """Plugins: broker adapters and tool plugins, found through entry points, run by pluggy.
 
-Four entry-point groups:
+Five entry-point groups:
 
 * ``toolbus.adapters``: one entry point per broker, **named after its URL
   scheme** (``memory``, ``nats``, ``pulsar``, ``kafka``). Only the adapter a
@@ -15,6 +15,9 @@ Four entry-point groups:
 * ``toolbus.llms``: one entry point per LLM adapter, **named after its URL
   scheme** (``openai``, ``anthropic``, ``scripted``), found like broker
   adapters. The module implements :meth:`Spec.toolbus_register_llms`.
+* ``toolbus.state_stores``: one entry point per state store, **named after its
+  URL scheme** (``memory``, ``nats``, ``redis``), found like broker adapters. The
+  module implements :meth:`Spec.toolbus_register_state_stores`.
 * ``toolbus.commands``: command-line commands. Each implements
   :meth:`Spec.toolbus_register_commands`; see :mod:`toolbus.cli.extensions`.
 
@@ -36,7 +39,7 @@ import pluggy
 from toolbus.application.calls.service import ToolService
 from toolbus.domain.config.schemas import arguments_from_schema
 from toolbus.domain.errors import PluginError
-from toolbus.ports import Bus, BusFactory
+from toolbus.ports import Bus, BusFactory, StateStore, StateStoreFactory
 
 if TYPE_CHECKING:
     from toolbus.application.agent.audit import AuditRecord
@@ -54,6 +57,7 @@ ADAPTER_GROUP = "toolbus.adapters"
 PLUGIN_GROUP = "toolbus.plugins"
 COMMAND_GROUP = "toolbus.commands"
 LLM_GROUP = "toolbus.llms"
+STATE_GROUP = "toolbus.state_stores"
 
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
@@ -61,6 +65,7 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 #: The extra that installs each first-party adapter, for the "please install" message.
 _EXTRAS = {"nats": "nats", "pulsar": "pulsar", "kafka": "kafka"}
 _LLM_EXTRAS = {"openai": "openai", "anthropic": "anthropic"}
+_STATE_EXTRAS = {"nats": "nats", "redis": "redis"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +98,18 @@ class LLMInfo:
     distribution: str
 
 
+@dataclass(frozen=True, slots=True)
+class StateStoreInfo:
+    """A state store adapter: the URL schemes it serves and how to connect."""
+
+    schemes: tuple[str, ...]
+    connect: StateStoreFactory
+    distribution: str
+
+
 AdapterRegistrar = Callable[[AdapterInfo], None]
 LLMRegistrar = Callable[[LLMInfo], None]
+StateStoreRegistrar = Callable[[StateStoreInfo], None]
 
 
 class ToolRegistrar:
@@ -139,6 +154,10 @@ class Spec:
     @hookspec
     def toolbus_register_llms(self, register: LLMRegistrar) -> None:
         """Register LLM adapters by calling ``register(LLMInfo(...))``."""
+
+    @hookspec
+    def toolbus_register_state_stores(self, register: StateStoreRegistrar) -> None:
+        """Register state store adapters by calling ``register(StateStoreInfo(...))``."""
 
     @hookspec
     def toolbus_register_tools(self, register: ToolRegistrar) -> None:
@@ -207,7 +226,8 @@ def _distribution(ep: metadata.EntryPoint) -> tuple[str, str]:
 class _AdapterKind:
     """What differs between looking up a broker adapter and an LLM adapter."""
 
-    what: str  # "broker adapter", "LLM adapter"
+    what: str  # "broker adapter", "LLM adapter", "state store"
+    label: str  # what its URL is called: "broker URL", "state store URL"
     listed_as: str  # how the list of installed ones is headed in errors
     group: str
     extras: Mapping[str, str]
@@ -217,6 +237,7 @@ class _AdapterKind:
 
 _BROKERS = _AdapterKind(
     "broker adapter",
+    "broker URL",
     "installed adapters",
     ADAPTER_GROUP,
     _EXTRAS,
@@ -225,20 +246,29 @@ _BROKERS = _AdapterKind(
 )
 _LLMS = _AdapterKind(
     "LLM adapter",
+    "LLM URL",
     "installed LLM adapters",
     LLM_GROUP,
     _LLM_EXTRAS,
     "openai://MODEL, openai+http://HOST:PORT/PATH/MODEL, anthropic://MODEL or scripted://NAME",
     lambda pm, register: pm.hook.toolbus_register_llms(register=register),
 )
+_STATE_STORES = _AdapterKind(
+    "state store",
+    "state store URL",
+    "installed state stores",
+    STATE_GROUP,
+    _STATE_EXTRAS,
+    "memory://, nats://host:port or redis://host:port",
+    lambda pm, register: pm.hook.toolbus_register_state_stores(register=register),
+)
 
 
 def _adapter_serving(kind: _AdapterKind, url: str) -> Any:
     """The ``kind`` of adapter serving ``url``'s scheme, importing that adapter only."""
     scheme = urlsplit(url).scheme
-    label = kind.what.split()[0]  # "broker", "LLM"
     if not scheme:
-        raise PluginError(f"{label} URL {url!r} has no scheme; use {kind.url_forms}")
+        raise PluginError(f"{kind.label} {url!r} has no scheme; use {kind.url_forms}")
     base = scheme.split("+", 1)[0]
     found = [ep for ep in _entry_points(kind.group) if ep.name == base]
     if not found:
@@ -285,6 +315,21 @@ def llm_adapter_for(url: str) -> LLMInfo:
 async def connect_llm(url: str, options: Mapping[str, Any] | None = None) -> LLM:
     """The LLM ``url`` names, made by the adapter its scheme names."""
     return await llm_adapter_for(url).connect(url, dict(options or {}))
+
+
+def state_store_for(url: str) -> StateStoreInfo:
+    """The state store adapter serving ``url``'s scheme, importing that adapter only."""
+    info: StateStoreInfo = _adapter_serving(_STATE_STORES, url)
+    return info
+
+
+async def connect_state(url: str, options: Mapping[str, Any] | None = None) -> StateStore:
+    """Connect to the state store at ``url`` with the adapter its scheme names.
+
+    ``memory://`` is in the core; ``nats://`` comes with ``toolbus[nats]`` and
+    ``redis://`` with ``toolbus[redis]``. See docs/state-stores.md.
+    """
+    return await state_store_for(url).connect(url, dict(options or {}))
 
 
 def load_tool_plugins() -> list[ToolPlugin]:
@@ -370,7 +415,7 @@ def _is_hookimpl(function: object) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class InstalledPlugin:
-    kind: str  # "adapter", "llm", "tools" or "commands"
+    kind: str  # "adapter", "llm", "state", "tools" or "commands"
     name: str
     distribution: str
     version: str
@@ -382,6 +427,7 @@ def installed_plugins() -> list[InstalledPlugin]:
     groups = (
         ("adapter", ADAPTER_GROUP),
         ("llm", LLM_GROUP),
+        ("state", STATE_GROUP),
         ("tools", PLUGIN_GROUP),
         ("commands", COMMAND_GROUP),
     )

@@ -27,11 +27,21 @@ per answer. The rules are the fan-out ones above, plus: messages reach the
 handler one at a time, in order, on the event loop; each is acked once the
 handler returns, whatever it did; when the bus can no longer deliver (closed,
 connection lost for good) ``on_end`` is called once.
+
+State that must outlive a process, or be shared by the replicas of one, goes
+through a :class:`StateStore`: a key-value store (in memory, NATS JetStream
+key-value buckets, Redis) with get, put with a time to live, add-if-absent,
+compare-and-set and delete, and :class:`WatchableStateStore` where the engine
+can tell a waiter about changes. The conformance suite in
+``toolbus.testing.state_conformance`` holds every store to the rules written on
+these protocols.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 
@@ -162,3 +172,104 @@ class Clock(Protocol):
 
 BusFactory = Callable[[str, Mapping[str, Any]], Awaitable[Bus]]
 """``await factory(url, options)`` connects to the broker at ``url``."""
+
+
+# -- state stores ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StateEntry:
+    """A value as a :class:`StateStore` holds it, with the version that wrote it."""
+
+    value: bytes
+    #: Changes on every write of the key; compare versions for equality only.
+    version: int
+
+
+class StateStore(Protocol):
+    """A connection to a key-value store shared by the processes that use it.
+
+    Every key lives in a *namespace* (``gateway-sessions``, ``replay-guard``:
+    a lower-case letter, then lower-case letters, digits and ``-``, at most 64
+    characters), so that uses of one store never meet. A key is any non-empty
+    text; each store maps it onto what its engine allows, one-to-one and the
+    same way in every process. Values are bytes: callers serialise.
+
+    ``ttl`` is seconds the value lives for, counted from the write; ``None``
+    keeps it until it is deleted. Each write sets the key's time to live anew
+    (a write without ``ttl`` makes the key permanent). A store may round a TTL
+    up to its engine's resolution (NATS: whole seconds), never down.
+
+    Conditional writes are atomic across every connection to the store: of
+    any number of :meth:`create` calls for one key, one succeeds; an
+    :meth:`update` or a conditional :meth:`delete` succeeds only while the key
+    still holds the version it names.
+
+    A store that cannot reach its engine raises
+    :class:`~toolbus.domain.errors.StateStoreUnavailable` (after its timeout),
+    and works again, on the same connection, once the engine is back.
+    """
+
+    @property
+    def max_value_size(self) -> int | None:
+        """The largest value the store accepts, in bytes, when known."""
+        ...
+
+    async def get(self, namespace: str, key: str) -> StateEntry | None:
+        """The key's value and version; ``None`` when it is absent (or expired)."""
+        ...
+
+    async def put(self, namespace: str, key: str, value: bytes, *, ttl: float | None = None) -> int:
+        """Write the value whatever the key holds; returns the new version."""
+        ...
+
+    async def create(
+        self, namespace: str, key: str, value: bytes, *, ttl: float | None = None
+    ) -> int | None:
+        """Write the value only if the key is absent: the new version, or ``None`` if present."""
+        ...
+
+    async def update(
+        self, namespace: str, key: str, value: bytes, *, version: int, ttl: float | None = None
+    ) -> int | None:
+        """Write the value only if the key holds ``version``: the new version, or ``None``."""
+        ...
+
+    async def delete(self, namespace: str, key: str, *, version: int | None = None) -> bool:
+        """Remove the key. With ``version``, only while it holds that version.
+
+        ``False`` only when ``version`` was given and the key did not hold it
+        (it was changed, deleted or never there); deleting an absent key
+        without a version is ``True``.
+        """
+        ...
+
+    async def close(self) -> None:
+        """Close the connection (and every watch opened on it)."""
+        ...
+
+
+@runtime_checkable
+class WatchableStateStore(StateStore, Protocol):
+    """A :class:`StateStore` that can tell a waiter when a key changes."""
+
+    def watch(
+        self, namespace: str, key: str
+    ) -> AbstractAsyncContextManager[AsyncIterator[StateEntry | None]]:
+        """``async with store.watch(ns, key) as changes``: the key's states as they come.
+
+        The first state is the key's current one (``None``: absent), so that
+        nothing written between a read and the watch is missed; the watch is
+        live when the ``async with`` block starts. Each later state is a write
+        (:class:`StateEntry`) or a deletion (``None``) made through any
+        connection to the store. States come in order; a watcher that falls
+        behind may skip states in between, but always gets the latest. Expiry
+        of a TTL is not reported: a waiter keeps its own deadline. A watch
+        outlives an engine that goes away and comes back, and then reports
+        the state the key has.
+        """
+        ...
+
+
+StateStoreFactory = Callable[[str, Mapping[str, Any]], Awaitable[StateStore]]
+"""``await factory(url, options)`` connects to the state store at ``url``."""

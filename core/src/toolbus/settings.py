@@ -1,10 +1,11 @@
-"""Where the broker URL and the configuration come from.
+"""Where the broker URL, the state store URL and the configuration come from.
 
 Precedence, highest first: command-line flags, environment variables
-(``TOOLBUS_BROKER``, ``TOOLBUS_CONFIG``), then ``toolbus.toml`` in the current
-directory (keys ``broker``, ``config`` and a ``[broker-options]`` table). The
-default broker is ``memory://``. A ``config`` path in ``toolbus.toml`` is relative
-to that file.
+(``TOOLBUS_BROKER``, ``TOOLBUS_STATE``, ``TOOLBUS_CONFIG``), then ``toolbus.toml``
+in the current directory (keys ``broker``, ``state``, ``config`` and the
+``[broker-options]`` and ``[state-options]`` tables). The default broker is
+``memory://``; no state store is configured unless one is named. A ``config``
+path in ``toolbus.toml`` is relative to that file.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ class Settings:
     broker: str = DEFAULT_BROKER
     config: Path | None = None
     broker_options: Mapping[str, Any] = field(default_factory=dict)
+    #: The state store's URL (``memory://``, ``nats://...``, ``redis://...``), if any.
+    state: str | None = None
+    state_options: Mapping[str, Any] = field(default_factory=dict)
     #: The whole ``toolbus.toml``, for features that read their own tables.
     file: Mapping[str, Any] = field(default_factory=dict)
 
@@ -49,6 +53,7 @@ def load_settings(
     broker: str | None = None,
     config: str | os.PathLike[str] | None = None,
     *,
+    state: str | None = None,
     cwd: Path | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> Settings:
@@ -68,14 +73,28 @@ def load_settings(
     else:
         config_path = None
 
-    options = file.get("broker-options", {})
-    if not isinstance(options, dict):
-        raise ConfigError(
-            [Problem(f"settings file {file_path}", "broker-options", "must be a table")]
+    problems = [
+        Problem(f"settings file {file_path}", name, "must be a table")
+        for name in ("broker-options", "state-options")
+        if not isinstance(file.get(name, {}), dict)
+    ]
+    state_in_file = file.get("state")
+    if state_in_file is not None and not (isinstance(state_in_file, str) and state_in_file):
+        problems.append(
+            Problem(
+                f"settings file {file_path}",
+                "state",
+                'must be a state store URL such as "memory://", "nats://host:4222" or '
+                '"redis://host:6379"',
+            )
         )
+    if problems:
+        raise ConfigError(problems)
     return Settings(
         broker=broker or env.get("TOOLBUS_BROKER") or str(file.get("broker") or DEFAULT_BROKER),
         config=config_path,
-        broker_options=options,
+        broker_options=file.get("broker-options", {}),
+        state=state or env.get("TOOLBUS_STATE") or state_in_file,
+        state_options=file.get("state-options", {}),
         file=file,
     )

@@ -16,7 +16,7 @@ from toolbus.plugins import InstalledPlugin, installed_plugins
 def plugins(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """List installed broker adapters, LLM adapters, tool plugins and command plugins."""
+    """List installed broker adapters, LLM adapters, state stores, tool plugins and commands."""
     found = installed_plugins()
     if as_json:
         typer.echo(json.dumps([dataclasses.asdict(p) for p in found], indent=2))
@@ -25,6 +25,7 @@ def plugins(
     for kind, title in (
         ("adapter", "Broker adapters"),
         ("llm", "LLM adapters"),
+        ("state", "State stores"),
         ("tools", "Tool plugins"),
     ):
         _section(title, [p for p in found if p.kind == kind], width)

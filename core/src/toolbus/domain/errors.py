@@ -204,3 +204,30 @@ class MessageTooLarge(ToolbusError, ValueError):
 
 class BusClosed(ToolbusError, ConnectionError):
     """The bus connection was closed (or lost) while it was being used."""
+
+
+class StateStoreError(ToolbusError):
+    """A state store could not do what it was asked."""
+
+
+class StateStoreUnavailable(StateStoreError, ConnectionError):
+    """The state store's engine cannot be reached now (gone, restarting, or too slow).
+
+    The connection keeps trying: the same store works again once its engine is back.
+    """
+
+
+class StateKeyError(StateStoreError, ValueError):
+    """A namespace or key a state store cannot hold; the message says which rule it breaks."""
+
+
+class StateValueTooLarge(StateStoreError, ValueError):
+    """A value is larger than the state store accepts."""
+
+    def __init__(self, size: int, limit: int, how_to_raise: str) -> None:
+        self.size = size
+        self.limit = limit
+        super().__init__(
+            f"a state value of {size:,} bytes is larger than the limit of {limit:,} bytes; "
+            f"{how_to_raise}"
+        )

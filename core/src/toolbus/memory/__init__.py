@@ -1,4 +1,5 @@
-"""The in-memory bus: a real adapter, held to the same conformance suite as the brokers."""
+"""The in-memory bus and state store: real adapters, held to the same conformance suites as
+the brokers and the networked stores (the store is in :mod:`toolbus.memory.state`)."""
 
 from toolbus.memory.bus import MemoryBroker, MemoryBus, connect
 
