@@ -28,6 +28,7 @@ import pydantic
 
 from toolbus._internal.broker_options import BrokerOptions, parse_broker_options
 from toolbus._internal.state_keys import check_namespace, check_ttl, check_value, key_bytes
+from toolbus._internal.state_watch import LatestState
 from toolbus.domain.errors import BrokerOptionError, StateStoreError
 from toolbus.ports import Clock, StateEntry
 
@@ -42,21 +43,6 @@ class _Item:
     expires_at: float | None
 
 
-class _Watcher:
-    """One open watch: the latest state it has not yet handed out, and a wake-up."""
-
-    __slots__ = ("changed", "latest")
-
-    def __init__(self, latest: StateEntry | None) -> None:
-        self.latest: StateEntry | None = latest
-        self.changed = asyncio.Event()
-        self.changed.set()  # the current state is the first one handed out
-
-    def tell(self, state: StateEntry | None) -> None:
-        self.latest = state
-        self.changed.set()
-
-
 class MemoryStateHolder:
     """The state behind every :class:`MemoryStateStore` of one name on one event loop."""
 
@@ -64,7 +50,7 @@ class MemoryStateHolder:
         self.clock = clock
         self.items: dict[_Key, _Item] = {}
         self.versions = itertools.count(1)
-        self.watchers: dict[_Key, set[_Watcher]] = {}
+        self.watchers: dict[_Key, set[LatestState]] = {}
         # (expiry, version, key): the version tells a live expiry from a stale one.
         self._expiries: list[tuple[float, int, _Key]] = []
 
@@ -127,7 +113,7 @@ class MemoryStateStore:
         self.holder = holder
         self._max_value_size = max_value_size
         self._closed = False
-        self._watches: set[_Watcher] = set()
+        self._watches: set[LatestState] = set()
 
     @property
     def max_value_size(self) -> int | None:
@@ -190,30 +176,23 @@ class MemoryStateStore:
     ) -> AsyncIterator[AsyncIterator[StateEntry | None]]:
         where = self._key(namespace, key)
         item = self.holder.current(where)
-        watcher = _Watcher(None if item is None else item.entry)
+        watch = LatestState()
+        watch.tell(None if item is None else item.entry)
         watchers = self.holder.watchers.setdefault(where, set())
-        watchers.add(watcher)
-        self._watches.add(watcher)
+        watchers.add(watch)
+        self._watches.add(watch)
         try:
-            yield self._states(watcher)
+            yield watch.states()
         finally:
-            watchers.discard(watcher)
+            watchers.discard(watch)
             if not watchers:
                 self.holder.watchers.pop(where, None)
-            self._watches.discard(watcher)
-
-    async def _states(self, watcher: _Watcher) -> AsyncIterator[StateEntry | None]:
-        while True:
-            await watcher.changed.wait()
-            if self._closed:
-                return
-            watcher.changed.clear()
-            yield watcher.latest
+            self._watches.discard(watch)
 
     async def close(self) -> None:
         self._closed = True
-        for watcher in self._watches:
-            watcher.changed.set()  # wakes the watch, which sees the store closed and ends
+        for watch in self._watches:
+            watch.end()
 
 
 class MemoryStateOptions(BrokerOptions):
