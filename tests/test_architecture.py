@@ -181,7 +181,7 @@ ROOTS = {
     },
 }
 COMPOSITION = ("toolbus.plugins", "toolbus.runtime", "toolbus.cli", "toolbus.testing")
-ADAPTERS = ("toolbus.memory", "toolbus_nats", "toolbus_pulsar", "toolbus_kafka")
+ADAPTERS = ("toolbus.memory", "toolbus_nats", "toolbus_pulsar", "toolbus_kafka", "toolbus_redis")
 LLM_ADAPTERS = ("toolbus.scripted", "toolbus_openai", "toolbus_anthropic")
 # The LLM port lives in the application layer (with the loop that uses it); LLM
 # adapters may import it and its URL helpers, and nothing else of the application.
