@@ -497,7 +497,12 @@ def test_plugins_lists_adapters_and_tool_plugins_with_versions(toolbus_cli: Invo
     names = {name for _, name, _, _ in installed()}
     assert {"memory", "nats", "pulsar", "kafka", "joke", "calculator"} <= names
     assert {"openai", "anthropic", "scripted"} <= names
-    assert [line.split()[0] for line in sections["State stores:"]] == ["memory", "nats", "redis"]
+    assert [line.split()[0] for line in sections["State stores:"]] == [
+        "memory",
+        "nats",
+        "redis",
+        "rediss",
+    ]
 
 
 def test_plugins_json(toolbus_cli: Invoke) -> None:

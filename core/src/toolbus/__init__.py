@@ -15,7 +15,9 @@ The names a user needs, by job (docs/architecture.md has the table):
 * errors: :class:`ToolbusError` and the kinds a caller catches: a tool call's
   (:class:`ToolCallError` and its wire types), :class:`UnknownTool`,
   :class:`BusClosed`, :class:`MessageTooLarge`, :class:`PluginError`,
-  :class:`ConfigError`, :class:`AccessDenied`.
+  :class:`ConfigError`, :class:`AccessDenied`;
+* state shared by replicas: :func:`connect_state` (``memory://``, ``nats://``,
+  ``redis://``), raising :class:`StateStoreError` and :class:`StateStoreUnavailable`.
 
 Everything else is importable from its concern package (``toolbus.application.calls``,
 ``.agent``, ``.live``, ``.identity`` for signed calls; ``toolbus.domain.*``). Brokers
@@ -53,6 +55,8 @@ from toolbus.domain.errors import (
     NotFound,
     PluginError,
     QueueNameError,
+    StateStoreError,
+    StateStoreUnavailable,
     ToolbusError,
     ToolCallError,
     ToolServiceError,
@@ -62,7 +66,7 @@ from toolbus.domain.errors import (
     UnknownTool,
     WireError,
 )
-from toolbus.plugins import connect, connect_llm
+from toolbus.plugins import connect, connect_llm, connect_state
 from toolbus.runtime import open_tools, registry_from
 
 __all__ = [
@@ -98,6 +102,8 @@ __all__ = [
     "RetryPolicy",
     "ServiceDescriptor",
     "ServiceHost",
+    "StateStoreError",
+    "StateStoreUnavailable",
     "ToolCallError",
     "ToolDescriptor",
     "ToolResult",
@@ -113,6 +119,7 @@ __all__ = [
     "WireError",
     "connect",
     "connect_llm",
+    "connect_state",
     "load_registry",
     "load_registry_from_path",
     "open_tools",

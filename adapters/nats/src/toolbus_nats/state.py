@@ -37,7 +37,7 @@ from nats.js.kv import KV_DEL, KV_OP, KV_PURGE, MSG_ROLLUP_SUBJECT, KeyValue
 
 from toolbus._internal.state_keys import check_ttl, check_value
 from toolbus._internal.state_watch import LatestState
-from toolbus.domain.errors import StateStoreError, StateStoreUnavailable
+from toolbus.domain.errors import BusClosed, StateStoreError, StateStoreUnavailable
 from toolbus.ports import StateEntry
 from toolbus_nats.bus import NatsBus
 from toolbus_nats.bus import connect as connect_bus
@@ -320,13 +320,16 @@ async def connect(url: str, options: Mapping[str, Any] | None = None) -> NatsSta
     """Connect to the NATS state store at ``url`` (see :mod:`toolbus_nats.state_options`).
 
     Makes the bucket when it does not exist. Fails with
-    :class:`~toolbus.domain.errors.BusClosed` when no server answers within
-    ``connect_timeout``, and with :class:`~toolbus.domain.errors.StateStoreError`
+    :class:`~toolbus.domain.errors.StateStoreUnavailable` when no server answers
+    within ``connect_timeout``, and with :class:`~toolbus.domain.errors.StateStoreError`
     when JetStream refuses the bucket.
     """
     settings = parse_state_options(url, options)
     servers = ",".join(settings.servers)
-    bus = await connect_bus(f"nats://{servers}", settings.broker_options())
+    try:
+        bus = await connect_bus(f"nats://{servers}", settings.broker_options())
+    except BusClosed as exc:
+        raise StateStoreUnavailable(str(exc)) from None
     try:
         kv = await _open_bucket(bus, settings)
     except StateStoreError:
