@@ -20,6 +20,7 @@ PAGES = [
     "configuration.md",
     "audit-and-metrics.md",
     "wire-protocol.md",
+    "state-stores.md",
 ]
 
 
