@@ -7,7 +7,7 @@ way users reach it: through its entry point.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
@@ -16,7 +16,7 @@ import pytest
 
 from tests.nats.cluster import NatsCluster
 from tests.nats.server import NatsServer
-from tests.support.servers import stop_process
+from tests.support.servers import Restartable
 from toolbus.domain.errors import StateStoreUnavailable
 from toolbus.plugins import connect_state
 from toolbus.ports import StateEntry
@@ -43,25 +43,11 @@ class TestNatsStateStore(StateStoreConformance):
         return lambda: connect_state(url)
 
     @pytest.fixture
-    async def outage(self, tmp_path: Path) -> AsyncIterator[Outage]:
+    def outage(self, tmp_path: Path) -> Iterator[Outage]:
         server = NatsServer(tmp_path)
-        running = server.running()
-        process = running.__enter__()
         url = f"{server.url}?timeout=1&reconnect_wait=0.1"
-
-        async def stop() -> None:
-            nonlocal process
-            await anyio.to_thread.run_sync(stop_process, process)
-
-        async def start() -> None:
-            nonlocal running, process
-            running = server.running()
-            process = await anyio.to_thread.run_sync(running.__enter__)
-
-        try:
-            yield Outage(connect=lambda: connect_state(url), stop=stop, start=start)
-        finally:
-            running.__exit__(None, None, None)
+        with Restartable(server.running) as running:
+            yield Outage(connect=lambda: connect_state(url), stop=running.stop, start=running.start)
 
 
 async def _retrying(operation: Callable[[], Awaitable[T]], timeout: float) -> T:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
 from pathlib import Path
 
-import anyio
 import pytest
 
 from tests.redis.server import RedisServer
-from tests.support.servers import stop_process
+from tests.support.servers import Restartable
 from toolbus.plugins import connect_state
 from toolbus.testing.state_conformance import Outage, StateStoreConformance, StoreFactory
 
@@ -26,21 +25,8 @@ class TestRedisStateStore(StateStoreConformance):
         return lambda: connect_state(url)
 
     @pytest.fixture
-    async def outage(self, tmp_path: Path) -> AsyncIterator[Outage]:
+    def outage(self, tmp_path: Path) -> Iterator[Outage]:
         server = RedisServer(tmp_path)
-        running = server.running()
-        process = running.__enter__()
         url = f"{server.url}?timeout=1"
-
-        async def stop() -> None:
-            await anyio.to_thread.run_sync(stop_process, process)
-
-        async def start() -> None:
-            nonlocal running, process
-            running = server.running()
-            process = await anyio.to_thread.run_sync(running.__enter__)
-
-        try:
-            yield Outage(connect=lambda: connect_state(url), stop=stop, start=start)
-        finally:
-            running.__exit__(None, None, None)
+        with Restartable(server.running) as running:
+            yield Outage(connect=lambda: connect_state(url), stop=running.stop, start=running.start)

@@ -7,8 +7,11 @@ import os
 import socket
 import subprocess
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
+
+import anyio
 
 LOOPBACK = "127.0.0.1"
 
@@ -73,3 +76,38 @@ def stop_process(process: subprocess.Popen[bytes], grace: float = 5.0) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+class Restartable:
+    """A server a test stops and starts again at the same address (with its data).
+
+    ``run`` starts the server for a ``with`` block (``NatsServer.running`` and the
+    like). Use it as a context manager: the server runs from ``with`` on, and is
+    stopped at its end whatever the test did to it.
+    """
+
+    def __init__(self, run: Callable[[], AbstractContextManager[subprocess.Popen[bytes]]]) -> None:
+        self._run = run
+        self._running: AbstractContextManager[subprocess.Popen[bytes]] | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> Restartable:
+        self._start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._running is not None:
+            self._running.__exit__(None, None, None)
+
+    def _start(self) -> None:
+        self._running = self._run()
+        self._process = self._running.__enter__()
+
+    async def stop(self) -> None:
+        """Stop the server (SIGTERM, as an orderly restart does) and wait until it has."""
+        assert self._process is not None
+        await anyio.to_thread.run_sync(stop_process, self._process)
+
+    async def start(self) -> None:
+        """Start it again; returns once it listens."""
+        await anyio.to_thread.run_sync(self._start)

@@ -36,7 +36,7 @@ from nats.js import api
 from nats.js.kv import KV_DEL, KV_OP, KV_PURGE, MSG_ROLLUP_SUBJECT, KeyValue
 
 from toolbus._internal.state_keys import check_ttl, check_value
-from toolbus._internal.state_watch import LatestState
+from toolbus._internal.state_watch import LatestState, Watches
 from toolbus.domain.errors import BusClosed, StateStoreError, StateStoreUnavailable
 from toolbus.ports import StateEntry
 from toolbus_nats.bus import NatsBus
@@ -72,7 +72,7 @@ class NatsStateStore:
         self._js = bus.nc.jetstream(timeout=options.timeout)
         self._subject_prefix = f"$KV.{options.bucket}."
         self._where = ",".join(options.servers)
-        self._watches: set[LatestState] = set()
+        self._watches = Watches()
         self._closed = False
 
     @property
@@ -217,15 +217,8 @@ class NatsStateStore:
             first = await self.kv.watch(name)
         except Exception as exc:
             raise self._unavailable(exc, f"watch {namespace}/…") from exc
-        self._watches.add(latest)
-        follower = asyncio.ensure_future(self._follow(name, first, latest))
-        try:
-            yield latest.states()
-        finally:
-            self._watches.discard(latest)
-            follower.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await follower
+        async with self._watches.opened(latest, self._follow(name, first, latest)) as states:
+            yield states
 
     async def _follow(self, name: str, watcher: KeyValue.KeyWatcher, latest: LatestState) -> None:
         """Pass ``watcher``'s states on; after each reconnect, watch anew from the current state.
@@ -258,8 +251,7 @@ class NatsStateStore:
         if self._closed:
             return
         self._closed = True
-        for latest in list(self._watches):
-            latest.end()
+        self._watches.end_all()
         await self.bus.close()
 
 

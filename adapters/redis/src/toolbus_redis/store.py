@@ -24,7 +24,6 @@ managed services often switch off).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 from collections.abc import AsyncIterator, Mapping
@@ -38,7 +37,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 
 from toolbus._internal.state_keys import check_namespace, check_ttl, check_value, key_bytes
-from toolbus._internal.state_watch import LatestState
+from toolbus._internal.state_watch import LatestState, Watches
 from toolbus.domain.errors import StateStoreError, StateStoreUnavailable
 from toolbus.ports import StateEntry
 from toolbus_redis.options import RedisOptions, parse_options
@@ -98,7 +97,7 @@ class RedisStateStore:
         self._write = client.register_script(_WRITE)
         self._delete = client.register_script(_DELETE)
         self._where = f"Redis at {options.server}"
-        self._watches: set[LatestState] = set()
+        self._watches = Watches()
         self._closed = False
 
     @property
@@ -206,15 +205,10 @@ class RedisStateStore:
         except Exception as exc:
             await pubsub.aclose()  # type: ignore[no-untyped-call]
             raise self._failure(exc, f"watch {namespace}/…") from exc
-        self._watches.add(latest)
-        follower = asyncio.ensure_future(self._follow(pubsub, name, latest))
         try:
-            yield latest.states()
+            async with self._watches.opened(latest, self._follow(pubsub, name, latest)) as states:
+                yield states
         finally:
-            self._watches.discard(latest)
-            follower.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await follower
             await pubsub.aclose()  # type: ignore[no-untyped-call]
 
     async def _confirmed(self, pubsub: PubSub) -> None:
@@ -247,8 +241,7 @@ class RedisStateStore:
         if self._closed:
             return
         self._closed = True
-        for latest in list(self._watches):
-            latest.end()
+        self._watches.end_all()
         await self.client.aclose()
 
 

@@ -11,7 +11,10 @@ that starts over after a reconnect, does not wake the reader for nothing.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import contextlib
+from collections.abc import AsyncIterator, Coroutine
+from contextlib import asynccontextmanager
+from typing import Any
 
 from toolbus.ports import StateEntry
 
@@ -57,3 +60,33 @@ class LatestState:
             self._handed = state
             assert state is None or isinstance(state, StateEntry)
             yield state
+
+
+class Watches:
+    """The open watches of one store connection, so that closing it ends them all."""
+
+    __slots__ = ("_open",)
+
+    def __init__(self) -> None:
+        self._open: set[LatestState] = set()
+
+    @asynccontextmanager
+    async def opened(
+        self, latest: LatestState, follower: Coroutine[Any, Any, None] | None = None
+    ) -> AsyncIterator[AsyncIterator[StateEntry | None]]:
+        """The states of ``latest`` while the block runs, with ``follower`` (the task
+        telling ``latest`` the key's states, if the store needs one) running alongside."""
+        self._open.add(latest)
+        task = None if follower is None else asyncio.ensure_future(follower)
+        try:
+            yield latest.states()
+        finally:
+            self._open.discard(latest)
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    def end_all(self) -> None:
+        for latest in list(self._open):
+            latest.end()

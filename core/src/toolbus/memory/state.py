@@ -28,7 +28,7 @@ import pydantic
 
 from toolbus._internal.broker_options import BrokerOptions, parse_broker_options
 from toolbus._internal.state_keys import check_namespace, check_ttl, check_value, key_bytes
-from toolbus._internal.state_watch import LatestState
+from toolbus._internal.state_watch import LatestState, Watches
 from toolbus.domain.errors import BrokerOptionError, StateStoreError
 from toolbus.ports import Clock, StateEntry
 
@@ -113,7 +113,7 @@ class MemoryStateStore:
         self.holder = holder
         self._max_value_size = max_value_size
         self._closed = False
-        self._watches: set[LatestState] = set()
+        self._watches = Watches()
 
     @property
     def max_value_size(self) -> int | None:
@@ -180,19 +180,17 @@ class MemoryStateStore:
         watch.tell(None if item is None else item.entry)
         watchers = self.holder.watchers.setdefault(where, set())
         watchers.add(watch)
-        self._watches.add(watch)
         try:
-            yield watch.states()
+            async with self._watches.opened(watch) as states:
+                yield states
         finally:
             watchers.discard(watch)
             if not watchers:
                 self.holder.watchers.pop(where, None)
-            self._watches.discard(watch)
 
     async def close(self) -> None:
         self._closed = True
-        for watch in self._watches:
-            watch.end()
+        self._watches.end_all()
 
 
 class MemoryStateOptions(BrokerOptions):
