@@ -30,6 +30,7 @@ from typing import Annotated, Any, ClassVar
 from urllib.parse import urlunsplit
 
 from toolbus._internal.broker_options import (
+    PositiveInt,
     PositiveSeconds,
     Text,
     at_most,
@@ -73,7 +74,7 @@ class NatsStateOptions(NatsOptions):
     #: The key-value bucket (a JetStream stream ``KV_<bucket>``).
     bucket: Text = DEFAULT_BUCKET
     #: Copies of the bucket a cluster keeps (1 to 5), when the bucket is made.
-    replicas: Annotated[int, at_most(5, " (a JetStream limit)")] = 1
+    replicas: Annotated[PositiveInt, at_most(5, " (a JetStream limit)")] = 1
     #: Seconds each request waits for JetStream's answer.
     timeout: PositiveSeconds = 5.0
 

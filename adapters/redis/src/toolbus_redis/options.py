@@ -63,7 +63,7 @@ class RedisOptions(BrokerOptions):
     # -- connection ---------------------------------------------------------------
     #: Seconds to connect, and to wait for each answer.
     timeout: PositiveSeconds = 5.0
-    #: Connections kept to the server (each watch takes one more of its own).
+    #: Connections to the server at most, watches included (each open watch holds one).
     max_connections: PositiveInt = 64
     #: Connection name shown by ``CLIENT LIST``.
     name: Text | None = None
