@@ -32,6 +32,7 @@ from toolbus.plugins import (
     COMMAND_GROUP,
     LLM_GROUP,
     PLUGIN_GROUP,
+    STATE_GROUP,
     AdapterInfo,
     ToolRegistrar,
     adapter_for,
@@ -248,6 +249,7 @@ def test_installed_plugins_lists_adapters_tool_plugins_and_commands_with_version
 
     expected = {("adapter", name): ep for name, ep in installed(ADAPTER_GROUP).items()}
     expected |= {("llm", name): ep for name, ep in installed(LLM_GROUP).items()}
+    expected |= {("state", name): ep for name, ep in installed(STATE_GROUP).items()}
     expected |= {("tools", name): ep for name, ep in installed(PLUGIN_GROUP).items()}
     expected |= {("commands", name): ep for name, ep in installed(COMMAND_GROUP).items()}
     assert set(found) == set(expected)
@@ -258,6 +260,8 @@ def test_installed_plugins_lists_adapters_tool_plugins_and_commands_with_version
         assert found[key].distribution == ep.dist.metadata["Name"]
         assert found[key].version == metadata.version(ep.dist.metadata["Name"])
     assert found[("adapter", "memory")].distribution == "toolbus"
+    assert found[("state", "memory")].distribution == "toolbus"
+    assert found[("state", "redis")].distribution == "toolbus-redis"
     assert found[("tools", "joke")].distribution == "toolbus-joke"
 
 

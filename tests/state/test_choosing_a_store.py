@@ -75,3 +75,16 @@ def test_a_bad_state_setting_is_a_config_error_naming_it(
     (tmp_path / "toolbus.toml").write_text(text)
     with pytest.raises(ConfigError, match=f"field '{field}'"):
         load_settings(cwd=tmp_path, environ={})
+
+
+async def test_an_in_memory_store_keeps_the_clock_it_was_made_with() -> None:
+    from toolbus.domain.errors import StateStoreError
+    from toolbus.memory.state import connect
+
+    def first_clock() -> float:
+        return 0.0
+
+    await connect("memory://clocked", clock=first_clock)
+    assert isinstance(await connect("memory://clocked", clock=first_clock), MemoryStateStore)
+    with pytest.raises(StateStoreError, match="already runs on another clock"):
+        await connect("memory://clocked", clock=lambda: 1.0)
