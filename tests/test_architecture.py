@@ -190,7 +190,7 @@ LLM_PORT = ("toolbus.application.agent.llm", "toolbus.application.agent.llm_urls
 # layer -> packages its modules must not import
 LAYER_RULES: dict[str, tuple[str, ...]] = {
     "toolbus.ports": ("toolbus.application", *ADAPTERS, *COMPOSITION),
-    # What adapters share sits beside the ports, and like them sees only the domain.
+    # What adapters share sits beside the ports, and sees only the domain and the ports.
     "toolbus._internal": ("toolbus.application", *ADAPTERS, *COMPOSITION),
     "toolbus.application": (*ADAPTERS, *COMPOSITION),
     # Adapters implement ports; they register through toolbus.plugins but never
