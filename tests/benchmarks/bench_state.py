@@ -217,6 +217,7 @@ def main() -> int:
     parser.add_argument("--in-flight", type=int, default=16)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    info = run_info()
     with tempfile.TemporaryDirectory() as workdir, ExitStack() as servers:
         nats_dir, redis_dir = Path(workdir, "nats"), Path(workdir, "redis")
         nats_dir.mkdir()
@@ -226,7 +227,6 @@ def main() -> int:
         servers.enter_context(redis_server.running())
         urls = {"memory": "memory://bench", "nats": nats.url, "redis": redis_server.url}
         rows = anyio.run(measure, args, urls)
-    info = run_info()
     print(f"state stores, {args.ops} operations of {len(VALUE)}-byte values, best of {args.rounds}")
     show(rows)
     write(args.json, "state", info, rows)

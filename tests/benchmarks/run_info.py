@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-PACKAGES = ("toolbus", "nats-py", "pulsar-client", "aiokafka", "uvloop", "faststream")
+PACKAGES = ("toolbus", "nats-py", "pulsar-client", "aiokafka", "uvloop", "faststream", "redis")
 
 
 def _memory_gib() -> float:
