@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
-import pytest
+import re
 
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.nats.server import NatsServer
 from tests.support.servers import LOOPBACK, free_port
-from toolbus.domain.errors import BrokerOptionError, StateKeyError, StateStoreUnavailable
+from toolbus.domain.errors import (
+    BrokerOptionError,
+    StateKeyError,
+    StateStoreError,
+    StateStoreUnavailable,
+)
 from toolbus.plugins import connect_state
+from toolbus_nats import connect
 from toolbus_nats.state_options import MAX_KEY_LENGTH, bucket_key, parse_state_options
 
 
@@ -90,3 +101,39 @@ async def test_no_server_is_a_clear_error_within_the_connect_timeout() -> None:
         await connect_state(url)
     assert "cannot connect to NATS at" in str(caught.value)
     assert "topsecret" not in str(caught.value)
+
+
+_NATS_KEY = re.compile(r"[-/_=.a-zA-Z0-9]+")
+
+
+@given(st.text(min_size=1), st.text(min_size=1))
+def test_the_key_mapping_is_one_to_one_and_gives_keys_nats_accepts(first: str, second: str) -> None:
+    try:
+        one, two = bucket_key("ns", first), bucket_key("ns", second)
+    except StateKeyError:  # a lone surrogate: refused, not mapped
+        return
+    assert _NATS_KEY.fullmatch(one) and not one.endswith(".")
+    assert one.count(".") == 1  # the namespace's token, then the key's: never more
+    assert (one == two) == (first == second)
+
+
+@pytest.mark.anyio
+@pytest.mark.broker
+async def test_a_bucket_without_per_message_ttls_is_refused_with_the_fix(
+    nats_server: NatsServer,
+) -> None:
+    bus = await connect(nats_server.url)
+    try:
+        # A bucket made by other tools, as older servers and clients made them.
+        await bus.nc.jetstream().add_stream(
+            name="KV_legacy",
+            subjects=["$KV.legacy.>"],
+            max_msgs_per_subject=1,
+            allow_rollup_hdrs=True,
+            deny_delete=True,
+        )
+    finally:
+        await bus.close()
+    with pytest.raises(StateStoreError, match="does not allow per-message TTLs") as caught:
+        await connect_state(f"{nats_server.url}?bucket=legacy")
+    assert "name another bucket with the 'bucket' option" in str(caught.value)
