@@ -28,6 +28,9 @@ handler one at a time, in order, on the event loop; each is acked once the
 handler returns, whatever it did; when the bus can no longer deliver (closed,
 connection lost for good) ``on_end`` is called once.
 
+A bus may also *advertise* (:class:`AdvertisingBus`): list a served tool
+service in its broker's own service discovery, for operators' tools.
+
 State that must outlive a process, or be shared by the replicas of one, goes
 through a :class:`StateStore`: a key-value store (in memory, NATS JetStream
 key-value buckets, Redis) with get, put with a time to live, add-if-absent,
@@ -43,6 +46,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
+
+from toolbus.domain.calls.listing import ServedCounts, ServiceListing
 
 
 @runtime_checkable
@@ -153,6 +158,37 @@ class ConnectionAwareBus(Protocol):
     @property
     def connected(self) -> bool:
         """False while the connection is known to be lost (the bus is reconnecting)."""
+        ...
+
+
+class Advertisement(Protocol):
+    """A service listed by :meth:`AdvertisingBus.advertise`; close it to withdraw it."""
+
+    @property
+    def where(self) -> str:
+        """Where operators find it, for start-up lines (``NATS micro service joke-service``)."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+@runtime_checkable
+class AdvertisingBus(Protocol):
+    """A :class:`Bus` whose broker has a service-discovery protocol of its own.
+
+    The NATS adapter lists each served tool service as a NATS micro service.
+    Discovery is for operators and their tools; agents find tools through
+    toolbus's own announcements, whatever the broker.
+    """
+
+    async def advertise(
+        self, listing: ServiceListing, counts: Callable[[], ServedCounts]
+    ) -> Advertisement | None:
+        """List ``listing`` until the returned advertisement is closed.
+
+        ``counts`` is called whenever the broker's tools ask for statistics.
+        ``None`` when this bus cannot list that service.
+        """
         ...
 
 

@@ -15,19 +15,21 @@ import logging
 import ssl
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import nats.errors
 import nats.js.errors
 from nats.aio.client import Client
 
+from toolbus.domain.calls.listing import ServedCounts, ServiceListing
 from toolbus.domain.calls.queues import parse_queue
 from toolbus.domain.errors import BusClosed
 from toolbus.ports import MessageHandler
 from toolbus_nats.core import CoreListener, CoreSubscription
 from toolbus_nats.errors import too_large, translate
 from toolbus_nats.jetstream import MSG_ID, PullSubscription
+from toolbus_nats.micro import ToolServiceListing, advertise
 from toolbus_nats.naming import subject_for
 from toolbus_nats.options import NatsOptions, parse_options
 from toolbus_nats.provisioning import Streams
@@ -224,6 +226,17 @@ class NatsBus:
             return None  # pull consumers ack one by one: read them as a subscription
         listener = CoreListener(self.nc, subject, handler, self._subscriptions.discard)
         return await self._started(listener, f"listen on {queue}")
+
+    async def advertise(
+        self, listing: ServiceListing, counts: Callable[[], ServedCounts]
+    ) -> ToolServiceListing:
+        """List a served tool service as a NATS micro service (see :mod:`toolbus_nats.micro`)."""
+        self._check_open()
+        subject, persistent = self._route(listing.request_queue)
+        try:
+            return await advertise(self.nc, listing, subject, persistent, counts)
+        except Exception as exc:
+            raise translate(exc, f"list {listing.service} as a micro service", self._where) from exc
 
     def _check_open(self) -> None:
         if self._closing or self.nc.is_closed:

@@ -15,12 +15,15 @@ import anyio
 import typer
 
 from toolbus._internal.event_loops import EventLoop, running_loop_name
+from toolbus.application.calls.advertising import advertised
 from toolbus.application.calls.health import ServingHealth
 from toolbus.application.calls.host import DEFAULT_CONCURRENCY, ServiceHost
 from toolbus.application.calls.metrics import MetricsUnavailable, start_metrics_server
 from toolbus.application.calls.service import ToolService
 from toolbus.application.identity import CallVerifier, SigningKeyError
+from toolbus.application.live.announcements import Announcer
 from toolbus.application.live.companions import alongside
+from toolbus.application.live.config_service import ConfigPublisher
 from toolbus.application.tracing.export import export_from_environment
 from toolbus.cli.app import SERVE_SERVICES, serve_app
 from toolbus.cli.common import LoopOption, fail, redact_url, run, setup_logging
@@ -208,7 +211,10 @@ def run_until_signalled(
                         await tasks.start(host.serve)
                     # Announcements withdraw when this block ends, before the hosts stop:
                     # agents stop choosing a service before it stops taking calls.
-                    async with alongside(bus, services, **(companions or {})) as extra:
+                    async with (
+                        alongside(bus, services, **(companions or {})) as extra,
+                        advertised(bus, hosts, _announced_tools(extra)) as listed,
+                    ):
                         for host in hosts:
                             typer.echo(
                                 f"serving {host.service.id} on {host.service.request_queue} "
@@ -220,6 +226,8 @@ def run_until_signalled(
                             typer.echo(_checks(verifier), err=True)
                         for companion in extra:
                             typer.echo(describe(companion), err=True)
+                        for advertisement in listed:
+                            typer.echo(f"discoverable as {advertisement.where}", err=True)
                         async for signum in signals:
                             typer.echo(
                                 f"{signal.Signals(signum).name}: draining calls in flight",
@@ -243,6 +251,17 @@ def run_until_signalled(
             metrics_server.close()
         if stop_export is not None:
             stop_export()  # flushes the spans still batched
+
+
+def _announced_tools(companions: Sequence[Announcer | ConfigPublisher]) -> dict[str, list[str]]:
+    """The names of the tools each announced service offers, by service id."""
+    return {
+        companion.service.id: [
+            str(tool.get("name", key)) for key, tool in companion.announcement.tools.items()
+        ]
+        for companion in companions
+        if isinstance(companion, Announcer)
+    }
 
 
 def _checks(verifier: CallVerifier) -> str:

@@ -44,6 +44,7 @@ from toolbus.application.identity.caller import serving as _serving
 from toolbus.application.identity.verifying import CallVerifier
 from toolbus.application.tracing import propagation as tracing
 from toolbus.domain.calls import wire
+from toolbus.domain.calls.listing import ServedCounts
 from toolbus.domain.calls.queues import parse_queue
 from toolbus.domain.errors import (
     BadRequest,
@@ -147,6 +148,10 @@ class ServiceHost:
     @property
     def in_flight(self) -> int:
         return self._busy
+
+    def served(self) -> ServedCounts:
+        """Requests answered since this host was made, errors, and the time they took."""
+        return self._call_metrics.counts()
 
     @property
     def state(self) -> str:

@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from toolbus.domain.calls.listing import ServedCounts
+
 CALLS = "toolbus_service_calls_total"
 DURATION = "toolbus_service_call_duration_seconds"
 ERRORS = "toolbus_service_call_errors_total"
@@ -33,7 +35,16 @@ class ServiceCallRecorder:
     Written by one event loop only (its host's); read by the collector.
     """
 
-    __slots__ = ("_bounds", "_error_label", "buckets", "errors", "ok", "seconds", "service")
+    __slots__ = (
+        "_bounds",
+        "_error_label",
+        "buckets",
+        "errors",
+        "last_error",
+        "ok",
+        "seconds",
+        "service",
+    )
 
     def __init__(
         self, service: str, bounds: Sequence[float], error_label: Callable[[str], str]
@@ -47,6 +58,8 @@ class ServiceCallRecorder:
         self.ok = 0
         #: Failed calls by (capped) error type.
         self.errors: dict[str, int] = {}
+        #: The error type of the latest failed call.
+        self.last_error: str | None = None
 
     def record(self, seconds: float, error_type: str | None = None) -> None:
         """One request answered after ``seconds``; ``error_type`` is the wire error type, if any."""
@@ -56,8 +69,14 @@ class ServiceCallRecorder:
         if error_type is None:
             self.ok += 1
             return
+        self.last_error = error_type
         label = self._error_label(error_type)
         self.errors[label] = self.errors.get(label, 0) + 1
+
+    def counts(self) -> ServedCounts:
+        """Everything recorded so far, as one snapshot."""
+        errors = sum(self.errors.values())
+        return ServedCounts(self.ok + errors, errors, self.seconds, self.last_error)
 
 
 class ServiceCallCollector:
