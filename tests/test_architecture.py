@@ -367,6 +367,13 @@ CONCERN_ARROWS: dict[str, set[str]] = {
     },
     # the agent loop's turns, decisions and wire stand alone
     "toolbus.domain.agent": set(),
+    # AsyncAPI documents describe what the configuration and the wire say
+    "toolbus.domain.asyncapi": {
+        "toolbus.domain.calls",
+        "toolbus.domain.config",
+        "toolbus.domain.errors",
+        "toolbus.domain.identity",
+    },
     # application (each may use the whole domain and the ports):
     # tracing, identity <- calls <- agent, live
     "toolbus.application.tracing": set(),

@@ -21,6 +21,7 @@ PAGES = [
     "audit-and-metrics.md",
     "wire-protocol.md",
     "state-stores.md",
+    "asyncapi.md",
 ]
 
 

@@ -14,6 +14,8 @@ SUFFIXES = {".py", ".md", ".toml"}
 OUTSIDE = re.compile(
     "|".join([r"DESIGN\.md", r"(?<!\d )\u00a7", r"\bthe issues?\b", r"wire-protocol page"])
 )
+# Installed packages, not ours (tests/node holds the Node clients the tests use).
+IGNORED = {".venv", "node_modules"}
 PAGE = re.compile(r"\bdocs/[\w/-]+\.md\b")
 
 
@@ -22,7 +24,7 @@ def files() -> Iterator[Path]:
         path = ROOT / name
         candidates = [path] if path.is_file() else path.rglob("*")
         for found in candidates:
-            if found.suffix in SUFFIXES and ".venv" not in found.parts and found.is_file():
+            if found.suffix in SUFFIXES and found.is_file() and not IGNORED & set(found.parts):
                 yield found
 
 

@@ -157,3 +157,13 @@ async def test_the_console_is_for_operators_only(console: RunningGateway, page: 
     await page.fill("input[name=token]", "not-a-key-0123456789abcdef")
     await page.click("button[type=submit]")
     assert "is not valid" in await page.inner_text("p.error")
+
+
+async def test_the_console_links_the_asyncapi_document(console: RunningGateway, page: Page) -> None:
+    await page.goto(f"{console.url}/console")
+    await page.fill("input[name=token]", KEYS["ops"])
+    await page.click("button[type=submit]")
+    await page.click("text=AsyncAPI document")  # the login cookie goes along
+
+    await page.wait_for_url(f"{console.url}/console/asyncapi.json")
+    assert '"asyncapi":"3.0.0"' in (await page.inner_text("body")).replace(" ", "")

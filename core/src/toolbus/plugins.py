@@ -37,6 +37,7 @@ from urllib.parse import urlsplit
 import pluggy
 
 from toolbus.application.calls.service import ToolService
+from toolbus.domain.asyncapi.brokers import AsyncApiBroker, PlainBroker
 from toolbus.domain.config.schemas import arguments_from_schema
 from toolbus.domain.errors import PluginError
 from toolbus.ports import Bus, BusFactory, StateStore, StateStoreFactory
@@ -70,11 +71,16 @@ _STATE_EXTRAS = {"nats": "nats", "redis": "redis"}
 
 @dataclass(frozen=True, slots=True)
 class AdapterInfo:
-    """A broker adapter: the URL schemes it serves and how to connect."""
+    """A broker adapter: the URL schemes it serves and how to connect.
+
+    ``asyncapi`` describes the broker in AsyncAPI terms (``toolbus asyncapi``):
+    ``asyncapi(url, options)`` gives its :class:`~toolbus.domain.asyncapi.brokers.AsyncApiBroker`.
+    """
 
     schemes: tuple[str, ...]
     connect: BusFactory
     distribution: str
+    asyncapi: Callable[[str, Mapping[str, Any]], AsyncApiBroker] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,6 +310,19 @@ def adapter_for(url: str) -> AdapterInfo:
 async def connect(url: str, options: Mapping[str, Any] | None = None) -> Bus:
     """Connect to the broker at ``url`` with the adapter its scheme names."""
     return await adapter_for(url).connect(url, dict(options or {}))
+
+
+def asyncapi_broker(url: str, options: Mapping[str, Any] | None = None) -> AsyncApiBroker:
+    """The broker at ``url`` as an AsyncAPI document describes it.
+
+    Its adapter's own description when it has one, else the URL's scheme and
+    host with queue names as written. Raises :class:`PluginError` when no
+    installed adapter serves the URL's scheme.
+    """
+    adapter = adapter_for(url)
+    if adapter.asyncapi is None:
+        return PlainBroker(url)
+    return adapter.asyncapi(url, options or {})
 
 
 def llm_adapter_for(url: str) -> LLMInfo:

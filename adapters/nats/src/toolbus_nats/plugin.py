@@ -10,13 +10,18 @@ from toolbus.plugins import (
     hookimpl,
 )
 from toolbus_nats import state
+from toolbus_nats.asyncapi import NatsAsyncApi
 from toolbus_nats.bus import connect
 from toolbus_nats.options import SCHEMES
 
 
 @hookimpl
 def toolbus_register_adapters(register: AdapterRegistrar) -> None:
-    register(AdapterInfo(schemes=SCHEMES, connect=connect, distribution="toolbus-nats"))
+    register(
+        AdapterInfo(
+            schemes=SCHEMES, connect=connect, distribution="toolbus-nats", asyncapi=NatsAsyncApi
+        )
+    )
 
 
 @hookimpl

@@ -13,7 +13,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolbus.domain.errors import AccessDenied, ConfigError, ToolbusError, UnknownTool
-from toolbus_gateway import api, console, health
+from toolbus_gateway import api, asyncapi, console, health
 from toolbus_gateway.auth import AuthFailure
 from toolbus_gateway.gateway import Gateway
 from toolbus_gateway.http_auth import ConsoleForbidden, gateway_of
@@ -58,6 +58,7 @@ def create_app(gateway: Gateway, *, run_gateway: bool = True) -> FastAPI:
     app.include_router(api.router)
     app.include_router(health.router)
     app.include_router(console.router)
+    app.include_router(asyncapi.router)
     app.mount("/console/static", StaticFiles(directory=console.STATIC), name="console-static")
     _add_error_answers(app)
     app.add_middleware(BodySizeLimit, max_bytes=gateway.settings.max_body_bytes)

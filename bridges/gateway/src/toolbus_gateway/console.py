@@ -24,6 +24,7 @@ from sse_starlette import EventSourceResponse
 
 from toolbus.application.identity.credentials import Secret
 from toolbus_gateway.api import open_stream, sse
+from toolbus_gateway.asyncapi import CONSOLE_PATH as ASYNCAPI_PATH
 from toolbus_gateway.auth import AuthFailure, Principal
 from toolbus_gateway.events import Event
 from toolbus_gateway.gateway import Gateway
@@ -270,6 +271,7 @@ def _page(gateway: Gateway, caller: Principal) -> str:
         "toolbus gateway",
         f'<header><h1>toolbus gateway</h1><div id="status" data-fragment="status">'
         f"{_status(gateway)}</div>"
+        f'<nav><a href="{ASYNCAPI_PATH}" type="application/json">AsyncAPI document</a></nav>'
         f'<form method="post" action="/console/logout"><span>{escape(caller.user)}</span> '
         f'<button type="submit">log out</button></form></header>'
         f'<main data-refreshes="{escape(json.dumps(REFRESHES))}">{panels}{tools_panel}</main>'

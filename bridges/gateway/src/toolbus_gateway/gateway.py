@@ -273,6 +273,11 @@ class Gateway:
             raise RuntimeError("the gateway is not running")
         return self.tools.registry
 
+    @property
+    def broker_options(self) -> Mapping[str, Any]:
+        """The adapter options the broker was connected with."""
+        return self._broker_options
+
     def permissions_for(self, registry: Registry) -> Permissions:
         """The permissions in ``registry``'s snapshot or toolbus.toml; parsed once per registry."""
         cached_for, permissions = self._permissions

@@ -20,6 +20,7 @@ _COMMAND_MODULES = (
     "demo",
     "bench",
     "keys",
+    "asyncapi",
 )
 
 

@@ -14,15 +14,18 @@ from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from typing import Annotated, Any
 
+import anyio
 import typer
 
 from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.live.registry import LiveRegistry
+from toolbus.cli.common import fail, run
 from toolbus.domain.config.registry import Registry
-from toolbus.domain.errors import UnknownTool
-from toolbus.plugins import ToolPlugin
+from toolbus.domain.errors import ConfigError, PluginError, UnknownTool
+from toolbus.plugins import ToolPlugin, connect, load_tool_plugins
 from toolbus.ports import Bus
-from toolbus.runtime import tool_types
+from toolbus.runtime import build_registry, tool_types
+from toolbus.settings import Settings
 
 DEFAULT_WAIT = 2.0
 
@@ -92,3 +95,24 @@ async def registry_with(live: LiveRegistry, tool: str, wait: float, broker: str)
                 "offers it, or raise --wait)"
             ) from None
         return live.registry
+
+
+def live_registry(settings: Settings, wait: float) -> Registry:
+    """The registry an agent on ``settings.broker`` would have after ``wait`` seconds."""
+    try:
+        plugins = load_tool_plugins()
+        local = build_registry(settings, plugins)
+    except (ConfigError, PluginError) as exc:
+        fail(str(exc))
+
+    async def main() -> Registry:
+        async with AsyncExitStack() as stack:
+            bus = await connect(settings.broker, settings.broker_options)
+            stack.push_async_callback(bus.close)
+            client = await stack.enter_async_context(ToolServiceClient(bus))
+            live = await follow(stack, bus, client, local.snapshot, plugins, wait)
+            # Nothing says "every service has announced": listen for the whole wait.
+            await anyio.sleep(wait)
+            return live.registry
+
+    return run(main)

@@ -5,24 +5,19 @@ from __future__ import annotations
 import enum
 import json
 from collections.abc import Sequence
-from contextlib import AsyncExitStack
 from typing import Annotated, Any
 
-import anyio
 import typer
 
-from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.live.config_files import load_registry_from_path
 from toolbus.cli.app import app
-from toolbus.cli.common import ConfigOption, config_path, fail, run
-from toolbus.cli.live import DEFAULT_WAIT, LiveOption, WaitOption, follow, is_live
+from toolbus.cli.common import ConfigOption, config_path, fail
+from toolbus.cli.live import DEFAULT_WAIT, LiveOption, WaitOption, is_live, live_registry
 from toolbus.domain.config.descriptors import ToolDescriptor
-from toolbus.domain.config.registry import Availability, Registry, normalize_groups, normalize_state
+from toolbus.domain.config.registry import Availability, normalize_groups, normalize_state
 from toolbus.domain.config.schemas import ExportFormat, export_tools
-from toolbus.domain.errors import ConfigError, PluginError
-from toolbus.plugins import connect, load_tool_plugins
-from toolbus.runtime import build_registry
-from toolbus.settings import Settings, load_settings
+from toolbus.domain.errors import ConfigError
+from toolbus.settings import load_settings
 
 _DESCRIPTION_WIDTH = 60
 
@@ -94,7 +89,7 @@ def tools_command(
     except ConfigError as exc:
         fail(str(exc))
     if is_live(live, settings.broker):
-        registry = _live_registry(settings, wait)
+        registry = live_registry(settings, wait)
     else:
         try:
             config = config_path(config)
@@ -111,27 +106,6 @@ def tools_command(
     else:
         exported = export_tools(availability.available, _EXPORT_FORMATS[output])
         typer.echo(json.dumps(exported, indent=2))
-
-
-def _live_registry(settings: Settings, wait: float) -> Registry:
-    """The registry an agent on ``settings.broker`` would have after ``wait`` seconds."""
-    try:
-        plugins = load_tool_plugins()
-        local = build_registry(settings, plugins)
-    except (ConfigError, PluginError) as exc:
-        fail(str(exc))
-
-    async def main() -> Registry:
-        async with AsyncExitStack() as stack:
-            bus = await connect(settings.broker, settings.broker_options)
-            stack.push_async_callback(bus.close)
-            client = await stack.enter_async_context(ToolServiceClient(bus))
-            live = await follow(stack, bus, client, local.snapshot, plugins, wait)
-            # Nothing says "every service has announced": listen for the whole wait.
-            await anyio.sleep(wait)
-            return live.registry
-
-    return run(main)
 
 
 def _as_json(tool: ToolDescriptor) -> dict[str, Any]:
