@@ -379,7 +379,11 @@ CONCERN_ARROWS: dict[str, set[str]] = {
     "toolbus.application.tracing": set(),
     "toolbus.application.identity": set(),
     "toolbus.application.calls": {"toolbus.application.tracing", "toolbus.application.identity"},
-    "toolbus.application.agent": {"toolbus.application.calls", "toolbus.application.identity"},
+    "toolbus.application.agent": {
+        "toolbus.application.calls",
+        "toolbus.application.identity",
+        "toolbus.application.tracing",
+    },
     "toolbus.application.live": {"toolbus.application.calls"},
 }
 

@@ -273,17 +273,26 @@ async def test_spans_with_an_sdk_form_one_tree_whose_ids_are_on_the_wire(
         outer.last.trace.span_id == f"{named['toolbus serve outer-service'].context.span_id:016x}"
     )
     # Attributes: which tool, which service.
+    # The names OpenTelemetry's GenAI and messaging conventions give them.
     assert named["execute_tool outer"].attributes == {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": "outer",
+        "gen_ai.tool.type": "extension",
+        "gen_ai.tool.description": "the outer tool",
         "gen_ai.tool.call.id": "call-7",
         "toolbus.tool": "outer",
         "toolbus.service": "outer-service",
     }
-    assert named["toolbus call outer-service"].attributes["toolbus.service"] == "outer-service"
+    assert named["toolbus call outer-service"].attributes == {
+        "toolbus.service": "outer-service",
+        "messaging.destination.name": outer.request_queue,
+        "messaging.operation.type": "send",
+    }
     assert named["toolbus serve inner-service"].attributes == {
         "toolbus.service": "inner-service",
         "messaging.destination.name": inner.request_queue,
+        "messaging.operation.type": "process",
+        "messaging.consumer.group.name": "inner-service",
     }
 
 

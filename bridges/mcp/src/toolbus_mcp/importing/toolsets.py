@@ -15,7 +15,9 @@ While it runs:
   naming the toolset;
 * the server's tools-list-changed notification makes the toolset list the
   tools again and re-announce them;
-* replicas of the bridge compete for calls like replicas of any service.
+* replicas of the bridge compete for calls like replicas of any service;
+* each call carries its trace context in the request's ``_meta``
+  (``traceparent``, ``tracestate``), so the MCP server continues the trace.
 
 Secrets for the server (environment variables, HTTP headers) are values this
 process reads from its own environment; they never reach a descriptor, an
@@ -30,7 +32,7 @@ import shlex
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import httpx2
@@ -45,6 +47,7 @@ from toolbus.application.calls.host import DEFAULT_CONCURRENCY, running
 from toolbus.application.calls.service import ToolService
 from toolbus.application.identity.verifying import CallVerifier
 from toolbus.application.live.announcements import DEFAULT_INTERVAL, Announcer
+from toolbus.application.tracing import propagation as tracing
 from toolbus.domain.config.descriptors import BUILTIN_TOOL_TYPES
 from toolbus.domain.errors import (
     BadRequest,
@@ -247,7 +250,10 @@ class McpToolset:
         try:
             with anyio.fail_after(self.call_timeout):
                 result = await client.call_tool(
-                    tool, dict(arguments), read_timeout_seconds=self.call_timeout
+                    tool,
+                    dict(arguments),
+                    read_timeout_seconds=self.call_timeout,
+                    meta=_trace_meta(),
                 )
         except TimeoutError:
             raise DeadlineExceeded(
@@ -477,6 +483,19 @@ async def _all_tools(client: Client) -> list[mcp.Tool]:
         cursor = page.next_cursor
         if not cursor:
             return tools
+
+
+def _trace_meta() -> mcp.RequestParamsMeta | None:
+    """The call's trace context for the request's ``_meta``, as MCP's conventions carry it.
+
+    With an OpenTelemetry SDK recording, the SDK's client span puts its own
+    context there instead (a child of this call's span); without one, the
+    server still continues the caller's trace.
+    """
+    context = tracing.current_trace()
+    if context is None:
+        return None
+    return cast(mcp.RequestParamsMeta, tracing.as_properties(context))
 
 
 def _innermost(exc: BaseException) -> BaseException:

@@ -15,6 +15,12 @@ and get a workflow each; the 2026-07-28 revision has no session, so a client
 names its workflow in each request's ``_meta`` (:data:`WORKFLOW_META_KEY`),
 and requests that name none share their user's default workflow.
 
+Tracing: a ``tools/call`` continues the trace whose context the client sent
+in the request's ``_meta`` (``traceparent``, ``tracestate``), as MCP's
+OpenTelemetry conventions say; with an OpenTelemetry SDK recording, the MCP
+SDK's server span (``tools/call {tool}``, with the ``mcp.*`` attributes) is
+the parent of the call's ``execute_tool`` span.
+
 When a client's offered tools change (a call moved its state, the live
 configuration changed, an announced service appeared or expired), it is told
 the way its protocol revision says: a ``ToolsListChanged`` event on its
@@ -28,6 +34,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +55,8 @@ from toolbus.application.agent.session import AgentSession
 from toolbus.application.calls.metrics import ToolbusMetrics
 from toolbus.application.calls.tools import Tools
 from toolbus.application.live.registry import LiveRegistry
+from toolbus.application.tracing import conventions
+from toolbus.application.tracing import propagation as tracing
 from toolbus.domain.access.permissions import Permissions, load_permissions
 from toolbus.domain.config.registry import Registry
 from toolbus.domain.config.schemas import export_tools
@@ -266,6 +275,8 @@ class BusMcpServer:
         if legacy:
             headers = getattr(request, "headers", None) or {}
             name = str(headers.get("mcp-session-id", ""))
+            if name and tracing.recording():
+                tracing.annotate(conventions.mcp_session(name))
         else:
             meta = ctx.meta or {}
             name = str(meta.get(WORKFLOW_META_KEY, "") if isinstance(meta, Mapping) else "")
@@ -300,7 +311,8 @@ class BusMcpServer:
         self, ctx: ServerRequestContext[Any, Any], params: mcp.CallToolRequestParams
     ) -> mcp.CallToolResult:
         workflow, session = await self._session_for(ctx)
-        outcome = await session.call(params.name, params.arguments or {})
+        with _continued(ctx):
+            outcome = await session.call(params.name, params.arguments or {})
         workflow.counted()
         if outcome.transition is not None:
             await workflow.notify_if_changed()
@@ -379,6 +391,22 @@ class _ListChangingServer(Server[Any]):
             experimental_capabilities,
             extensions,
         )
+
+
+def _continued(ctx: ServerRequestContext[Any, Any]) -> AbstractContextManager[None]:
+    """The client's trace, from the request's ``_meta``, current for the call.
+
+    With an OpenTelemetry SDK recording, the SDK's server span is already the
+    current span, a child of that context, and the call continues it; without
+    one, the context in ``_meta`` is made current here, so the bus call still
+    continues the client's trace.
+    """
+    if tracing.recording():
+        return nullcontext()
+    meta = ctx.meta if isinstance(ctx.meta, Mapping) else {}
+    carried = {key: value for key, value in meta.items() if isinstance(value, str)}
+    parent = tracing.received(carried)
+    return tracing.activated(parent) if parent is not None else nullcontext()
 
 
 def _exported(registry: Registry, groups: Sequence[str], state: str) -> list[dict[str, Any]]:

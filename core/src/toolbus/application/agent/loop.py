@@ -19,6 +19,10 @@ Every step is reported through ``emit`` as an
 answer, error); the last one has ``end_of_stream`` set and carries the final
 state, so that a caller can continue the workflow with its next request.
 
+With an OpenTelemetry SDK recording, a request is an ``invoke_agent`` span and
+each model turn a ``chat`` span under it, beside the tool calls' ``execute_tool``
+spans (see :mod:`toolbus.application.tracing.conventions`).
+
 Limits: at most ``max_iterations`` model turns, and ``time_limit`` seconds of
 wall clock for the whole request; either ends it with an ``error`` event.
 Cancelling ``run`` cancels the tool calls in flight; the audit record says
@@ -44,6 +48,8 @@ from toolbus.application.agent.outcomes import CallOutcome
 from toolbus.application.agent.session import AgentSession
 from toolbus.application.calls.metrics import ToolbusMetrics, default_metrics
 from toolbus.application.calls.tools import Tools
+from toolbus.application.tracing import conventions
+from toolbus.application.tracing import propagation as tracing
 from toolbus.domain.access.permissions import Permissions
 from toolbus.domain.agent.conversation import assistant_message, initial_messages
 from toolbus.domain.agent.decisions import (
@@ -167,7 +173,18 @@ class AgentLoop:
         the bus itself propagate, as from :meth:`AgentSession.call`.
         """
         request_id = request_id or str(uuid.uuid4())
-        run = _Run(self, request, emit, request_id)
+        model, provider = self.llm.model, provider_of(self.llm)
+        # One invoke_agent span per request, parent of its model turns and tool calls.
+        with tracing.hop("internal", None, conventions.agent_request, model, provider, request_id):
+            result = await self._run(_Run(self, request, emit, request_id), request, request_id)
+            if tracing.recording():
+                usage = result.usage
+                tracing.annotate(conventions.usage(usage.input_tokens, usage.output_tokens))
+                if result.error is not None:
+                    tracing.failed(result.error.type)
+        return result
+
+    async def _run(self, run: _Run, request: AgentRequest, request_id: str) -> AgentResult:
         try:
             session = AgentSession(
                 self.tools,
@@ -240,8 +257,17 @@ class _Run:
     async def _iterate(
         self, session: AgentSession, messages: list[dict[str, Any]]
     ) -> Answer | Stop:
+        model, provider = self.llm.model, provider_of(self.llm)
         for iteration in range(1, self.limits.max_iterations + 1):
-            turn = await self._turn(session, messages)
+            with tracing.hop("client", None, conventions.model_turn, model, provider):
+                turn = await self._turn(session, messages)
+                if tracing.recording():
+                    reasons = [turn.stop_reason] if turn.stop_reason else []
+                    tracing.annotate(
+                        conventions.usage(
+                            turn.usage.input_tokens, turn.usage.output_tokens, reasons
+                        )
+                    )
             self.iterations = iteration
             self.usage += turn.usage
             session.record_agent_run(
@@ -389,6 +415,13 @@ class _Run:
             iterations=self.iterations,
             usage=self.usage,
         )
+
+
+def provider_of(llm: LLM) -> str:
+    """The GenAI provider name of ``llm``: its own ``provider`` when it says, else the API it
+    speaks (``openai`` for any OpenAI-compatible server, as the conventions say)."""
+    provider = getattr(llm, "provider", None)
+    return provider if isinstance(provider, str) and provider else llm.tool_format
 
 
 def _arguments_for_event(arguments: str) -> dict[str, Any] | str:

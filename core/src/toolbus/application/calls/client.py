@@ -28,6 +28,7 @@ from anyio.abc import TaskGroup
 from toolbus.application.calls.metrics import ToolbusMetrics, default_metrics
 from toolbus.application.calls.retries import RetryPolicy, error_type_of
 from toolbus.application.identity.signing import CallSigner
+from toolbus.application.tracing import conventions
 from toolbus.application.tracing import propagation as tracing
 from toolbus.domain.calls import wire
 from toolbus.domain.calls.arguments import AppliedOptions
@@ -439,7 +440,9 @@ class ToolServiceClient:
         generation: str,
     ) -> _Waiter:
         # The service's span is a child of this one: the span's own id goes on the wire.
-        with tracing.hop("client", properties, _span, label, name, request_queue) as context:
+        with tracing.hop(
+            "client", properties, conventions.client_call, label, name, request_queue
+        ) as context:
             if context is not None:
                 properties = {**(properties or {}), **tracing.as_properties(context)}
             return await self._exchange_retrying(
@@ -633,11 +636,3 @@ def _generation(requested: str | None) -> str:
     if requested == wire.GENERATION_2_4 or requested == wire.GENERATION_2_1:
         return requested
     return wire.generation_of(requested)
-
-
-def _span(label: str, name: str | None, request_queue: str) -> tuple[str, dict[str, str]]:
-    """The name and attributes of a call's CLIENT span."""
-    return f"toolbus call {label}", {
-        "toolbus.service": name or "",
-        "messaging.destination.name": request_queue,
-    }

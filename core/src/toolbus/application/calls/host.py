@@ -42,6 +42,7 @@ from toolbus.application.calls.service import JOIN_STREAM_PARAM, ToolResult, Too
 from toolbus.application.calls.supervision import supervised
 from toolbus.application.identity.caller import serving as _serving
 from toolbus.application.identity.verifying import CallVerifier
+from toolbus.application.tracing import conventions
 from toolbus.application.tracing import propagation as tracing
 from toolbus.domain.calls import wire
 from toolbus.domain.calls.listing import ServedCounts
@@ -108,12 +109,15 @@ class ServiceHost:
         self._call_metrics = (default_metrics() if metrics is None else metrics).for_service(
             service.id
         )
-        span_name = f"toolbus serve {service.id}"
-        span_attributes = {
-            "toolbus.service": service.id,
-            "messaging.destination.name": service.request_queue,
-        }
-        self._describe_span = lambda: (span_name, span_attributes)
+        described: tuple[str, dict[str, Any]] | None = None
+
+        def describe_span() -> tuple[str, dict[str, Any]]:
+            nonlocal described
+            if described is None:  # once: the same for every request
+                described = conventions.served(service.id, service.request_queue, self.group)
+            return described
+
+        self._describe_span = describe_span
         persistent = self._persistent = parse_queue(service.request_queue).persistent
         self._answers = (
             _AnswerMemory(idempotency_calls, idempotency_bytes)

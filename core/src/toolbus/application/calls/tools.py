@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from toolbus.application.calls.client import CallResult, ToolServiceClient
+from toolbus.application.tracing import conventions
 from toolbus.application.tracing import propagation as tracing
 from toolbus.domain.calls import wire
 from toolbus.domain.calls.arguments import PLACEHOLDERS, AppliedOptions, apply_options
@@ -36,8 +37,8 @@ class Tools:
 
     Every call continues the current trace (see :mod:`toolbus.application.tracing.propagation`)
     or starts one. With an OpenTelemetry SDK configured, each call is an
-    ``execute_tool {name}`` span (INTERNAL, with ``gen_ai.tool.name``,
-    ``toolbus.tool`` and ``toolbus.service``), parent of the client's span.
+    ``execute_tool {name}`` span (INTERNAL, GenAI's execute-tool span, see
+    :mod:`toolbus.application.tracing.conventions`), parent of the client's span.
     """
 
     def __init__(self, client: ToolServiceClient, registry: Registry) -> None:
@@ -93,16 +94,14 @@ class Tools:
         descriptor = registry.tool(tool) if isinstance(tool, str) else tool
         service = self._service(descriptor, registry)
 
-        def describe() -> tuple[str, dict[str, str]]:
-            attributes = {
-                "gen_ai.operation.name": "execute_tool",
-                "gen_ai.tool.name": descriptor.llm_name,
-                "toolbus.tool": descriptor.name,
-                "toolbus.service": service.id,
-            }
-            if context and context.get("tool_call_id"):
-                attributes["gen_ai.tool.call.id"] = context["tool_call_id"]
-            return f"execute_tool {descriptor.llm_name}", attributes
+        def describe() -> tuple[str, dict[str, Any]]:
+            return conventions.tool_call(
+                descriptor.llm_name,
+                descriptor.name,
+                service.id,
+                descriptor.description,
+                context.get("tool_call_id") if context else None,
+            )
 
         # With a span recorded, trace is the execute_tool span, current for the block
         # and the parent of the client's; without, the caller's trace (or a new one).

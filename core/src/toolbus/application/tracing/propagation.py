@@ -27,6 +27,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar, Token
 from typing import Any, Literal
 
+from toolbus.application.tracing import conventions
 from toolbus.domain.calls import wire
 from toolbus.domain.calls.trace_context import TraceContext, new_trace, parse_traceparent
 
@@ -122,7 +123,7 @@ def recording() -> bool:
     and its absence is re-checked at most once a second.
     """
     global _sdk_seen, _next_sdk_check
-    if _sdk_seen or not HAVE_OPENTELEMETRY:
+    if _sdk_seen or not HAVE_OPENTELEMETRY or not conventions.HAVE_CONVENTIONS:
         return _sdk_seen
     now = time.monotonic()
     if now < _next_sdk_check:
@@ -221,9 +222,27 @@ def span(
             yield context
         except Exception as exc:
             error_type = getattr(exc, "error_type", None) or type(exc).__qualname__
-            current.set_attribute("error.type", error_type)
+            current.set_attribute(conventions.ERROR_TYPE, error_type)
             current.set_status(otel.Status(otel.StatusCode.ERROR, type(exc).__name__))
             raise
+
+
+def annotate(attributes: Mapping[str, Any]) -> None:
+    """Add ``attributes`` to the span current now (what a call used, say), if one records."""
+    if recording():
+        otel.get_current_span().set_attributes(dict(attributes))
+
+
+def failed(error_type: str) -> None:
+    """Mark the span current now as failed with ``error_type`` (never a message), if one records.
+
+    For outcomes that end an operation without an exception (an agent request
+    that stops at its iteration limit, say).
+    """
+    if recording():
+        current = otel.get_current_span()
+        current.set_attribute(conventions.ERROR_TYPE, error_type)
+        current.set_status(otel.Status(otel.StatusCode.ERROR, error_type))
 
 
 SpanDescription = Callable[..., tuple[str, Mapping[str, Any]]]
