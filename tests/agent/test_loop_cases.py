@@ -222,7 +222,10 @@ async def test_500_and_429_are_retried_with_backoff(
 async def test_a_model_that_keeps_failing_ends_in_a_clear_error_event(
     toolbus: ToolTestKit, model_server: ModelServer, make_agent: MakeAgent, provider: str
 ) -> None:
-    agent = await make_agent(provider, llm_options={"max_retries": 1})
+    registry = CollectorRegistry()
+    agent = await make_agent(
+        provider, llm_options={"max_retries": 1}, metrics=ToolbusMetrics(registry)
+    )
     model_server.play(
         [{"failure": {"status": 500, "message": "model is down", "retry_after_ms": 1}}]
     )
@@ -235,6 +238,16 @@ async def test_a_model_that_keeps_failing_ends_in_a_clear_error_event(
     assert "HTTP 500" in final.error.message and "model is down" in final.error.message
     assert len(model_server.bodies) == 2  # the first try and one retry
     assert agent.record(run).outcome == "completed"
+    turn = {
+        "gen_ai_operation_name": "chat",
+        "gen_ai_provider_name": provider,
+        "gen_ai_request_model": agent.llm.model,
+    }
+    failed = {**turn, "error_type": "model-error"}
+    duration = "gen_ai_client_operation_duration_seconds_count"
+    assert registry.get_sample_value(duration, failed) == 1
+    tokens = {**turn, "gen_ai_token_type": "input"}
+    assert registry.get_sample_value("gen_ai_client_token_usage_count", tokens) is None
 
 
 async def test_cancelling_a_request_mid_call_leaves_no_pending_calls(
@@ -387,6 +400,16 @@ async def test_the_loop_counts_requests_iterations_and_tokens(
     assert sample("toolbus_agent_requests_total", outcome="max-iterations") == 1
     assert sample("toolbus_agent_iterations_count") == 2
     assert sample("toolbus_agent_iterations_sum") == 3
-    model = agent.llm.model
-    assert sample("toolbus_agent_model_tokens_total", model=model, kind="input") == 7 + 11 + 1
-    assert sample("toolbus_agent_model_tokens_total", model=model, kind="output") == 3 + 2 + 4
+    # The GenAI client metrics, per model turn.
+    turn = {
+        "gen_ai_operation_name": "chat",
+        "gen_ai_provider_name": "openai",
+        "gen_ai_request_model": agent.llm.model,
+    }
+    tokens = "gen_ai_client_token_usage"
+    assert sample(f"{tokens}_sum", **turn, gen_ai_token_type="input") == 7 + 11 + 1
+    assert sample(f"{tokens}_sum", **turn, gen_ai_token_type="output") == 3 + 2 + 4
+    assert sample(f"{tokens}_count", **turn, gen_ai_token_type="input") == 3
+    duration = "gen_ai_client_operation_duration_seconds"
+    assert sample(f"{duration}_count", **turn, error_type="") == 3
+    assert sample(f"{duration}_sum", **turn, error_type="") > 0

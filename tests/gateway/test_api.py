@@ -207,7 +207,9 @@ async def test_the_session_limit_answers_429_with_retry_after(served: RunningGat
         await alice.delete(f"/v1/sessions/{opened[0]}")
         assert (await alice.post("/v1/sessions", json={})).status_code == 201
         text = (await alice.get("/metrics")).text
-    assert metric(text, "gateway_limited_total", {"limit": "sessions-per-user"}) == 1
+    assert (
+        metric(text, "toolbus_gateway_limited_requests_total", {"limit": "sessions-per-user"}) == 1
+    )
     # A refused request leaves no half-open session behind.
     assert served.gateway.sessions.count("alice") == 3
 
@@ -357,8 +359,11 @@ async def test_health_readiness_and_metrics(served: RunningGateway) -> None:
     assert ready.status_code == 200
     assert ready.json()["checks"]["broker"] == "connected"
     assert ready.json()["checks"]["config"].startswith("loaded (file): 7 tools")
-    assert "gateway_sessions_open 0.0" in text
-    assert metric(text, "gateway_http_requests_total", {"route": "/readyz", "status": "200"}) == 1
+    assert "toolbus_gateway_sessions_open 0.0" in text
+    assert (
+        metric(text, "toolbus_gateway_http_requests_total", {"route": "/readyz", "status": "200"})
+        == 1
+    )
 
 
 async def test_services_list_the_announced_ones(served: RunningGateway, broker_url: str) -> None:

@@ -109,6 +109,6 @@ async def test_failures_are_counted_by_reason_and_keys_stay_out_of_metrics(
         await http.get("/v1/tools")
         await http.get("/v1/tools", headers={"Authorization": "Bearer wrong-key-0123456789abcdef"})
         text = (await http.get("/metrics")).text
-    assert metric(text, "gateway_auth_failures_total", {"reason": "missing"}) == 1
-    assert metric(text, "gateway_auth_failures_total", {"reason": "unknown-key"}) == 1
+    assert metric(text, "toolbus_gateway_auth_failures_total", {"reason": "missing"}) == 1
+    assert metric(text, "toolbus_gateway_auth_failures_total", {"reason": "unknown-key"}) == 1
     assert not any(key in text for key in KEYS.values())

@@ -153,7 +153,7 @@ def _problem(error: Any) -> str:
 
 
 class RequestCounter:
-    """Counts answered requests by route template and status (``gateway_http_requests_total``)."""
+    """Counts answered requests by route and status (``toolbus_gateway_http_requests_total``)."""
 
     def __init__(self, app: ASGIApp, gateway: Gateway) -> None:
         self.app = app

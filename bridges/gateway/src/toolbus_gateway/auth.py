@@ -37,7 +37,7 @@ from toolbus.application.identity.credentials import (
 from toolbus.domain.errors import ConfigError, Problem
 from toolbus_gateway.settings import JwtSettings
 
-#: Why a credential was refused; the label of ``gateway_auth_failures_total``.
+#: Why a credential was refused; the label of ``toolbus_gateway_auth_failures_total``.
 FailureReason = Literal[
     "missing", "unknown-key", "expired", "bad-signature", "invalid-token", "no-user"
 ]

@@ -102,25 +102,27 @@ class GatewayMetrics:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.toolbus = ToolbusMetrics(self.registry)
         self.auth_failures = Counter(
-            "gateway_auth_failures_total",
+            "toolbus_gateway_auth_failures_total",
             "Requests refused for a missing or invalid credential, by reason",
             ["reason"],
             registry=self.registry,
         )
         self.requests = Counter(
-            "gateway_http_requests_total",
+            "toolbus_gateway_http_requests_total",
             "HTTP requests answered, by route and status code",
             ["route", "status"],
             registry=self.registry,
         )
         self.sessions_open = Gauge(
-            "gateway_sessions_open", "Agent sessions held open", registry=self.registry
+            "toolbus_gateway_sessions_open", "Agent sessions held open", registry=self.registry
         )
         self.event_streams = Gauge(
-            "gateway_event_streams_open", "Server-Sent-Event streams open", registry=self.registry
+            "toolbus_gateway_event_streams_open",
+            "Server-Sent-Event streams open",
+            registry=self.registry,
         )
         self.limited = Counter(
-            "gateway_limited_total",
+            "toolbus_gateway_limited_requests_total",
             "Requests answered 429, by limit",
             ["limit"],
             registry=self.registry,

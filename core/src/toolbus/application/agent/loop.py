@@ -258,9 +258,24 @@ class _Run:
         self, session: AgentSession, messages: list[dict[str, Any]]
     ) -> Answer | Stop:
         model, provider = self.llm.model, provider_of(self.llm)
+        metrics = self.loop.metrics
         for iteration in range(1, self.limits.max_iterations + 1):
             with tracing.hop("client", None, conventions.model_turn, model, provider):
-                turn = await self._turn(session, messages)
+                started = time.monotonic()
+                try:
+                    turn = await self._turn(session, messages)
+                except LLMError:
+                    metrics.model_turn(
+                        provider, model, time.monotonic() - started, error_type="model-error"
+                    )
+                    raise
+                metrics.model_turn(
+                    provider,
+                    model,
+                    time.monotonic() - started,
+                    turn.usage.input_tokens,
+                    turn.usage.output_tokens,
+                )
                 if tracing.recording():
                     reasons = [turn.stop_reason] if turn.stop_reason else []
                     tracing.annotate(
@@ -400,11 +415,7 @@ class _Run:
         self, state: str, *, answer: str | None = None, error: EventError | None = None
     ) -> AgentResult:
         self.loop.metrics.agent_request_ended(
-            "answer" if error is None else error.type,
-            self.iterations,
-            self.llm.model,
-            self.usage.input_tokens,
-            self.usage.output_tokens,
+            "answer" if error is None else error.type, self.iterations
         )
         return AgentResult(
             request_id=self.request_id,

@@ -36,6 +36,15 @@ ERROR = "error"
 _COUNT_BUCKETS = (0, 1, 2, 3, 5, 10, 20, 50, 100, 200, 500, 1000, 5000)
 _STATE_SECONDS_BUCKETS = (0.01, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800)
 _CALL_SECONDS_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+# The bucket boundaries OpenTelemetry's GenAI metric conventions advise.
+_GEN_AI_SECONDS_BUCKETS = (
+    0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
+)  # fmt: skip
+_GEN_AI_TOKEN_BUCKETS = (
+    1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864,
+)  # fmt: skip
+#: GenAI's operation name for a model turn of the agent loop.
+CHAT = "chat"
 
 
 class MetricsUnavailable(ToolbusError, RuntimeError):
@@ -132,7 +141,8 @@ class ToolbusMetrics:
             self.transitions = self.state_duration = self.state_availability = _NOOP
             self.access_denied = self.invalid_transitions = self.escalations = _NOOP
             self.tool_calls = self.tool_call_duration = self.tool_call_errors = _NOOP
-            self.loop_requests = self.loop_iterations = self.model_tokens = _NOOP
+            self.loop_requests = self.loop_iterations = _NOOP
+            self.model_duration = self.model_tokens = _NOOP
             self.call_retries = _NOOP
 
     @classmethod
@@ -233,10 +243,31 @@ class ToolbusMetrics:
             [],
             _COUNT_BUCKETS,
         )
-        self.model_tokens = counter(
-            "toolbus_agent_model_tokens_total",
-            "Tokens the agent loop's model used, by model and kind (input, output)",
-            ["model", "kind"],
+        # OpenTelemetry's GenAI client metrics, under the names OpenTelemetry gives them
+        # in Prometheus (dots as underscores, the unit as a suffix).
+        self.model_duration = histogram(
+            "gen_ai_client_operation_duration_seconds",
+            "GenAI operation duration: the agent loop's model turns (gen_ai.client.operation"
+            ".duration)",
+            [
+                "gen_ai_operation_name",
+                "gen_ai_provider_name",
+                "gen_ai_request_model",
+                "error_type",
+            ],
+            _GEN_AI_SECONDS_BUCKETS,
+        )
+        self.model_tokens = histogram(
+            "gen_ai_client_token_usage",
+            "Tokens used per GenAI operation, input and output: the agent loop's model turns "
+            "(gen_ai.client.token.usage)",
+            [
+                "gen_ai_operation_name",
+                "gen_ai_provider_name",
+                "gen_ai_request_model",
+                "gen_ai_token_type",
+            ],
+            _GEN_AI_TOKEN_BUCKETS,
         )
         self.call_retries = counter(
             "toolbus_call_retries_total",
@@ -311,15 +342,30 @@ class ToolbusMetrics:
 
     # ------------------------------------------------------------- the agent loop
 
-    def agent_request_ended(
-        self, outcome: str, iterations: int, model: str, input_tokens: int, output_tokens: int
-    ) -> None:
+    def agent_request_ended(self, outcome: str, iterations: int) -> None:
         """The agent loop finished a request: ``outcome`` is ``answer`` or the error type."""
         self.loop_requests.labels(outcome=self._error_type(outcome)).inc()
         self.loop_iterations.observe(iterations)
-        model = self._model(model)
-        self.model_tokens.labels(model=model, kind="input").inc(input_tokens)
-        self.model_tokens.labels(model=model, kind="output").inc(output_tokens)
+
+    def model_turn(
+        self,
+        provider: str,
+        model: str,
+        seconds: float,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        error_type: str | None = None,
+    ) -> None:
+        """One model turn of the agent loop took ``seconds``; tokens only when it answered.
+
+        ``error_type`` (empty label when ``None``) is the failure's type.
+        """
+        labels = (CHAT, self._model(provider), self._model(model))
+        error = "" if error_type is None else self._error_type(error_type)
+        self.model_duration.labels(*labels, error).observe(seconds)
+        if error_type is None:
+            self.model_tokens.labels(*labels, "input").observe(input_tokens)
+            self.model_tokens.labels(*labels, "output").observe(output_tokens)
 
     # ------------------------------------------------------------- tool calls
 
