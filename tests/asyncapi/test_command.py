@@ -18,7 +18,7 @@ from tests.asyncapi.support import parser_missing, parser_problems, schema_probl
 from tests.live.test_processes import started
 from toolbus.application.live.config_files import load_registry_from_path
 from toolbus.cli import app
-from toolbus.cli.common import EXIT_BAD_INPUT
+from toolbus.cli.plugin_api import EXIT_BAD_INPUT
 from toolbus.domain.asyncapi.document import asyncapi_document
 from toolbus.plugins import asyncapi_broker
 

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 import toolbus.cli
-from toolbus.cli.app import app
+from toolbus.cli import app
 
 Invoke = Callable[..., Result]
 

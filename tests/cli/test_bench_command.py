@@ -7,7 +7,7 @@ import json
 
 from typer.testing import CliRunner
 
-from toolbus.cli.app import app
+from toolbus.cli import app
 
 importlib.import_module("toolbus.cli.bench")
 
@@ -44,7 +44,7 @@ def test_an_unknown_broker_scheme_is_a_clear_error() -> None:
 
 
 def test_credentials_in_a_broker_url_are_never_printed() -> None:
-    from toolbus.cli.common import redact_url
+    from toolbus.cli.plugin_api import redact_url
 
     assert redact_url("kafka://alice:s3cret@h1:9092,h2:9092") == "kafka://alice:***@h1:9092,h2:9092"
     assert redact_url("nats://t0ken@127.0.0.1:4222") == "nats://***@127.0.0.1:4222"

@@ -27,7 +27,7 @@ from typer.testing import CliRunner, Result
 import toolbus.cli
 import toolbus.plugins as plugins
 from tests.cli.test_help_text import flat
-from toolbus.cli.app import app
+from toolbus.cli import app
 from toolbus.plugins import (
     ADAPTER_GROUP,
     COMMAND_GROUP,

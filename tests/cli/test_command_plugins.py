@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+import signal
 import subprocess
 import sys
 import textwrap
@@ -12,10 +14,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from toolbus.cli.app import DefaultCommandGroup
-from toolbus.cli.extensions import (
+from toolbus.cli._app import DefaultCommandGroup
+from toolbus.cli._first_party import (
     FIRST_PARTY_COMMANDS,
-    CommandLine,
     FirstPartyCommand,
     add_missing_first_party,
 )
@@ -23,20 +24,32 @@ from toolbus.cli.extensions import (
 PLUGIN = '''
 import typer
 
+from toolbus.cli.plugin_api import CommandLine, fail
 from toolbus.plugins import hookimpl
 
 
-@hookimpl
-def toolbus_register_commands(cli):
-    @cli.app.command("hello")
-    def hello(name: str = "world") -> None:
-        """Say hello."""
-        typer.echo(f"hello {name}")
+def hello(name: str = "world") -> None:
+    """Say hello."""
+    typer.echo(f"hello {name}")
 
-    @cli.serve.command("echo-kind")
-    def echo_kind(word: str) -> None:
-        """Serve nothing, say the word."""
-        typer.echo(f"serving {word}")
+
+def echo_kind(word: str) -> None:
+    """Serve nothing, say the word."""
+    typer.echo(f"serving {word}")
+
+
+def shout(word: str) -> None:
+    """Say the word loudly, unless it is empty."""
+    if not word:
+        fail("give a word to shout")
+    typer.echo(word.upper())
+
+
+@hookimpl
+def toolbus_register_commands(cli: CommandLine) -> None:
+    cli.command("hello", hello)
+    cli.serve_command("echo-kind", echo_kind)
+    cli.group("greet", help="Greetings.").command("shout", shout)
 '''
 
 
@@ -66,12 +79,72 @@ def test_a_distribution_adds_top_level_and_serve_commands(tmp_path: Path) -> Non
 
     hello = _toolbus(tmp_path, "hello", "--name", "ada")
     kind = _toolbus(tmp_path, "serve", "echo-kind", "llamas")
+    shout = _toolbus(tmp_path, "greet", "shout", "hey")
+    empty = _toolbus(tmp_path, "greet", "shout", "")
     listed = _toolbus(tmp_path, "plugins")
 
     assert (hello.returncode, hello.stdout) == (0, "hello ada\n"), hello.stderr
     assert (kind.returncode, kind.stdout) == (0, "serving llamas\n"), kind.stderr
+    assert (shout.returncode, shout.stdout) == (0, "HEY\n"), shout.stderr
+    assert (empty.returncode, empty.stderr) == (2, "error: give a word to shout\n")
     assert "Commands:" in listed.stdout
     assert "hello_commands" in listed.stdout
+
+
+DOCS_PLUGINS = Path(__file__).resolve().parents[2] / "docs" / "plugins.md"
+
+
+def _documented_command_plugin(site: Path) -> str:
+    """Install the command plugin docs/plugins.md shows, as a distribution; its module name."""
+    page = DOCS_PLUGINS.read_text(encoding="utf-8")
+    found = re.search(r"<!-- command example: (\w+)\.py -->\n```python\n(.*?)```", page, re.S)
+    assert found, "docs/plugins.md has no command example"
+    _install_command_plugin(site, found[1], found[2])
+    return found[1]
+
+
+def test_the_documented_command_plugin_works_as_the_page_says(tmp_path: Path) -> None:
+    _documented_command_plugin(tmp_path)
+
+    found = _toolbus(tmp_path, "forecast", "Paris")
+    unknown = _toolbus(tmp_path, "forecast", "Atlantis")
+    blank = _toolbus(tmp_path, "forecast", " ")
+
+    assert (found.returncode, found.stdout) == (0, "Paris: sunny, 24 °C\n"), found.stderr
+    assert (unknown.returncode, unknown.stderr) == (1, "error: no forecast for Atlantis\n")
+    assert (blank.returncode, blank.stderr) == (
+        2,
+        "error: give a city, e.g. toolbus forecast Paris\n",
+    )
+
+
+def test_the_documented_serve_command_serves_until_signalled(tmp_path: Path) -> None:
+    _documented_command_plugin(tmp_path)
+    command = ["serve", "forecast", "--broker", "memory://", "--loop", "asyncio"]
+    process = subprocess.Popen(
+        [sys.executable, "-c", "from toolbus.cli import main; main()", *command],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+    )
+    try:
+        assert process.stderr is not None
+        seen = []
+        for line in process.stderr:  # the test's timeout bounds a process that never serves
+            seen.append(line)
+            if line.startswith("serving forecast"):
+                process.send_signal(signal.SIGTERM)
+                break
+        _, rest = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+    lines = "".join([*seen, rest]).splitlines()
+    assert process.returncode == 0, lines
+    assert "serving forecast on non-persistent://tg/request/forecast via memory://" in lines
+    assert lines[-1] == "SIGTERM: draining calls in flight"
 
 
 def test_a_broken_command_plugin_is_skipped_with_a_log_line(tmp_path: Path) -> None:
@@ -108,7 +181,7 @@ def test_a_missing_first_party_command_says_how_to_install_it(
     def services(names: list[str]) -> None: ...
 
     app.add_typer(serve)
-    add_missing_first_party(CommandLine(app=app, serve=serve))
+    add_missing_first_party(app, serve)
     words = ["serve", command.name] if command.under_serve else [command.name]
 
     result = CliRunner().invoke(app, [*words, "--toolset", "x"])
@@ -129,7 +202,7 @@ def test_an_installed_command_is_not_replaced_by_its_stand_in() -> None:
     def other() -> None: ...
 
     app.add_typer(serve)
-    add_missing_first_party(CommandLine(app=app, serve=serve))
+    add_missing_first_party(app, serve)
 
     result = CliRunner().invoke(app, ["gateway"])
 

@@ -18,7 +18,7 @@ from toolbus._internal.event_loops import (
     resolve,
     running_loop_name,
 )
-from toolbus.cli.app import app
+from toolbus.cli import app
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 import toolbus.cli.groups
 import toolbus.cli.tools  # noqa: F401  (with one command typer would drop the command name)
-from toolbus.cli.app import app
+from toolbus.cli import app
 
 SECRET = "collection-with-s3cret-token"
 

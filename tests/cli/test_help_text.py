@@ -16,7 +16,7 @@ import typer.main
 from typer.testing import CliRunner
 
 import toolbus.cli
-from toolbus.cli.app import app
+from toolbus.cli import app
 
 BRACKETED = re.compile(r"\\?\[([^\]\[]*)\]")
 

@@ -13,7 +13,7 @@ from typer.testing import CliRunner, Result
 import toolbus.cli.config
 from tests.live.support import WEATHER_SERVICE, weather_tool
 from toolbus.application.live.config_service import ConfigService, serving_config
-from toolbus.cli.app import app
+from toolbus.cli import app
 from toolbus.plugins import connect
 
 

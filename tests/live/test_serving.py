@@ -9,7 +9,7 @@ import pytest
 from toolbus.application.live.announcements import Announcer
 from toolbus.application.live.companions import companions_for
 from toolbus.application.live.config_service import ConfigPublisher, ConfigService
-from toolbus.cli.serve_plan import describe, plan_services
+from toolbus.cli._serve_plan import describe, plan_services
 from toolbus.domain.errors import ConfigError
 from toolbus.memory.bus import MemoryBus
 from toolbus.settings import Settings
@@ -72,7 +72,14 @@ async def test_the_operator_is_told_what_runs_alongside(
         ["config", "joke-service"], Settings(), store=tmp_path / "s.json", environ={}
     )
     try:
-        publisher, announcer = companions_for(memory_bus, plan.services, **plan.alongside_options())
+        publisher, announcer = companions_for(
+            memory_bus,
+            plan.services,
+            announce=plan.announce,
+            interval=plan.interval,
+            defaults=plan.defaults,
+            tool_types=plan.tool_types,
+        )
         assert isinstance(publisher, ConfigPublisher)
         assert isinstance(announcer, Announcer)
         assert describe(publisher) == (

@@ -19,7 +19,7 @@ Five entry-point groups:
   URL scheme** (``memory``, ``nats``, ``redis``), found like broker adapters. The
   module implements :meth:`Spec.toolbus_register_state_stores`.
 * ``toolbus.commands``: command-line commands. Each implements
-  :meth:`Spec.toolbus_register_commands`; see :mod:`toolbus.cli.extensions`.
+  :meth:`Spec.toolbus_register_commands`; see :mod:`toolbus.cli.plugin_api`.
 
 pluggy is used at start-up only; per-call paths never go through it.
 """
@@ -43,12 +43,13 @@ from toolbus.domain.errors import PluginError
 from toolbus.ports import Bus, BusFactory, StateStore, StateStoreFactory
 
 if TYPE_CHECKING:
+    import typer
+
     from toolbus.application.agent.audit import AuditRecord
     from toolbus.application.agent.code_hooks import Deny, RewriteArguments
     from toolbus.application.agent.llm import LLM, LLMFactory
     from toolbus.application.agent.outcomes import CallOutcome
     from toolbus.application.agent.session import AgentSession
-    from toolbus.cli.extensions import CommandLine
     from toolbus.domain.config.descriptors import ToolDescriptor
 
 log = logging.getLogger("toolbus.plugins")
@@ -150,6 +151,52 @@ class ToolRegistrar:
         self.tool_types.append(name)
 
 
+#: A command: its parameters are its arguments and options (declared the typer way),
+#: its docstring its help.
+Command = Callable[..., Any]
+
+
+class CommandGroup:
+    """``toolbus NAME SUBCOMMAND ...``: subcommands under one name (:meth:`CommandLine.group`)."""
+
+    def __init__(self, group: typer.Typer) -> None:
+        self._group = group
+
+    def command(self, name: str, command: Command) -> None:
+        """Add the subcommand ``name``, run by ``command``."""
+        self._group.command(name)(command)
+
+
+class CommandLine:
+    """Handed to ``toolbus_register_commands``: where a distribution's commands go.
+
+    Command plugins import it, with everything else they need, from
+    :mod:`toolbus.cli.plugin_api`.
+    """
+
+    def __init__(self, app: typer.Typer, serve: typer.Typer) -> None:
+        # Made by toolbus around its own command line (``toolbus`` and ``toolbus serve``).
+        self._app = app
+        self._serve = serve
+
+    def command(self, name: str, command: Command) -> None:
+        """Add ``toolbus name``, run by ``command``."""
+        self._app.command(name)(command)
+
+    def serve_command(self, name: str, command: Command) -> None:
+        """Add ``toolbus serve name``: a kind of tools to serve, beside the default
+        ``toolbus serve SERVICE...``; ``command`` usually ends in ``serve_until_signalled``."""
+        self._serve.command(name)(command)
+
+    def group(self, name: str, *, help: str) -> CommandGroup:
+        """Add ``toolbus name``, a group of subcommands; add them to the group returned."""
+        import typer  # here, not above: every process imports this module, few add groups
+
+        group = typer.Typer(name=name, help=help, no_args_is_help=True)
+        self._app.add_typer(group)
+        return CommandGroup(group)
+
+
 class Spec:
     """The hook specifications toolbus owns."""
 
@@ -171,7 +218,8 @@ class Spec:
 
     @hookspec
     def toolbus_register_commands(self, cli: CommandLine) -> None:
-        """Add typer commands to ``cli.app`` (``toolbus NAME``) or ``cli.serve``.
+        """Add commands with ``cli.command`` (``toolbus NAME``), ``cli.serve_command``
+        (``toolbus serve KIND``) or ``cli.group`` (``toolbus NAME SUBCOMMAND``).
 
         Import heavy libraries inside the commands, not at module level, so that
         ``toolbus --help`` stays quick.

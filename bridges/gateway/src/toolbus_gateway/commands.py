@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
+from toolbus.cli.plugin_api import (
+    BrokerOption,
+    CommandLine,
+    VerboseOption,
+    fail,
+    redact_url,
+    run,
+    setup_logging,
+)
 from toolbus.plugins import hookimpl
-
-if TYPE_CHECKING:
-    from toolbus.cli.extensions import CommandLine
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
@@ -22,9 +28,7 @@ def parse_listen(listen: str) -> tuple[str, int]:
 
 
 def gateway(
-    broker: Annotated[
-        str | None, typer.Option(help="Broker URL; default from TOOLBUS_BROKER or toolbus.toml.")
-    ] = None,
+    broker: BrokerOption = None,
     config: Annotated[
         Path | None,
         typer.Option(
@@ -49,7 +53,7 @@ def gateway(
             "that verify callers; default sign-key in \\[gateway]. Needs toolbus\\[signing].",
         ),
     ] = None,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO.")] = False,
+    verbose: VerboseOption = False,
 ) -> None:
     r"""Serve tools and agent sessions over HTTP to authenticated users, with a live console.
 
@@ -61,7 +65,6 @@ def gateway(
 
     from toolbus.application.identity.credentials import load_credentials
     from toolbus.application.identity.signing import CallSigner
-    from toolbus.cli.common import fail, redact_url, run, setup_logging
     from toolbus.domain.errors import ConfigError
     from toolbus.settings import load_settings
     from toolbus_gateway.app import create_app
@@ -133,4 +136,4 @@ def gateway(
 
 @hookimpl
 def toolbus_register_commands(cli: CommandLine) -> None:
-    cli.app.command("gateway")(gateway)
+    cli.command("gateway", gateway)

@@ -7,35 +7,33 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 import anyio
 import typer
 
-from toolbus._internal.event_loops import EventLoop, running_loop_name
-from toolbus.cli.common import EXIT_BAD_INPUT, LoopOption, fail, redact_url, run, setup_logging
-from toolbus.cli.extensions import CommandLine
-from toolbus.plugins import hookimpl
-
-mcp_app = typer.Typer(
-    name="mcp",
-    help="Serve bus tools to MCP clients.",
-    no_args_is_help=True,
+from toolbus._internal.event_loops import running_loop_name
+from toolbus.cli.plugin_api import (
+    EXIT_BAD_INPUT,
+    BrokerOption,
+    CommandLine,
+    EventLoop,
+    LoopOption,
+    VerboseOption,
+    fail,
+    redact_url,
+    run,
+    setup_logging,
 )
-
-BrokerOption = Annotated[
-    str | None, typer.Option(help="Broker URL; default from TOOLBUS_BROKER or toolbus.toml.")
-]
-VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO level.")]
+from toolbus.plugins import hookimpl
 
 
 @hookimpl
 def toolbus_register_commands(cli: CommandLine) -> None:
-    cli.app.add_typer(mcp_app)
-    cli.serve.command("mcp")(serve_toolset)
+    cli.group("mcp", help="Serve bus tools to MCP clients.").command("serve", serve_bus_tools)
+    cli.serve_command("mcp", serve_toolset)
 
 
-@mcp_app.command("serve")
 def serve_bus_tools(
     broker: BrokerOption = None,
     config: Annotated[
@@ -216,6 +214,3 @@ def serve_toolset(
                 await bus.close()
 
     run(main, loop=loop)
-
-
-TransportName = Literal["stdio", "http"]

@@ -1,12 +1,16 @@
-"""The ``toolbus`` command line. Each command lives in its own module."""
+"""The ``toolbus`` command line. Each command lives in its own module.
+
+Distributions add commands through :mod:`toolbus.cli.plugin_api`, the one public
+module here besides this package.
+"""
 
 from __future__ import annotations
 
 import importlib
 
-from toolbus.cli.app import app, serve_app
-from toolbus.cli.extensions import CommandLine, add_missing_first_party
-from toolbus.plugins import load_command_plugins
+from toolbus.cli._app import app, serve_app
+from toolbus.cli._first_party import add_missing_first_party
+from toolbus.plugins import CommandLine, load_command_plugins
 
 # Importing a command module registers its commands on ``app``.
 _COMMAND_MODULES = (
@@ -34,9 +38,8 @@ def assemble() -> None:
         return
     for name in _COMMAND_MODULES:
         importlib.import_module(f"toolbus.cli.{name}")
-    cli = CommandLine(app=app, serve=serve_app)
-    load_command_plugins(cli)
-    add_missing_first_party(cli)
+    load_command_plugins(CommandLine(app, serve_app))
+    add_missing_first_party(app, serve_app)
     _assembled = True
 
 

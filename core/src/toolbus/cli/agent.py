@@ -29,9 +29,9 @@ from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.calls.host import running
 from toolbus.application.calls.tools import Tools
 from toolbus.application.tracing.export import export_from_environment
-from toolbus.cli.agent_output import EventPrinter
-from toolbus.cli.app import app
-from toolbus.cli.common import EXIT_FAILED, LoopOption, fail, redact_url, run, setup_logging
+from toolbus.cli._agent_output import EventPrinter
+from toolbus.cli._app import app
+from toolbus.cli.plugin_api import EXIT_FAILED, LoopOption, fail, redact_url, run, setup_logging
 from toolbus.domain.agent.wire import (
     DEFAULT_REQUEST_QUEUE,
     DEFAULT_RESPONSE_QUEUE,

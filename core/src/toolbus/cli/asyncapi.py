@@ -11,9 +11,10 @@ import typer
 
 from toolbus.application.calls.advertising import toolbus_version
 from toolbus.application.live.config_files import load_registry_from_path
-from toolbus.cli.app import app
-from toolbus.cli.common import ConfigOption, config_path, fail
-from toolbus.cli.live import DEFAULT_WAIT, WaitOption, live_registry
+from toolbus.cli._app import app
+from toolbus.cli._common import ConfigOption, config_path
+from toolbus.cli._live import DEFAULT_WAIT, WaitOption, live_registry
+from toolbus.cli.plugin_api import fail
 from toolbus.domain.asyncapi.document import asyncapi_document
 from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import ConfigError, PluginError

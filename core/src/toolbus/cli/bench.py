@@ -11,8 +11,8 @@ import typer
 
 from toolbus._internal.event_loops import EventLoop, resolve
 from toolbus.benchmark import Figure, bench_broker
-from toolbus.cli.app import app
-from toolbus.cli.common import LoopOption, fail, redact_url, run
+from toolbus.cli._app import app
+from toolbus.cli.plugin_api import BrokerOption, LoopOption, fail, redact_url, run
 from toolbus.domain.errors import PluginError
 from toolbus.settings import load_settings
 
@@ -47,9 +47,7 @@ def _loop_name(loop: EventLoop) -> str:
 
 @app.command("bench")
 def bench(
-    broker: Annotated[
-        str | None, typer.Option(help="Broker URL; default from TOOLBUS_BROKER or toolbus.toml.")
-    ] = None,
+    broker: BrokerOption = None,
     in_flight: Annotated[
         list[int] | None,
         typer.Option("--in-flight", "-n", min=1, help="Calls in flight (repeatable)."),

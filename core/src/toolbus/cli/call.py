@@ -13,9 +13,17 @@ from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.calls.host import running
 from toolbus.application.calls.tools import Tools
 from toolbus.application.identity import CallSigner, CallVerifier, SigningKeyError, public_jwk
-from toolbus.cli.app import app
-from toolbus.cli.common import EXIT_FAILED, fail, redact_url, run, setup_logging
-from toolbus.cli.live import DEFAULT_WAIT, LiveOption, WaitOption, follow, is_live, registry_with
+from toolbus.cli._app import app
+from toolbus.cli._live import DEFAULT_WAIT, LiveOption, WaitOption, follow, is_live, registry_with
+from toolbus.cli.plugin_api import (
+    EXIT_FAILED,
+    BrokerOption,
+    VerboseOption,
+    fail,
+    redact_url,
+    run,
+    setup_logging,
+)
 from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import ConfigError, PluginError, ToolCallError, UnknownTool
 from toolbus.plugins import connect, load_tool_plugins
@@ -90,9 +98,7 @@ def call(
     ] = "cli",
     stream: Annotated[bool, typer.Option(help="Print chunks as they arrive.")] = False,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the answer.")] = 30.0,
-    broker: Annotated[
-        str | None, typer.Option(help="Broker URL; default from TOOLBUS_BROKER or toolbus.toml.")
-    ] = None,
+    broker: BrokerOption = None,
     config: Annotated[
         str | None,
         typer.Option(help="Configuration file or directory; default: installed plugins' tools."),
@@ -111,7 +117,7 @@ def call(
     ] = None,
     live: LiveOption = None,
     wait: WaitOption = DEFAULT_WAIT,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO level.")] = False,
+    verbose: VerboseOption = False,
 ) -> None:
     """Call a tool and print its observation.
 

@@ -29,8 +29,16 @@ from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.live.config_client import DEFAULT_TIMEOUT, ChangeResult, ConfigClient
 from toolbus.application.live.config_files import read_snapshot
 from toolbus.application.live.config_service import CONFIG_REQUEST_QUEUE
-from toolbus.cli.app import app
-from toolbus.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, fail, run, setup_logging
+from toolbus.cli._app import app
+from toolbus.cli.plugin_api import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    BrokerOption,
+    VerboseOption,
+    fail,
+    run,
+    setup_logging,
+)
 from toolbus.domain.config.parsing import parse_json
 from toolbus.domain.errors import ConfigError, NotFound, ToolTimeout
 from toolbus.domain.live.items import ConfigRejected, ItemName, Put, parse_item, parse_type
@@ -46,14 +54,10 @@ config_app = typer.Typer(
 )
 app.add_typer(config_app, name="config")
 
-Broker = Annotated[
-    str | None, typer.Option(help="Broker URL; default from TOOLBUS_BROKER or toolbus.toml.")
-]
 Timeout = Annotated[float, typer.Option(help="Seconds to wait for the config service's answer.")]
 User = Annotated[
     str | None, typer.Option(help="Who makes the change (logged by the service); default: you.")
 ]
-Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO level.")]
 Item = Annotated[
     str,
     typer.Argument(help="TYPE/KEY, e.g. tool/tell-joke.", show_default=False, metavar="TYPE/KEY"),
@@ -142,10 +146,10 @@ def put(
             help="The value as JSON; default: read from standard input.", show_default=False
         ),
     ] = None,
-    broker: Broker = None,
+    broker: BrokerOption = None,
     timeout: Timeout = DEFAULT_TIMEOUT,
     user: User = None,
-    verbose: Verbose = False,
+    verbose: VerboseOption = False,
 ) -> None:
     """Set TYPE/KEY to a JSON value; refused (and nothing stored) if the result is invalid."""
     name = _item(item)
@@ -157,9 +161,9 @@ def put(
 @config_app.command("get")
 def get(
     item: Item,
-    broker: Broker = None,
+    broker: BrokerOption = None,
     timeout: Timeout = DEFAULT_TIMEOUT,
-    verbose: Verbose = False,
+    verbose: VerboseOption = False,
 ) -> None:
     """Print the JSON value of TYPE/KEY."""
     name = _item(item)
@@ -175,9 +179,9 @@ def list_items(
             metavar="[TYPE]", help="Only items of this type, e.g. tool.", show_default=False
         ),
     ] = None,
-    broker: Broker = None,
+    broker: BrokerOption = None,
     timeout: Timeout = DEFAULT_TIMEOUT,
-    verbose: Verbose = False,
+    verbose: VerboseOption = False,
 ) -> None:
     """Print every TYPE/KEY (or those of one TYPE), one per line, in configuration order."""
     if type_ is not None:
@@ -193,10 +197,10 @@ def list_items(
 @config_app.command("delete")
 def delete(
     item: Item,
-    broker: Broker = None,
+    broker: BrokerOption = None,
     timeout: Timeout = DEFAULT_TIMEOUT,
     user: User = None,
-    verbose: Verbose = False,
+    verbose: VerboseOption = False,
 ) -> None:
     """Remove TYPE/KEY; refused if something still needs it (a tool's service, say)."""
     name = _item(item)
@@ -217,10 +221,10 @@ def load(
         bool,
         typer.Option(help="Make the configuration exactly SOURCE: remove every other item."),
     ] = False,
-    broker: Broker = None,
+    broker: BrokerOption = None,
     timeout: Timeout = DEFAULT_TIMEOUT,
     user: User = None,
-    verbose: Verbose = False,
+    verbose: VerboseOption = False,
 ) -> None:
     """Put every item of a file or directory, as one change (all or nothing)."""
     try:

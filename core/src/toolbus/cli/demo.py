@@ -11,10 +11,10 @@ from toolbus.application.agent.loop import AgentLoop
 from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.calls.host import running
 from toolbus.application.calls.tools import Tools
+from toolbus.cli._agent_output import EventPrinter
+from toolbus.cli._app import app
 from toolbus.cli.agent import LLM_VARIABLE
-from toolbus.cli.agent_output import EventPrinter
-from toolbus.cli.app import app
-from toolbus.cli.common import redact_url, run
+from toolbus.cli.plugin_api import redact_url, run
 from toolbus.domain.access.check import check_access
 from toolbus.domain.agent.wire import AgentEvent, AgentRequest
 from toolbus.domain.config.loading import load_registry

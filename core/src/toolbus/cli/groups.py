@@ -15,8 +15,9 @@ from typing import Annotated, Any
 import typer
 
 from toolbus.application.live.config_files import load_registry_from_path
-from toolbus.cli.app import app
-from toolbus.cli.common import ConfigOption, config_path, fail
+from toolbus.cli._app import app
+from toolbus.cli._common import ConfigOption, config_path
+from toolbus.cli.plugin_api import fail
 from toolbus.domain.config.descriptors import ToolDescriptor
 from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import ConfigError

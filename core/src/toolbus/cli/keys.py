@@ -10,8 +10,8 @@ from typing import Annotated
 import typer
 
 from toolbus.application.identity import SigningKeyError, generate_key, private_jwk, public_jwk
-from toolbus.cli.app import app
-from toolbus.cli.common import fail
+from toolbus.cli._app import app
+from toolbus.cli.plugin_api import fail
 
 keys_app = typer.Typer(
     name="keys",

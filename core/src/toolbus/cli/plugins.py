@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from toolbus.cli.app import app
+from toolbus.cli._app import app
 from toolbus.plugins import InstalledPlugin, installed_plugins
 
 

@@ -10,9 +10,10 @@ from typing import Annotated, Any
 import typer
 
 from toolbus.application.live.config_files import load_registry_from_path
-from toolbus.cli.app import app
-from toolbus.cli.common import ConfigOption, config_path, fail
-from toolbus.cli.live import DEFAULT_WAIT, LiveOption, WaitOption, is_live, live_registry
+from toolbus.cli._app import app
+from toolbus.cli._common import ConfigOption, config_path
+from toolbus.cli._live import DEFAULT_WAIT, LiveOption, WaitOption, is_live, live_registry
+from toolbus.cli.plugin_api import fail
 from toolbus.domain.config.descriptors import ToolDescriptor
 from toolbus.domain.config.registry import Availability, normalize_groups, normalize_state
 from toolbus.domain.config.schemas import ExportFormat, export_tools

@@ -12,19 +12,27 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from toolbus._internal.event_loops import EventLoop
-from toolbus.cli.common import LoopOption
+from toolbus.cli.plugin_api import (
+    BrokerOption,
+    CommandLine,
+    EventLoop,
+    LoopOption,
+    ServeOptions,
+    VerboseOption,
+    fail,
+    serve_until_signalled,
+    setup_logging,
+)
 from toolbus.plugins import hookimpl
 
 if TYPE_CHECKING:
-    from toolbus.cli.extensions import CommandLine
     from toolbus.domain.errors import Problem
     from toolbus_openapi.toolset import ToolsetSettings
 
 
 @hookimpl
 def toolbus_register_commands(cli: CommandLine) -> None:
-    cli.serve.command("openapi")(serve_openapi)
+    cli.serve_command("openapi", serve_openapi)
 
 
 def serve_openapi(
@@ -106,9 +114,7 @@ def serve_openapi(
     list_tools: Annotated[
         bool, typer.Option("--list-tools", help="Print the tools and skipped operations; exit.")
     ] = False,
-    broker: Annotated[
-        str | None, typer.Option(help="Broker URL; default from TOOLBUS_BROKER or toolbus.toml.")
-    ] = None,
+    broker: BrokerOption = None,
     concurrency: Annotated[int, typer.Option(min=1, help="Calls each toolset runs at once.")] = 64,
     drain_timeout: Annotated[
         float, typer.Option(help="Seconds calls in flight may take to finish on shutdown.")
@@ -143,14 +149,12 @@ def serve_openapi(
         bool, typer.Option(help="With --verify-key: also serve unsigned calls, unverified.")
     ] = False,
     loop: LoopOption = EventLoop.AUTO,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO level.")] = False,
+    verbose: VerboseOption = False,
 ) -> None:
     """Serve an HTTP API's operations, from its OpenAPI document, as tools."""
     from dataclasses import replace
 
     from toolbus.application.identity import CallVerifier, SigningKeyError
-    from toolbus.cli.common import fail, setup_logging
-    from toolbus.cli.serve import run_until_signalled
     from toolbus.domain.errors import ConfigError, Problem
     from toolbus.domain.live.settings import read_live_settings
     from toolbus.settings import SETTINGS_FILE, load_settings
@@ -263,19 +267,21 @@ def serve_openapi(
         for service in services:
             await service.executor.aclose()
 
-    run_until_signalled(
+    serve_until_signalled(
         settings,
         services,
-        concurrency=concurrency,
-        drain_timeout=drain_timeout,
-        metrics_port=metrics_port,
-        metrics_addr=metrics_addr,
-        companions={
-            "announce": live.announce if announce is None else announce,
-            "interval": live.announce_interval if announce_interval is None else announce_interval,
-            "defaults": {"tool": tools},
-        },
-        verifier=verifier,
-        cleanup=close_clients,
-        loop=loop,
+        ServeOptions(
+            concurrency=concurrency,
+            drain_timeout=drain_timeout,
+            metrics_port=metrics_port,
+            metrics_addr=metrics_addr,
+            announce=live.announce if announce is None else announce,
+            announce_interval=(
+                live.announce_interval if announce_interval is None else announce_interval
+            ),
+            defaults={"tool": tools},
+            verifier=verifier,
+            cleanup=close_clients,
+            loop=loop,
+        ),
     )

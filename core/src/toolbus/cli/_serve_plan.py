@@ -31,22 +31,14 @@ from toolbus.settings import SETTINGS_FILE, Settings
 
 @dataclass(frozen=True, slots=True)
 class ServePlan:
-    """The services to serve, and what runs alongside them (see ``companions.alongside``)."""
+    """The services to serve, and what runs alongside them (see ``companions.alongside``):
+    whether they announce, how often, and the tools (``defaults``) they announce."""
 
     services: list[ToolService]
     announce: bool
     interval: float
     defaults: Mapping[str, Any] = field(default_factory=dict)
     tool_types: frozenset[str] = frozenset()
-
-    def alongside_options(self) -> dict[str, Any]:
-        """Keyword arguments for :func:`toolbus.application.live.companions.alongside`."""
-        return {
-            "announce": self.announce,
-            "interval": self.interval,
-            "defaults": self.defaults,
-            "tool_types": self.tool_types,
-        }
 
 
 def plan_services(

@@ -1,4 +1,7 @@
-"""What every command shares: running async code, reporting errors, exit codes.
+"""What every command shares: running async code, reporting errors, exit codes, options.
+
+Command plugins reach these through :mod:`toolbus.cli.plugin_api`; this module is
+the command line's own.
 
 Exit codes: 0 success, 1 the tool or broker failed, 2 bad input or configuration.
 """
@@ -46,6 +49,7 @@ def redact_url(url: str) -> str:
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
+    """Print ``error: message`` on stderr and exit with ``code`` (bad input by default)."""
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code)
 
@@ -76,6 +80,14 @@ def config_path(option: Path | None) -> Path:
         )
     return found
 
+
+#: ``--broker URL`` as every command that talks to a broker takes it.
+BrokerOption = Annotated[
+    str | None, typer.Option(help="Broker URL; default from TOOLBUS_BROKER or toolbus.toml.")
+]
+
+#: ``--verbose``/``-v``: log at INFO (see :func:`setup_logging`).
+VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO level.")]
 
 #: ``--loop`` as the long-running commands take it (serve, agent serve, bench).
 LoopOption = Annotated[
@@ -118,6 +130,7 @@ def run(main: Callable[..., Awaitable[T]], *args: Any, loop: EventLoop = EventLo
 
 
 def setup_logging(verbose: bool) -> None:
+    """Log to stderr: warnings and up, or from INFO with ``verbose`` (``--verbose``)."""
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

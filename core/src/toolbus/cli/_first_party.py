@@ -1,38 +1,19 @@
-"""Commands that other distributions add to ``toolbus``, through entry points.
+"""Stand-ins for the commands of toolbus's own optional distributions, when not installed.
 
-A distribution adds commands with an entry point in the ``toolbus.commands``
-group naming a module that implements
-:meth:`toolbus.plugins.Spec.toolbus_register_commands`. The hook receives a
-:class:`CommandLine` and adds typer commands to ``cli.app`` (``toolbus NAME``)
-or to ``cli.serve`` (``toolbus serve KIND``, a kind of service beside the
-default ``toolbus serve SERVICE...``).
-
-The first-party command distributions are known by name, so that a command
-whose distribution is missing still answers, with the ``pip install`` line
-that brings it, instead of "no such command".
+Distributions add commands through :mod:`toolbus.cli.plugin_api`. The
+first-party ones are known by name here, so that a command whose distribution
+is missing still answers, with the ``pip install`` line that brings it,
+instead of "no such command".
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import typer
 
-from toolbus.cli.common import EXIT_BAD_INPUT
-
-log = logging.getLogger("toolbus.cli")
-
-
-@dataclass(frozen=True, slots=True)
-class CommandLine:
-    """Where a distribution's commands go."""
-
-    #: ``toolbus NAME ...``
-    app: typer.Typer
-    #: ``toolbus serve KIND ...``
-    serve: typer.Typer
+from toolbus.cli._common import EXIT_BAD_INPUT
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,10 +37,13 @@ FIRST_PARTY_COMMANDS = (
 )
 
 
-def add_missing_first_party(cli: CommandLine) -> None:
-    """Register a stand-in for each first-party command no installed distribution added."""
+def add_missing_first_party(app: typer.Typer, serve: typer.Typer) -> None:
+    """Register a stand-in for each first-party command no installed distribution added.
+
+    ``app`` is ``toolbus``'s command line, ``serve`` its ``toolbus serve``.
+    """
     for command in FIRST_PARTY_COMMANDS:
-        target = cli.serve if command.under_serve else cli.app
+        target = serve if command.under_serve else app
         if any(_name(info) == command.name for info in target.registered_commands):
             continue
         if any(group.name == command.name for group in target.registered_groups):

@@ -19,7 +19,7 @@ import typer
 
 from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.live.registry import LiveRegistry
-from toolbus.cli.common import fail, run
+from toolbus.cli.plugin_api import fail, run
 from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import ConfigError, PluginError, UnknownTool
 from toolbus.plugins import ToolPlugin, connect, load_tool_plugins
