@@ -158,7 +158,7 @@ SECRET = "s3cr3t-value"
         ("nats", "tls"),
         ("nats", "ack_wait"),
         ("kafka", "partitions"),
-        ("kafka", "ssl_check_hostname"),
+        ("kafka", "tls_check_hostname"),
         ("pulsar", "operation_timeout"),
         ("pulsar", "oauth2"),
     ],
@@ -177,7 +177,7 @@ def test_a_bad_value_is_never_echoed(broker: str, option: str) -> None:
     ("broker", "option", "value"),
     [
         ("kafka", "partitions", 2.5),
-        ("kafka", "ssl_check_hostname", "perhaps"),
+        ("kafka", "tls_check_hostname", "perhaps"),
         ("pulsar", "io_threads", 2.0),
     ],
 )
@@ -209,7 +209,7 @@ def test_a_misspelt_option_is_answered_with_the_likely_one(
     ("broker", "option"),
     [
         ("nats", "tls_handshake_first"),
-        ("kafka", "ssl_check_hostname"),
+        ("kafka", "tls_check_hostname"),
         ("pulsar", "tls_allow_insecure"),
     ],
 )
@@ -225,7 +225,7 @@ def test_every_broker_reads_a_flag_the_same_way(
 
 
 def test_a_setting_is_matched_whatever_its_case() -> None:
-    assert kafka_options("kafka://k?security_protocol=sasl_ssl").security_protocol == "SASL_SSL"
+    assert kafka_options("kafka://k?sasl_mechanism=scram-sha-256").sasl_mechanism == "SCRAM-SHA-256"
     assert nats_options("nats://n?storage=Memory").storage == "memory"
 
 

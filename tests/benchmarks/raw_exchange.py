@@ -201,9 +201,10 @@ async def kafka_exchange(
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
     from toolbus_kafka import parse_options
+    from toolbus_kafka.security import security_kwargs
 
     options = parse_options(url)
-    client = options.client_kwargs()
+    client = {**options.connection_kwargs(), **security_kwargs(options)}
     partitions = options.partitions
     # Room for headers and record-batch framing on top of the body, as the adapter allows.
     framing = 64 * 1024

@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import ssl
+from typing import Any
 
 import pytest
 
 from toolbus.domain.errors import BrokerOptionError
-from toolbus_kafka import parse_options
+from toolbus_kafka import KafkaOptions, parse_options
+from toolbus_kafka.security import security_kwargs
+
+
+def client_kwargs(options: KafkaOptions) -> dict[str, Any]:
+    """What the adapter makes each aiokafka client with."""
+    return {**options.connection_kwargs(), **security_kwargs(options)}
 
 
 def test_several_brokers_and_the_default_port() -> None:
@@ -19,7 +26,7 @@ def test_bootstrap_servers_from_configuration_win_over_the_url() -> None:
     listed = ["kafka-1:9092", "kafka-2:9093", "kafka-3"]
     options = parse_options("kafka://localhost", {"bootstrap_servers": listed})
     assert options.bootstrap_servers == ("kafka-1:9092", "kafka-2:9093", "kafka-3:9092")
-    assert options.client_kwargs()["bootstrap_servers"] == list(options.bootstrap_servers)
+    assert client_kwargs(options)["bootstrap_servers"] == list(options.bootstrap_servers)
     # The URL may then name no broker at all.
     assert parse_options("kafka://", {"bootstrap_servers": "a:1,b:2"}).bootstrap_servers == (
         "a:1",
@@ -42,13 +49,13 @@ def test_bad_bootstrap_servers_say_what_to_fix(options: dict[str, object], messa
 
 def test_query_values_are_typed_and_the_mapping_wins() -> None:
     options = parse_options(
-        "kafka://k1?partitions=8&acks=1&ssl_check_hostname=false",
+        "kafka://k1?partitions=8&acks=1&tls_check_hostname=false",
         {"partitions": 12, "commit_interval_ms": "0"},
     )
     assert options.partitions == 12
     assert options.acks_setting == 1
     assert options.commit_interval_ms == 0
-    assert options.ssl_check_hostname is False
+    assert options.tls_check_hostname is False
 
 
 def test_defaults_suit_request_reply() -> None:
@@ -61,23 +68,39 @@ def test_defaults_suit_request_reply() -> None:
 
 def test_credentials_in_the_url_need_sasl_and_stay_out_of_repr() -> None:
     options = parse_options(
-        "kafka://alice:s%40cret@k1:9092?security_protocol=SASL_SSL&sasl_mechanism=SCRAM-SHA-512"
+        "kafka://alice:s%40cret@k1:9092?tls=true&sasl=true&sasl_mechanism=SCRAM-SHA-512"
     )
     assert (options.sasl_username, options.sasl_password) == ("alice", "s@cret")
     assert "s@cret" not in repr(options)
-    kwargs = options.client_kwargs()
+    kwargs = client_kwargs(options)
+    assert kwargs["security_protocol"] == "SASL_SSL"
     assert kwargs["sasl_mechanism"] == "SCRAM-SHA-512"
     assert kwargs["sasl_plain_password"] == "s@cret"
     assert isinstance(kwargs["ssl_context"], ssl.SSLContext)
 
 
-def test_credentials_over_plaintext_are_refused() -> None:
-    with pytest.raises(BrokerOptionError, match="security_protocol=SASL_SSL"):
+@pytest.mark.parametrize(
+    ("query", "protocol"),
+    [
+        ("", "PLAINTEXT"),
+        ("tls=true", "SSL"),
+        ("sasl=true", "SASL_PLAINTEXT"),
+        ("tls=yes&sasl=on", "SASL_SSL"),
+    ],
+)
+def test_tls_and_sasl_make_the_security_protocol(query: str, protocol: str) -> None:
+    assert client_kwargs(parse_options(f"kafka://k1?{query}"))["security_protocol"] == protocol
+
+
+def test_credentials_without_sasl_are_refused() -> None:
+    with pytest.raises(BrokerOptionError, match="set sasl=true and tls=true"):
         parse_options("kafka://alice:secret@k1:9092")
+    with pytest.raises(BrokerOptionError, match="set sasl=true and tls=true"):
+        parse_options("kafka://alice:secret@k1:9092?tls=true")
 
 
 def test_plaintext_sends_no_sasl_or_tls_settings() -> None:
-    kwargs = parse_options("kafka://k1").client_kwargs()
+    kwargs = client_kwargs(parse_options("kafka://k1"))
     assert kwargs["security_protocol"] == "PLAINTEXT"
     assert "ssl_context" not in kwargs
     assert "sasl_plain_password" not in kwargs
@@ -87,14 +110,15 @@ def test_plaintext_sends_no_sasl_or_tls_settings() -> None:
     ("url", "message"),
     [
         ("nats://k1", "not a Kafka URL"),
-        ("kafka://", "names no broker"),
+        ("kafka://", "names no server.*or the bootstrap_servers option"),
         ("kafka://k1:port", "not host\\[:port\\]"),
         ("kafka://k1?partition=3", "unknown Kafka option 'partition'.*partitions"),
         ("kafka://k1?partitions=0", "'partitions' must be at least 1"),
         ("kafka://k1?partitions=many", "'partitions'"),
         ("kafka://k1?acks=2", "use all, 1 or 0"),
         ("kafka://k1?heartbeat_interval_ms=20000", "below 'session_timeout_ms'"),
-        ("kafka://k1?security_protocol=TLS", "SASL_SSL"),
+        ("kafka://k1?security_protocol=SSL", "unknown Kafka option 'security_protocol'"),
+        ("kafka://k1?tls_key=/k.pem", "'tls_key' needs 'tls_cert'"),
         ("kafka://k1?sasl_mechanism=MD5", "SCRAM-SHA-256"),
         ("kafka://k1?sasl_oauth_token_provider=x", "only be given in the options mapping"),
     ],

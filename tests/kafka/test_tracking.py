@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from toolbus_kafka.tracking import PartitionTracker
+from toolbus_kafka.subscription.tracking import PartitionTracker
 
 
 def fetched(tracker: PartitionTracker, *offsets: int) -> None:

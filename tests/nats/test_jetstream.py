@@ -19,7 +19,11 @@ from tests.nats.server import TEST_ACK_WAIT
 from toolbus import ToolServiceClient
 from toolbus.testing.conformance import fresh_queue, next_delivery
 from toolbus_nats import NatsBus, connect, consumer_name, dead_letter_subject, stream_name
-from toolbus_nats.jetstream import DEAD_LETTER_DELIVERIES, DEAD_LETTER_REASON, DEAD_LETTER_SUBJECT
+from toolbus_nats.subscription.jetstream import (
+    DEAD_LETTER_DELIVERIES,
+    DEAD_LETTER_REASON,
+    DEAD_LETTER_SUBJECT,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.broker]
 

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import ssl
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from toolbus_nats import NatsOptions, parse_options
+from toolbus_nats.security import security_kwargs
+
+
+def connect_kwargs(options: NatsOptions) -> dict[str, Any]:
+    """Everything the adapter hands ``nats.connect`` (callbacks aside)."""
+    return {**options.connection_kwargs(), **security_kwargs(options)}
 
 
 def test_defaults_point_at_a_local_server() -> None:
@@ -26,7 +33,7 @@ def test_several_servers_in_one_url() -> None:
 def test_user_and_password_from_the_url_stay_out_of_server_urls() -> None:
     options = parse_options("nats://alice:s%40cret@h1:4222,h2:4222")
     assert (options.user, options.password) == ("alice", "s@cret")
-    kwargs = options.connect_kwargs()
+    kwargs = connect_kwargs(options)
     assert kwargs["user"] == "alice" and kwargs["password"] == "s@cret"
     assert all("alice" not in url and "cret" not in url for url in kwargs["servers"])
     assert "cret" not in repr(options)
@@ -35,7 +42,7 @@ def test_user_and_password_from_the_url_stay_out_of_server_urls() -> None:
 def test_a_bare_userinfo_is_a_token() -> None:
     options = parse_options("nats://t0ken@h:4222")
     assert options.token == "t0ken" and options.user is None
-    assert options.connect_kwargs()["token"] == "t0ken"
+    assert connect_kwargs(options)["token"] == "t0ken"
 
 
 def test_query_options_are_typed() -> None:
@@ -78,8 +85,8 @@ def test_acks_are_confirmed_unless_told_otherwise() -> None:
 
 
 def test_servers_are_tried_at_random_unless_told_otherwise() -> None:
-    assert parse_options("nats://a,b").connect_kwargs()["dont_randomize"] is False
-    in_order = parse_options("nats://a,b?randomize=false").connect_kwargs()
+    assert connect_kwargs(parse_options("nats://a,b"))["dont_randomize"] is False
+    in_order = connect_kwargs(parse_options("nats://a,b?randomize=false"))
     assert in_order["dont_randomize"] is True
     assert in_order["servers"] == ["nats://a:4222", "nats://b:4222"]
 
@@ -112,19 +119,18 @@ def test_tls_scheme_and_files_make_a_context(tmp_path: Path) -> None:
     assert parse_options("nats://h:1").ssl_context() is None
     options = parse_options("nats+tls://h:1?tls_hostname=broker.internal")
     assert options.tls and options.server_urls() == ["tls://h:1"]
-    kwargs = options.connect_kwargs()
+    kwargs = connect_kwargs(options)
     assert isinstance(kwargs["tls"], ssl.SSLContext)
     assert kwargs["tls_hostname"] == "broker.internal"
 
 
 def test_a_client_key_without_its_certificate_is_refused() -> None:
-    options = NatsOptions(tls=True, tls_key="client.key")
     with pytest.raises(ValueError, match="'tls_key' needs 'tls_cert'"):
-        options.ssl_context()
+        parse_options("nats+tls://h:1", {"tls_key": "client.key"})
 
 
 def test_credentials_and_nkey_files_are_passed_on() -> None:
-    kwargs = parse_options("nats://h:1?credentials=/etc/nats/app.creds").connect_kwargs()
+    kwargs = connect_kwargs(parse_options("nats://h:1?credentials=/etc/nats/app.creds"))
     assert kwargs["user_credentials"] == "/etc/nats/app.creds"
-    kwargs = parse_options("nats://h:1", {"nkey_seed": "/etc/nats/seed.nk"}).connect_kwargs()
+    kwargs = connect_kwargs(parse_options("nats://h:1", {"nkey_seed": "/etc/nats/seed.nk"}))
     assert kwargs["nkeys_seed"] == "/etc/nats/seed.nk"

@@ -24,8 +24,8 @@ def test_the_page_says_what_the_tests_run_against() -> None:
 
 
 def test_every_option_is_documented() -> None:
-    from toolbus_pulsar.options import OPTION_NAMES
+    from toolbus_pulsar import PulsarOptions
 
     text = PAGE.read_text(encoding="utf-8")
-    missing = [name for name in OPTION_NAMES if f"`{name}`" not in text]
+    missing = [name for name in PulsarOptions.model_fields if f"`{name}`" not in text]
     assert not missing, f"options missing from {PAGE.name}: {missing}"

@@ -25,8 +25,8 @@ from pydantic import Field
 import toolbus.plugins as plugins
 from toolbus import tool_service
 from toolbus.domain.errors import PluginError
+from toolbus.memory import connect as memory_connect
 from toolbus.memory.bus import MemoryBus
-from toolbus.memory.bus import connect as memory_connect
 from toolbus.plugins import (
     ADAPTER_GROUP,
     COMMAND_GROUP,

@@ -17,8 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# Still importable from here, where adapters used to find it.
-from toolbus._internal.broker_options import option_flag as option_flag
 from toolbus.domain.errors import ConfigError, Problem
 
 SETTINGS_FILE = "toolbus.toml"

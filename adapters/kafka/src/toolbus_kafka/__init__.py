@@ -11,13 +11,16 @@ A queue maps to the topic ``tenant.namespace.name``; services are consumer
 groups; offsets are committed once a request is acked. See
 ``docs/adapters/kafka.md`` for the URL, the options and the delivery rules.
 
-Modules: ``bus``, ``options``, ``errors`` and ``plugin`` do the jobs their
-namesakes do in every adapter. The rest is split by what Kafka makes the
-adapter do itself: ``subscription`` (consumer groups and fan-out),
-``provisioning`` (creating topics before use, as NATS provisions streams) and
-``tracking`` (which offsets may be committed when acks arrive out of order).
-Fetched deliveries reach a subscription's readers through the core's
-``toolbus._internal.delivery_buffer``, as in every adapter; its readers take turns to fetch.
+Modules, as in every adapter: ``plugin`` (the entry point), ``options`` (URL
+and options), ``security`` (TLS and SASL), ``bus`` (the Bus port),
+``publishing`` (the producer, partitions by call id), ``subscription``
+(reading; a package: consumer groups, fan-out, and the offsets a group may
+commit), ``provisioning`` (creating topics before use, as NATS provisions
+streams), ``errors`` (aiokafka's failures as toolbus errors) and ``logs``
+(aiokafka's log lines, throttled). Queue names map to topics in ``bus``
+(``tenant.namespace.name``), so there is no ``naming``. Fetched deliveries reach
+a subscription's readers through the core's ``toolbus._internal.delivery_buffer``,
+as in every adapter; its readers take turns to fetch.
 """
 
 from toolbus.domain.errors import BrokerOptionError

@@ -7,6 +7,7 @@ from typing import Any
 
 from toolbus.domain.calls.queues import QueueName
 from toolbus_kafka.options import parse_options
+from toolbus_kafka.security import security_protocol
 
 #: The AsyncAPI Kafka bindings version written.
 BINDING_VERSION = "0.5.0"
@@ -20,12 +21,11 @@ class KafkaAsyncApi:
 
     def server(self) -> dict[str, Any]:
         servers = self.options.bootstrap_servers
-        secure = self.options.security_protocol in ("SSL", "SASL_SSL")
+        protocol = security_protocol(self.options)
         return {
             "host": servers[0],
-            "protocol": "kafka-secure" if secure else "kafka",
-            "description": f"Kafka ({self.options.security_protocol}); bootstrap servers: "
-            + ", ".join(servers),
+            "protocol": "kafka-secure" if self.options.uses_tls else "kafka",
+            "description": f"Kafka ({protocol}); bootstrap servers: " + ", ".join(servers),
         }
 
     def address(self, queue: QueueName) -> str:

@@ -9,14 +9,15 @@
 or, through the plugin registry, ``toolbus.plugins.connect("nats://...")``.
 See ``docs/adapters/nats.md`` for the URL, the options and the delivery rules.
 
-Modules: ``bus``, ``options``, ``errors`` and ``plugin`` do the jobs their
-namesakes do in every adapter. The rest is split by persistence, because core
-NATS and JetStream deliver so differently that they share almost no code:
-``core`` (non-persistent queues), ``jetstream`` (persistent queues),
-``provisioning`` (their streams and consumers, as Kafka provisions topics),
-``naming`` (queue names to subjects, streams and consumers). Callback
-deliveries reach a subscription's readers through the core's
-``toolbus._internal.delivery_buffer``, as in every adapter and the in-memory bus.
+Modules, as in every adapter: ``plugin`` (the entry point), ``options``
+(URL and options), ``security`` (TLS and credentials), ``bus`` (the Bus port),
+``publishing`` (sizing messages, storing them in JetStream), ``subscription``
+(reading; a package, split by persistence: ``core`` for non-persistent queues,
+``jetstream`` for persistent ones), ``provisioning`` (JetStream streams and
+consumers, made before use), ``naming`` (queue names to subjects, streams and
+consumers) and ``errors`` (nats-py's exceptions as toolbus errors). There is no
+``logs``: nats-py reports through the callbacks the bus gives it, not through
+Python logging.
 """
 
 from toolbus.domain.errors import BrokerOptionError

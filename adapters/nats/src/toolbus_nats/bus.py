@@ -13,26 +13,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-import time
-import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import nats.errors
-import nats.js.errors
 from nats.aio.client import Client
 
 from toolbus.domain.calls.listing import ServedCounts, ServiceListing
 from toolbus.domain.calls.queues import parse_queue
 from toolbus.domain.errors import BusClosed
 from toolbus.ports import MessageHandler
-from toolbus_nats.core import CoreListener, CoreSubscription
 from toolbus_nats.errors import too_large, translate
-from toolbus_nats.jetstream import MSG_ID, PullSubscription
 from toolbus_nats.micro import ToolServiceListing, advertise
 from toolbus_nats.naming import subject_for
 from toolbus_nats.options import NatsOptions, parse_options
 from toolbus_nats.provisioning import Streams
+from toolbus_nats.publishing import headers_size, store
+from toolbus_nats.security import security_kwargs
+from toolbus_nats.subscription import CoreListener, CoreSubscription, PullSubscription
 
 log = logging.getLogger("toolbus.nats")
 
@@ -41,22 +39,6 @@ _Source = TypeVar("_Source", bound=CoreSubscription | PullSubscription | CoreLis
 #: What a core subscription buffers before nats-py's own slow-consumer limits apply.
 CORE_BUFFER_MESSAGES = 10_000
 CORE_BUFFER_BYTES = 64 * 1024 * 1024
-_HEADER_OVERHEAD = len(b"NATS/1.0\r\n\r\n")
-#: Seconds between attempts to store a message while its stream has no leader.
-NO_LEADER_RETRY_WAIT = 0.25
-#: Seconds to wait for JetStream's confirmation before sending a message again.
-STORE_ATTEMPT_TIMEOUT = 2.0
-#: A last attempt shorter than this is not worth making.
-MIN_STORE_ATTEMPT = 0.05
-
-
-def _headers_size(headers: Mapping[str, str]) -> int:
-    """Bytes the properties take on the wire as a NATS header block."""
-    size = _HEADER_OVERHEAD
-    for key, value in headers.items():
-        # ": " and CRLF; encoding only the (rare) non-ASCII values.
-        size += len(key) + 4 + (len(value) if value.isascii() else len(value.encode("utf-8")))
-    return size
 
 
 class NatsBus:
@@ -145,57 +127,25 @@ class NatsBus:
         size = len(body)
         if properties:
             headers = properties if type(properties) is dict else dict(properties)
-            size += _headers_size(headers)
+            size += headers_size(headers)
         limit = self.nc.max_payload
         if size > limit:
             # The server would drop the whole connection over it: refuse here.
             raise too_large(size, limit)
         if persistent:
-            await self._store(subject, body, headers)
+            await store(
+                self.streams,
+                subject,
+                body,
+                headers,
+                timeout=self.options.publish_timeout,
+                where=self._where,
+            )
             return
         try:
             await self.nc.publish(subject, body, headers=headers)
         except Exception as exc:
             raise translate(exc, f"publish to {queue}", self._where) from exc
-
-    async def _store(self, subject: str, body: bytes, headers: dict[str, str] | None) -> None:
-        """Publish into JetStream and wait until the stream has stored it.
-
-        The confirmation can be lost with a server that goes away (the client
-        moves to another one) and the stream can be without a leader for a few
-        seconds in a cluster. Both are waited out, for up to ``publish_timeout``:
-        the message carries a ``Nats-Msg-Id``, so a copy sent again after a lost
-        confirmation is recognised by JetStream and stored once.
-        """
-        js = self.streams.js
-        headers = {**(headers or {}), MSG_ID: uuid.uuid4().hex}
-        deadline = time.monotonic() + self.options.publish_timeout
-        while True:
-            left = deadline - time.monotonic()
-            try:
-                ack = await js.publish(
-                    subject, body, timeout=min(left, STORE_ATTEMPT_TIMEOUT), headers=headers
-                )
-                self.streams.remember(subject, ack.stream)
-                return
-            except nats.js.errors.NoStreamResponseError as exc:
-                if self.streams.known(subject) is None:
-                    # No stream holds the subject (nobody subscribed yet): make one,
-                    # so that this message is kept for the groups that will. The
-                    # stream is not looked up before publishing, as that needs the
-                    # cluster's meta leader, which may be away while the stream is not.
-                    await self.streams.stream_for(subject)
-                    continue
-                # The stream is electing a leader: nobody stores the subject now.
-                if time.monotonic() + NO_LEADER_RETRY_WAIT >= deadline:
-                    raise translate(exc, f"store a message on {subject!r}", self._where) from exc
-                await asyncio.sleep(NO_LEADER_RETRY_WAIT)
-            except nats.errors.TimeoutError as exc:
-                # No confirmation: lost with a node, or the stream is busy electing.
-                if deadline - time.monotonic() < MIN_STORE_ATTEMPT:
-                    raise translate(exc, f"store a message on {subject!r}", self._where) from exc
-            except Exception as exc:
-                raise translate(exc, f"store a message on {subject!r}", self._where) from exc
 
     async def subscribe(
         self, queue: str, group: str | None = None
@@ -307,7 +257,8 @@ async def connect(
     # connection gets a deadline so that a wrong URL fails clearly.
     attempt = asyncio.ensure_future(
         nc.connect(
-            **settings.connect_kwargs(),
+            **settings.connection_kwargs(),
+            **security_kwargs(settings),
             error_cb=on_error,
             disconnected_cb=bus._on_disconnected,
             reconnected_cb=bus._on_reconnected,

@@ -35,7 +35,7 @@ def subject_for(queue: QueueName) -> str:
 
 
 def dead_letter_subject(subject: str) -> str:
-    """Where messages that were never acknowledged end up (see :mod:`toolbus_nats.jetstream`)."""
+    """Where messages never acknowledged end up (:mod:`toolbus_nats.subscription.jetstream`)."""
     return subject + DEAD_LETTER_SUFFIX
 
 

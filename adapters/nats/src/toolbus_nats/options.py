@@ -7,21 +7,20 @@ URL form::
 
 Every option can be given as a query parameter or in the ``options`` mapping
 handed to :func:`toolbus_nats.connect` (configuration wins over the URL, so a
-secret can stay out of the URL). :class:`NatsOptions` describes them, read by
-the core's :func:`~toolbus._internal.broker_options.parse_broker_options` like every
-broker's: an unknown option name is rejected, so a typo fails loudly instead of
-being ignored, and every problem is reported at once.
+secret can stay out of the URL). :class:`NatsOptions` describes them, and
+:func:`parse_options` reads the URL like every broker's
+(:func:`~toolbus._internal.broker_options.parse_broker_url`): an unknown option
+name is rejected, so a typo fails loudly instead of being ignored, and every
+problem is reported at once. What the TLS and credential options become is
+:mod:`toolbus_nats.security`'s business.
 """
 
 from __future__ import annotations
 
-import ssl
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar
-from urllib.parse import unquote
 
 from toolbus._internal.broker_options import (
-    BrokerOptions,
     Flag,
     PositiveInt,
     PositiveSeconds,
@@ -31,23 +30,25 @@ from toolbus._internal.broker_options import (
     WholeNumber,
     at_least,
     at_most,
-    broker_url_where,
     one_of,
-    parse_broker_options,
+    parse_broker_url,
     server_list,
-    split_url,
-    url_servers,
 )
-from toolbus.domain.errors import BrokerOptionError, Problem
+from toolbus._internal.broker_tls import TlsOptions
 
 DEFAULT_PORT = 4222
 SCHEMES = ("nats", "nats+tls")
 
 
-class NatsOptions(BrokerOptions):
+class NatsOptions(TlsOptions):
     """Everything :func:`toolbus_nats.connect` needs; see ``docs/adapters/nats.md``."""
 
     broker: ClassVar[str] = "NATS"
+    schemes: ClassVar[tuple[str, ...]] = SCHEMES
+    tls_schemes: ClassVar[tuple[str, ...]] = ("nats+tls",)
+    default_port: ClassVar[int] = DEFAULT_PORT
+    url_form: ClassVar[str] = "nats://host:port[,host:port] or nats+tls://..."
+    servers_option: ClassVar[str | None] = "servers"
 
     #: ``host:port``s; in configuration also ``nats://`` or ``tls://`` URLs.
     servers: Annotated[tuple[str, ...], server_list(DEFAULT_PORT, schemes=("nats", "tls"))] = (
@@ -63,12 +64,10 @@ class NatsOptions(BrokerOptions):
     credentials: Text | None = None
     #: Path of a file holding an NKey seed.
     nkey_seed: Text | None = None
-    # -- TLS ------------------------------------------------------------------
-    tls: Flag = False
-    tls_ca: Text | None = None
-    tls_cert: Text | None = None
-    tls_key: Text | None = None
+    # -- TLS (tls, tls_ca, tls_cert, tls_key, tls_check_hostname: TlsOptions) ---------
+    #: The name to check the server's certificate against, when not the URL's host.
     tls_hostname: Text | None = None
+    #: TLS before the server's ``INFO`` (servers with ``handshake_first``).
     tls_handshake_first: Flag = False
     # -- connection -------------------------------------------------------------
     connect_timeout: PositiveSeconds = 5.0
@@ -111,22 +110,10 @@ class NatsOptions(BrokerOptions):
         scheme = "tls" if self.tls else "nats"
         return [f"{scheme}://{server}" for server in self.servers]
 
-    def ssl_context(self) -> ssl.SSLContext | None:
-        """The TLS context these options ask for, or None for plain TCP."""
-        if not (self.tls or self.tls_ca or self.tls_cert):
-            return None
-        context = ssl.create_default_context(cafile=self.tls_ca)
-        if self.tls_cert:
-            context.load_cert_chain(self.tls_cert, self.tls_key)
-        elif self.tls_key:
-            raise BrokerOptionError(
-                "NATS option 'tls_key' needs 'tls_cert' (the client certificate)"
-            )
-        return context
-
-    def connect_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for ``nats.connect`` (callbacks excluded)."""
-        kwargs: dict[str, Any] = {
+    def connection_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for ``nats.connect`` but security and callbacks
+        (credentials and TLS: :func:`toolbus_nats.security.security_kwargs`)."""
+        return {
             "servers": self.server_urls(),
             "name": self.name,
             "connect_timeout": self.connect_timeout,
@@ -136,60 +123,15 @@ class NatsOptions(BrokerOptions):
             "allow_reconnect": True,
             "dont_randomize": not self.randomize,
         }
-        if self.user is not None:
-            kwargs["user"] = self.user
-            kwargs["password"] = self.password or ""
-        if self.token is not None:
-            kwargs["token"] = self.token
-        if self.credentials:
-            kwargs["user_credentials"] = self.credentials
-        if self.nkey_seed:
-            kwargs["nkeys_seed"] = self.nkey_seed
-        context = self.ssl_context()
-        if context is not None:
-            kwargs["tls"] = context
-            if self.tls_hostname:
-                kwargs["tls_hostname"] = self.tls_hostname
-            kwargs["tls_handshake_first"] = self.tls_handshake_first
-        return kwargs
 
-
-OPTION_NAMES = frozenset(NatsOptions.model_fields)
+    @classmethod
+    def from_userinfo(cls, user: str, password: str | None) -> dict[str, Any] | str:
+        # nats://user:password@host, or nats://token@host
+        if password is None:
+            return {"token": user}
+        return {"user": user, "password": password or None}
 
 
 def parse_options(url: str, options: Mapping[str, Any] | None = None) -> NatsOptions:
     """Read ``url`` and ``options`` into :class:`NatsOptions` (``options`` wins)."""
-    parts = split_url(url, "NATS", DEFAULT_PORT)
-    where = broker_url_where(parts)
-    problems: list[Problem] = []
-    if parts.scheme not in SCHEMES:
-        problems.append(
-            Problem(
-                where, "", "is not a NATS URL; use nats://host:port[,host:port] or nats+tls://..."
-            )
-        )
-    userinfo, _, hosts = parts.netloc.rpartition("@")
-    values: dict[str, Any] = {}
-    if hosts:
-        values["servers"], bad = url_servers(
-            hosts,
-            DEFAULT_PORT,
-            where,
-            lambda server: (
-                f"NATS server {server!r} is not host[:port]; list servers as host:port,host:port"
-            ),
-        )
-        problems += bad
-    else:
-        problems.append(Problem(where, "", "names no server; use nats://host:port"))
-    if userinfo:
-        user, colon, password = userinfo.partition(":")
-        if colon:
-            values["user"], values["password"] = unquote(user), unquote(password) or None
-        else:
-            values["token"] = unquote(user)
-    if parts.scheme == "nats+tls":
-        values["tls"] = True
-    return parse_broker_options(
-        NatsOptions, parts.query, options, where=where, url_values=values, problems=problems
-    )
+    return parse_broker_url(NatsOptions, url, options)

@@ -16,7 +16,7 @@ Mapping (queue names are Pulsar topic names already; see docs/wire-protocol.md):
   non-persistent ones, where Pulsar delivers at most once anyway.
 
 Producers are made once per topic and kept until the bus closes; when a
-``publish`` returns is :mod:`toolbus_pulsar.sending`'s business. Nothing here
+``publish`` returns is :mod:`toolbus_pulsar.publishing`'s business. Nothing here
 blocks the event loop (see :mod:`toolbus_pulsar.handoff`).
 """
 
@@ -37,7 +37,7 @@ from toolbus.ports import MessageHandler
 from toolbus_pulsar import clients, handoff
 from toolbus_pulsar.errors import UNREACHABLE_RESULTS, result_of, translate, unreachable
 from toolbus_pulsar.options import PulsarOptions, parse_options
-from toolbus_pulsar.sending import HOW_TO_RAISE, Sender
+from toolbus_pulsar.publishing import HOW_TO_RAISE, Sender
 from toolbus_pulsar.subscription import PulsarSubscription
 
 log = logging.getLogger("toolbus_pulsar")

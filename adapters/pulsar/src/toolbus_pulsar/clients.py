@@ -23,6 +23,7 @@ import pulsar
 from toolbus_pulsar.handoff import blocking
 from toolbus_pulsar.logs import client_logger
 from toolbus_pulsar.options import PulsarOptions
+from toolbus_pulsar.security import security_arguments
 
 log = logging.getLogger("toolbus_pulsar")
 
@@ -51,7 +52,8 @@ def acquire(options: PulsarOptions) -> pulsar.Client:
             client = pulsar.Client(
                 options.service_url,
                 logger=client_logger(options.client_log_level),
-                **options.client_arguments(),
+                **options.connection_arguments(),
+                **security_arguments(options),
             )
             entry = _clients[key] = _Entry(client)
         entry.users += 1

@@ -69,7 +69,7 @@ def translate(result: pulsar.Result, action: str, url: str, timeout: float) -> T
     if result in _ACCESS:
         return PulsarAdapterError(
             f"could not {action} on {url}: {result.name}; check the credentials "
-            "(token, token_file, oauth2, basic_username, tls_cert_file) and the broker's "
+            "(token, token_file, oauth2, basic_username, tls_cert) and the broker's "
             "permissions for this topic",
             result,
         )

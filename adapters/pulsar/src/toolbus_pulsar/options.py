@@ -1,14 +1,16 @@
-"""Broker URL and options: parsing, validation, and what they become for pulsar-client.
+"""Broker URL and options: parsing, validation, and the client settings they make.
 
 The URL may list several brokers (``pulsar://pulsar-1:6650,pulsar-2:6650``);
 pulsar-client spreads its lookups over them and moves on from one that does not
 answer. Options come from the URL's query string (``pulsar://host:6650?operation_timeout=5``)
 and from the ``options`` mapping (``[broker-options]`` in ``toolbus.toml``); the
-mapping wins. :class:`PulsarOptions` describes them, read by the core's
-:func:`~toolbus._internal.broker_options.parse_broker_options` like every broker's: every
-problem is reported at once, as a :class:`BrokerOptionError` naming the option
-and the fix. Secrets (tokens, passwords) never appear in messages:
-:attr:`PulsarOptions.safe_url` is the URL without query or user info.
+mapping wins. :class:`PulsarOptions` describes them, and :func:`parse_options`
+reads the URL like every broker's
+(:func:`~toolbus._internal.broker_options.parse_broker_url`): every problem is
+reported at once, as a :class:`BrokerOptionError` naming the option and the
+fix. Secrets (tokens, passwords) never appear in messages:
+:attr:`PulsarOptions.safe_url` is the URL without query or user info. What the
+TLS and authentication options become is :mod:`toolbus_pulsar.security`'s business.
 """
 
 from __future__ import annotations
@@ -16,15 +18,12 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 from typing import Annotated, Any, ClassVar
 from urllib.parse import urlsplit
 
-import pulsar
 import pydantic
 
 from toolbus._internal.broker_options import (
-    BrokerOptions,
     Flag,
     PositiveInt,
     PositiveSeconds,
@@ -32,14 +31,11 @@ from toolbus._internal.broker_options import (
     SecretText,
     Text,
     bad_option,
-    broker_url_where,
     one_of,
-    parse_broker_options,
+    parse_broker_url,
     public_url,
-    split_url,
-    url_servers,
 )
-from toolbus.domain.errors import Problem
+from toolbus._internal.broker_tls import TlsOptions
 
 SCHEMES = ("pulsar", "pulsar+ssl")
 DEFAULT_PORT = 6650
@@ -65,10 +61,14 @@ def _oauth2(value: object) -> str:
     )
 
 
-class PulsarOptions(BrokerOptions):
+class PulsarOptions(TlsOptions):
     """Everything the adapter needs to know, validated. Times are in seconds."""
 
     broker: ClassVar[str] = "Pulsar"
+    schemes: ClassVar[tuple[str, ...]] = SCHEMES
+    tls_schemes: ClassVar[tuple[str, ...]] = ("pulsar+ssl",)
+    default_port: ClassVar[int] = DEFAULT_PORT
+    url_form: ClassVar[str] = "pulsar://host:6650[,host:6650] or pulsar+ssl://host:6651"
 
     #: How long ``connect`` waits for the broker before failing (also the TCP connect timeout).
     connect_timeout: PositiveSeconds = 5.0
@@ -100,11 +100,11 @@ class PulsarOptions(BrokerOptions):
     ] = None
     basic_username: Text | None = None
     basic_password: SecretText = None
-    tls_cert_file: Text | None = None
-    tls_key_file: Text | None = None
-    tls_trust_certs_file: Text | None = None
+    # -- TLS (tls, tls_ca, tls_cert, tls_key: TlsOptions) --------------------------
+    #: As pulsar-client has it, the certificate's host name is not checked by default.
+    tls_check_hostname: Flag = False
+    #: Accept a broker certificate that cannot be trusted (testing only).
     tls_allow_insecure: Flag = False
-    tls_validate_hostname: Flag = False
 
     # The URL is not an option: it is read from the URL, never from the mapping.
     _service_url: str = pydantic.PrivateAttr(f"pulsar://127.0.0.1:{DEFAULT_PORT}")
@@ -115,6 +115,7 @@ class PulsarOptions(BrokerOptions):
         return self._service_url
 
     def conflicts(self) -> Iterator[tuple[str, str]]:
+        yield from super().conflicts()
         methods = [
             label
             for label, given in (
@@ -122,14 +123,14 @@ class PulsarOptions(BrokerOptions):
                 ("token_file", self.token_file),
                 ("oauth2", self.oauth2),
                 ("basic_username", self.basic_username),
-                ("tls_cert_file/tls_key_file", self.tls_cert_file),
+                ("tls_cert/tls_key", self.tls_cert),
             )
             if given is not None
         ]
         if len(methods) > 1:
             yield "", f"sets several authentication methods ({', '.join(methods)}); pick one"
-        if (self.tls_cert_file is None) != (self.tls_key_file is None):
-            yield "tls_cert_file", "and 'tls_key_file' must be given together (mutual TLS)"
+        if self.tls_cert is not None and self.tls_key is None:
+            yield "tls_cert", "needs 'tls_key' (Pulsar's TLS authentication takes both)"
         if self.basic_password is not None and self.basic_username is None:
             yield "basic_password", "needs 'basic_username'"
 
@@ -151,87 +152,40 @@ class PulsarOptions(BrokerOptions):
             self.oauth2,
             self.basic_username,
             self.basic_password,
-            self.tls_cert_file,
-            self.tls_key_file,
-            self.tls_trust_certs_file,
+            self.tls_ca,
+            self.tls_cert,
+            self.tls_key,
+            self.tls_check_hostname,
             self.tls_allow_insecure,
-            self.tls_validate_hostname,
         )
 
-    def client_arguments(self) -> dict[str, Any]:
-        """Keyword arguments for ``pulsar.Client`` (minus the logger)."""
-        arguments: dict[str, Any] = {
+    def connection_arguments(self) -> dict[str, Any]:
+        """Keyword arguments for ``pulsar.Client`` but TLS, authentication and the logger
+        (:func:`toolbus_pulsar.security.security_arguments`)."""
+        return {
             # pulsar-client takes whole seconds here; round up so that a small value
             # never becomes 0 (which would mean "no timeout").
             "operation_timeout_seconds": max(1, math.ceil(self.operation_timeout)),
             "connection_timeout_ms": max(1, round(self.connect_timeout * 1000)),
             "io_threads": self.io_threads,
-            "tls_allow_insecure_connection": self.tls_allow_insecure,
-            "tls_validate_hostname": self.tls_validate_hostname,
         }
-        if self.tls_trust_certs_file:
-            arguments["tls_trust_certs_file_path"] = self.tls_trust_certs_file
-        authentication = self.authentication()
-        if authentication is not None:
-            arguments["authentication"] = authentication
-        return arguments
 
-    def authentication(self) -> pulsar.Authentication | None:
-        """The one authentication method configured, if any."""
-        if self.token is not None:
-            return pulsar.AuthenticationToken(self.token)
-        if self.token_file is not None:
-            path = Path(self.token_file)
-            # Read on every (re)connection, so that a rotated token is picked up.
-            return pulsar.AuthenticationToken(lambda: path.read_text().strip())
-        if self.oauth2 is not None:
-            return pulsar.AuthenticationOauth2(self.oauth2)
-        if self.basic_username is not None:
-            return pulsar.AuthenticationBasic(self.basic_username, self.basic_password or "")
-        if self.tls_cert_file is not None and self.tls_key_file is not None:
-            return pulsar.AuthenticationTLS(self.tls_cert_file, self.tls_key_file)
-        return None
-
-
-OPTION_NAMES: tuple[str, ...] = tuple(sorted(PulsarOptions.model_fields))
+    @classmethod
+    def from_userinfo(cls, user: str, password: str | None) -> dict[str, Any] | str:
+        return (
+            "carries credentials; pass them as options instead "
+            "(token, token_file, basic_username/basic_password, oauth2)"
+        )
 
 
 def parse_options(url: str, options: Mapping[str, Any] | None = None) -> PulsarOptions:
     """Validate ``url`` and ``options`` (query string first, then the mapping on top)."""
-    parts = split_url(url, "Pulsar", DEFAULT_PORT)
-    where = broker_url_where(parts)
-    problems: list[Problem] = []
-    if parts.scheme not in SCHEMES:
-        problems.append(
-            Problem(
-                where, "", "is not a Pulsar URL; use pulsar://host:6650 or pulsar+ssl://host:6651"
-            )
-        )
-    if "@" in parts.netloc:
-        problems.append(
-            Problem(
-                where,
-                "",
-                "carries credentials; pass them as options instead "
-                "(token, token_file, basic_username/basic_password, oauth2)",
-            )
-        )
-    elif not parts.netloc:
-        problems.append(Problem(where, "", "names no host; use pulsar://host:6650"))
-    else:
-        # pulsar-client reads the host list itself: it is only checked here.
-        problems += url_servers(
-            parts.netloc,
-            DEFAULT_PORT,
-            where,
-            lambda server: (
-                f"lists {server!r}, which is not host[:port]; list brokers as "
-                "pulsar://host:6650,host:6650"
-            ),
-        )[1]
-    parsed = parse_broker_options(
-        PulsarOptions, parts.query, options, where=where, problems=problems
-    )
-    # Set once, before anyone else sees the options (the URL carries no user info).
+    parsed = parse_broker_url(PulsarOptions, url, options)
+    # pulsar-client takes TLS from the service URL's scheme: a CA or a client
+    # certificate asks for it as ``tls`` does. Set once, before anyone else sees the
+    # options; the URL carries no user info (parse_broker_url refuses it).
+    parts = urlsplit(url)
+    if parsed.uses_tls:
+        parts = parts._replace(scheme="pulsar+ssl")
     parsed._service_url = public_url(parts)
     return parsed

@@ -5,11 +5,15 @@ An adapter describes its options as a :class:`BrokerOptions` model (frozen,
 with the annotated types here (:data:`Flag`, :data:`Seconds`,
 :data:`PositiveInt`, :func:`one_of`, :func:`server_list` ...), so that every
 broker reads a flag, a duration or a server list the same way and says the same
-thing when one is wrong. :func:`parse_broker_options` merges what the adapter
-read from the URL itself, the query string and the mapping (in that order: the
-mapping wins, so a secret can stay out of the URL), validates them and checks
-how they fit together (:meth:`BrokerOptions.conflicts`), reporting every
-problem at once as a :class:`~toolbus.domain.errors.BrokerOptionError`.
+thing when one is wrong. A networked broker's options also say how its URL is
+written (:attr:`BrokerOptions.schemes`, :attr:`~BrokerOptions.default_port`,
+...), and :func:`parse_broker_url` reads the URL, its servers and its user
+info the same way for every broker: an adapter's ``parse_options`` is one call.
+:func:`parse_broker_options` merges what was read from the URL itself, the
+query string and the mapping (in that order: the mapping wins, so a secret can
+stay out of the URL), validates them and checks how they fit together
+(:meth:`BrokerOptions.conflicts`), reporting every problem at once as a
+:class:`~toolbus.domain.errors.BrokerOptionError`.
 
 Values never appear in the messages, since an option may hold a secret; the
 exceptions are a server that is not ``host[:port]`` and a word that is not one
@@ -23,7 +27,7 @@ import difflib
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Annotated, Any, ClassVar, TypeVar
-from urllib.parse import SplitResult, parse_qsl, urlsplit, urlunsplit
+from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit, urlunsplit
 
 import pydantic
 from pydantic_core import PydanticCustomError
@@ -44,6 +48,25 @@ class BrokerOptions(pydantic.BaseModel):
     #: The broker's name in messages ("NATS option 'ack_wait' must be ..."); empty
     #: for the in-memory bus, whose messages then speak of options in general.
     broker: ClassVar[str] = ""
+
+    # How a networked broker's URL is written, for parse_broker_url.
+    #: The URL schemes the broker takes.
+    schemes: ClassVar[tuple[str, ...]] = ()
+    #: Those of :attr:`schemes` that turn TLS on (``nats+tls``): they set ``tls``.
+    tls_schemes: ClassVar[tuple[str, ...]] = ()
+    #: The port of a server written without one.
+    default_port: ClassVar[int] = 0
+    #: How to write the URL, for messages: ``kafka://host:port[,host:port]``.
+    url_form: ClassVar[str] = ""
+    #: The option the URL's servers go to; None where the client reads the URL itself
+    #: (they are checked all the same).
+    servers_option: ClassVar[str | None] = None
+
+    @classmethod
+    def from_userinfo(cls, user: str, password: str | None) -> dict[str, Any] | str:
+        """The options a URL's ``user[:password]@`` stands for (``password`` None without a
+        colon), or a sentence saying why the URL may not carry them."""
+        return "carries credentials; pass them as options instead"
 
     def conflicts(self) -> Iterator[tuple[str, str]]:
         """``(option, what is wrong)`` for options each valid alone that do not fit together.
@@ -92,6 +115,55 @@ def parse_broker_options(
     if found:
         raise BrokerOptionError(found)
     return parsed
+
+
+def parse_broker_url(model: type[Options], url: str, options: Mapping[str, Any] | None) -> Options:
+    """``model`` from a networked broker's ``url`` and ``options`` (the mapping wins).
+
+    Reads what every broker URL holds the same way: the scheme (one of
+    ``model.schemes``; a TLS one sets ``tls``), the comma-separated servers
+    (``host[:port]``, to ``model.servers_option``), the user info (as
+    :meth:`BrokerOptions.from_userinfo` says) and the query string; then
+    :func:`parse_broker_options`. Every problem comes in one error; the URL is
+    named without its password or query.
+    """
+    broker = model.broker
+    parts = split_url(url, broker, model.default_port)
+    where = broker_url_where(parts)
+    problems: list[Problem] = []
+    if parts.scheme not in model.schemes:
+        problems.append(Problem(where, "", f"is not a {broker} URL; use {model.url_form}"))
+    userinfo, at, hosts = parts.netloc.rpartition("@")
+    values: dict[str, Any] = {}
+    servers_option = model.servers_option
+    if hosts:
+        servers, bad = host_ports(hosts.split(","), model.default_port)
+        problems += [
+            Problem(
+                where,
+                "",
+                f"{broker} server {server!r} is not host[:port]; list servers as "
+                "host:port,host:port",
+            )
+            for server in bad
+        ]
+        if servers_option is not None:
+            values[servers_option] = servers
+    elif servers_option is None or servers_option not in (options or {}):
+        given_apart = f" (or the {servers_option} option)" if servers_option else ""
+        problems.append(Problem(where, "", f"names no server; use {model.url_form}{given_apart}"))
+    if at:
+        user, colon, password = userinfo.partition(":")
+        read = model.from_userinfo(unquote(user), unquote(password) if colon else None)
+        if isinstance(read, str):
+            problems.append(Problem(where, "", read))
+        else:
+            values.update(read)
+    if parts.scheme in model.tls_schemes:
+        values["tls"] = True
+    return parse_broker_options(
+        model, parts.query, options, where=where, url_values=values, problems=problems
+    )
 
 
 def _problem(model: type[BrokerOptions], error: Any, where: str) -> Problem:
@@ -301,15 +373,6 @@ def host_ports(
         except ValueError:
             bad.append(server.strip())
     return tuple(good), bad
-
-
-def url_servers(
-    hosts: str, default_port: int, where: str, problem: Callable[[str], str]
-) -> tuple[tuple[str, ...], list[Problem]]:
-    """The ``host:port`` of each server in a URL's comma-separated ``hosts``, and a
-    :class:`Problem` at ``where`` for each that is not one, worded by ``problem(server)``."""
-    servers, bad = host_ports(hosts.split(","), default_port)
-    return servers, [Problem(where, "", problem(server)) for server in bad]
 
 
 def server_list(default_port: int, *, schemes: tuple[str, ...] = ()) -> pydantic.PlainValidator:

@@ -20,7 +20,7 @@ from toolbus.domain.agent.wire import AgentEvent, AgentRequest
 from toolbus.domain.config.loading import load_registry
 from toolbus.domain.config.registry import Registry, normalize_state
 from toolbus.domain.errors import AccessDenied
-from toolbus.memory.bus import connect
+from toolbus.memory import connect
 from toolbus.plugins import connect_llm
 from toolbus.runtime import resolve_service
 

@@ -1,11 +1,10 @@
-"""An in-process message broker with the delivery rules of a real one.
+"""An in-process message broker with the delivery rules of a real one, and connections to it.
 
-Competing consumers share one buffer per group; fan-out subscribers get a buffer
-each. Buffers are bounded: a publisher waits while any target buffer is full
-(backpressure). On ``persistent://`` queues every delivery stays *unacked* until
-``ack``; ``nack`` or closing the subscription puts it back at the front of its
-buffer, marked redelivered. Non-persistent queues forget a message once handed
-out. Messages published when nobody subscribes are dropped, as on the brokers.
+A :class:`MemoryBroker` holds the queues (one per name, on one event loop); a
+:class:`MemoryBus` is a connection to it, as a client's connection to a broker.
+Buffers are bounded: a publisher waits while any target buffer is full
+(backpressure). Messages published when nobody subscribes are dropped, as on
+the brokers. Reading is :mod:`~toolbus.memory.subscription`'s business.
 
 The hot path is plain ``asyncio`` futures and deques: no memory streams, no
 tasks per message. Everything runs on one event loop; brokers are per loop.
@@ -14,193 +13,24 @@ tasks per message. Everything runs on one event loop; brokers are per loop.
 from __future__ import annotations
 
 import asyncio
-import logging
 import weakref
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
-import pydantic
-
-from toolbus._internal.broker_options import BrokerOptions, parse_broker_options
 from toolbus._internal.delivery_buffer import DeliveryBuffer
 from toolbus.domain.calls.queues import parse_queue
-from toolbus.domain.errors import BrokerOptionError, BusClosed, MessageTooLarge
-from toolbus.ports import Delivery, MessageHandler
+from toolbus.domain.errors import BusClosed, MessageTooLarge
+from toolbus.memory.options import DEFAULT_BUFFER, DEFAULT_MAX_MESSAGE, parse_options
+from toolbus.memory.subscription import (
+    MemoryDelivery,
+    MemoryListener,
+    MemorySubscription,
+    Push,
+    Topic,
+)
+from toolbus.ports import MessageHandler
 
-log = logging.getLogger("toolbus.memory")
-
-DEFAULT_BUFFER = 10_000
-DEFAULT_MAX_MESSAGE = 64 * 1024 * 1024
 _EMPTY: Mapping[str, str] = {}
-
-
-class _Closed(Exception):
-    """Wakes a consumer whose subscription was closed."""
-
-
-class _Push:
-    """A fan-out target that hands each message to a handler as it is published.
-
-    It never holds a message, so a publisher always finds room.
-    """
-
-    __slots__ = ("handler", "items", "limit")
-
-    def __init__(self, handler: MessageHandler) -> None:
-        self.handler = handler
-        self.items: tuple[()] = ()
-        self.limit = 1
-
-    def offer(self, item: MemoryDelivery) -> None:
-        try:
-            self.handler.on_message(item)
-        except Exception:  # the handler's failure is not the publisher's
-            log.exception("a listener's handler failed; message dropped")
-
-    async def put(self, item: MemoryDelivery) -> None:
-        self.offer(item)
-
-
-class MemoryListener:
-    """A running :meth:`MemoryBus.listen`."""
-
-    def __init__(self, bus: MemoryBus, topic: _Topic, target: _Push) -> None:
-        self.bus = bus
-        self.topic = topic
-        self.target = target
-        self.closed = False
-
-    async def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        self.bus.listeners.discard(self)
-        self.topic.fanout.remove(self.target)
-        self.topic.refresh()
-        self.target.handler.on_end(None)
-
-
-class MemoryDelivery:
-    """A message as one consumer sees it."""
-
-    __slots__ = ("_consumer", "_settled", "body", "properties", "redelivered")
-
-    def __init__(self, body: bytes, properties: Mapping[str, str], redelivered: bool) -> None:
-        # Plain attributes rather than read-only properties: read on every call.
-        self.body = body
-        self.properties = properties
-        self.redelivered = redelivered
-        self._consumer: MemorySubscription | None = None
-        self._settled = False
-
-    async def ack(self) -> None:
-        consumer = self._consumer
-        if consumer is not None and not self._settled:
-            self._settled = True
-            consumer.unacked.discard(self)
-
-    async def nack(self) -> None:
-        consumer = self._consumer
-        if consumer is not None and not self._settled:
-            self._settled = True
-            consumer.unacked.discard(self)
-            consumer.buffer.push_front(self.again())
-
-    def again(self) -> MemoryDelivery:
-        return MemoryDelivery(self.body, self.properties, True)
-
-
-class MemorySubscription:
-    """One subscription: a fan-out buffer of its own, or a seat in a group."""
-
-    def __init__(
-        self,
-        bus: MemoryBus,
-        topic: _Topic,
-        buffer: DeliveryBuffer[MemoryDelivery],
-        persistent: bool,
-    ) -> None:
-        self.bus = bus
-        self.topic = topic
-        self.buffer = buffer
-        self.persistent = persistent
-        self.unacked: set[MemoryDelivery] = set()
-        # Pending reads: several tasks may read one subscription at once (a worker pool).
-        self.waiting: set[asyncio.Future[None]] = set()
-        self.closed = False
-
-    def __aiter__(self) -> AsyncIterator[Delivery]:
-        return self
-
-    async def __anext__(self) -> Delivery:
-        buffer = self.buffer
-        while True:
-            if self.closed:
-                raise StopAsyncIteration
-            delivery = buffer.take()
-            if delivery is not None:
-                break
-            getter = buffer.wait()
-            self.waiting.add(getter)
-            try:
-                await getter
-            except _Closed:
-                raise StopAsyncIteration from None
-            except asyncio.CancelledError:
-                if getter.done() and not getter.cancelled() and getter.exception() is None:
-                    buffer.pass_wake()  # woken in the same instant: the wake is not lost
-                raise
-            finally:
-                self.waiting.discard(getter)
-            if self.closed:
-                buffer.pass_wake()  # type: ignore[unreachable]  # close() ran meanwhile
-                raise StopAsyncIteration
-            buffer.woke()
-        if self.persistent:
-            delivery._consumer = self
-            self.unacked.add(delivery)
-        return delivery
-
-    async def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        self.bus.subscriptions.discard(self)
-        self.topic.leave(self)
-        # A consumer that goes away without acking gives its messages back.
-        for delivery in self.unacked:
-            delivery._settled = True
-            self.buffer.push_front(delivery.again())
-        self.unacked.clear()
-        # End our own pending reads; one already woken passes its wake on to
-        # another consumer when ``__anext__`` sees the subscription closed.
-        for waiting in list(self.waiting):
-            if not waiting.done():
-                waiting.set_exception(_Closed())
-
-
-class _Topic:
-    __slots__ = ("fanout", "group_members", "groups", "targets")
-
-    def __init__(self) -> None:
-        self.groups: dict[str, DeliveryBuffer[MemoryDelivery]] = {}
-        self.group_members: dict[str, int] = {}
-        self.fanout: list[DeliveryBuffer[MemoryDelivery] | _Push] = []
-        #: Every buffer a message goes to: one per group, one per fan-out subscriber.
-        self.targets: tuple[DeliveryBuffer[MemoryDelivery] | _Push, ...] = ()
-
-    def refresh(self) -> None:
-        self.targets = (*self.groups.values(), *self.fanout)
-
-    def leave(self, sub: MemorySubscription) -> None:
-        for name, buffer in self.groups.items():
-            if buffer is sub.buffer:
-                self.group_members[name] -= 1
-                return
-        if sub.buffer in self.fanout:
-            self.fanout.remove(sub.buffer)
-            self.refresh()
 
 
 class MemoryBroker:
@@ -209,13 +39,13 @@ class MemoryBroker:
     def __init__(self, loop: asyncio.AbstractEventLoop, buffer_size: int = DEFAULT_BUFFER) -> None:
         self.loop = loop
         self.buffer_size = buffer_size
-        self.topics: dict[str, _Topic] = {}
+        self.topics: dict[str, Topic] = {}
 
-    def topic(self, queue: str) -> _Topic:
+    def topic(self, queue: str) -> Topic:
         topic = self.topics.get(queue)
         if topic is None:
             parse_queue(queue)  # reject names no real broker could carry
-            topic = self.topics[queue] = _Topic()
+            topic = self.topics[queue] = Topic()
         return topic
 
 
@@ -290,7 +120,7 @@ class MemoryBus:
             )
             topic.group_members[group] = topic.group_members.get(group, 0) + 1
         topic.refresh()
-        sub = MemorySubscription(self, topic, buffer, parse_queue(queue).persistent)
+        sub = MemorySubscription(self.subscriptions, topic, buffer, parse_queue(queue).persistent)
         self.subscriptions.add(sub)
         return sub
 
@@ -299,10 +129,10 @@ class MemoryBus:
         if self.closed:
             raise BusClosed("the in-memory bus connection is closed")
         topic = self.broker.topic(queue)
-        target = _Push(handler)
+        target = Push(handler)
         topic.fanout.append(target)
         topic.refresh()
-        listener = MemoryListener(self, topic, target)
+        listener = MemoryListener(self.listeners, topic, target)
         self.listeners.add(listener)
         return listener
 
@@ -314,29 +144,12 @@ class MemoryBus:
             await listener.close()
 
 
-class MemoryOptions(BrokerOptions):
-    """The in-memory bus's options, as URL query parameters or ``options``."""
-
-    #: Messages each group's or fan-out subscriber's buffer holds before publishers wait.
-    buffer_size: int = pydantic.Field(DEFAULT_BUFFER, ge=1)
-    max_message_size: int = pydantic.Field(DEFAULT_MAX_MESSAGE, ge=1)
-
-
 async def connect(url: str = "memory://", options: Mapping[str, Any] | None = None) -> MemoryBus:
     """Connect to the in-memory broker named by ``url`` (``memory://`` or ``memory://name``).
 
-    Options (:class:`MemoryOptions`) as query parameters or in ``options``; an
-    unknown one is a :class:`~toolbus.domain.errors.BrokerOptionError`, as on
-    every broker.
+    Options (:class:`~toolbus.memory.options.MemoryOptions`) as query parameters
+    or in ``options``; an unknown one is a
+    :class:`~toolbus.domain.errors.BrokerOptionError`, as on every broker.
     """
-    parts = urlsplit(url)
-    if parts.scheme != "memory":
-        raise BrokerOptionError(
-            f"not an in-memory bus URL: {url!r}; use 'memory://' or 'memory://name'"
-        )
-    settings = parse_broker_options(
-        MemoryOptions, parts.query, options, where=f"memory bus URL {url.partition('?')[0]!r}"
-    )
-    name = (parts.netloc + parts.path).strip("/") or "default"
-    broker = broker_for(name, settings.buffer_size)
-    return MemoryBus(broker, settings.max_message_size)
+    settings = parse_options(url, options)
+    return MemoryBus(broker_for(settings.name, settings.buffer_size), settings.max_message_size)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.calls.host import ServiceHost, running
 from toolbus.application.calls.service import ToolService
-from toolbus.memory.bus import MemoryBus, connect
+from toolbus.memory import MemoryBus, connect
 
 if TYPE_CHECKING:
     from toolbus.application.calls.tools import Tools

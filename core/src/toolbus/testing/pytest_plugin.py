@@ -15,7 +15,7 @@ from contextlib import AsyncExitStack
 
 import pytest
 
-from toolbus.memory.bus import MemoryBus, connect
+from toolbus.memory import MemoryBus, connect
 from toolbus.testing.kit import ToolTestKit
 
 

@@ -1,39 +1,17 @@
-"""Subscriptions: one aiokafka consumer each, read by whoever iterates them.
+"""Competing consumers: a member of the consumer group named after the toolbus group.
 
-*Fan-out* (``group=None``): a consumer outside any group, assigned every
-partition of the topic and positioned at its end before ``subscribe`` returns.
-It sees every message published afterwards and keeps no offsets in Kafka.
-
-*Group* (competing consumers): a member of the consumer group named after the
-group; the group's members share the topic's partitions. Offsets are committed
-only for what is done: on ``persistent://`` queues a record is done when it is
-acked (the commit point is the first record not yet acked, see
-:mod:`toolbus_kafka.tracking`); on ``non-persistent://`` queues when it is handed
-to the subscriber (at-most-once). When a rebalance takes partitions away, the
-member stops handing out their records, waits for its calls in flight on them
-to be acked (bounded by the rebalance timeout) and commits before it lets go,
-so the next owner neither repeats nor skips anything.
-
-Readers fetch for themselves: one reader at a time (the *fetcher*) waits in
-aiokafka's ``getmany``, the others wait in the subscription's inbox, a
-:class:`~toolbus._internal.delivery_buffer.DeliveryBuffer`, for what it fetches. No task
-sits between aiokafka and the readers, so a message costs no extra hop through
-the event loop. A fetcher that leaves with a delivery while others still wait
-and nothing is left passes them the turn to fetch.
-
-A nacked delivery goes back to the front of this subscription's inbox and is
-handed out again, marked redelivered. Closing commits what is done and leaves
-the group; whatever is not done is read again by the member that takes over.
-
-*A broker that lost its data* (a restart of a broker that keeps it in memory,
-such as Tansu) comes back without the topic, the group and its offsets. A
-member the group forgot gives up its partitions without committing (offsets
-read before would point into a different log), makes sure the topic exists
-again, and rejoins; a member that has been in the group before starts a
-partition the group has no offset for at its beginning, so the requests sent
-since the restart are all handled. A fan-out reader whose partition is now
-shorter than where it was reading starts that partition again from its
-beginning.
+The group's members share the topic's partitions. Offsets are committed only
+for what is done: on ``persistent://`` queues a record is done when it is acked
+(the commit point is the first record not yet acked, see
+:mod:`~toolbus_kafka.subscription.tracking`); on ``non-persistent://`` queues
+when it is handed to the subscriber (at-most-once). When a rebalance takes
+partitions away, the member stops handing out their records, waits for its
+calls in flight on them to be acked (bounded by the rebalance timeout) and
+commits before it lets go, so the next owner neither repeats nor skips
+anything. A member the group forgot (the broker lost its data) gives up its
+partitions without committing, makes sure the topic exists again, and rejoins;
+one that was in the group before starts a partition the group has no offset
+for at its beginning.
 """
 
 from __future__ import annotations
@@ -41,263 +19,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
-from aiokafka.errors import ConsumerStoppedError, KafkaError
+from aiokafka.errors import KafkaError
 
-from toolbus._internal.delivery_buffer import DeliveryBuffer
-from toolbus._internal.throttled_log import ThrottledLog
-from toolbus.domain.errors import BusClosed, ToolbusError
-from toolbus.ports import Delivery
+from toolbus.domain.errors import ToolbusError
 from toolbus_kafka.options import KafkaOptions
 from toolbus_kafka.provisioning import TopicManager
-from toolbus_kafka.tracking import PartitionTracker
+from toolbus_kafka.subscription.reading import (
+    RETRY_SECONDS,
+    KafkaDelivery,
+    KafkaSubscription,
+    record_properties,
+)
+from toolbus_kafka.subscription.tracking import PartitionTracker
 
 log = logging.getLogger("toolbus.kafka")
 
-# getmany() returns as soon as records arrive; this bounds an idle wait, and so
-# how long a nacked delivery can wait for a reader that is busy fetching.
-_FETCH_WAIT_MS = 200
-_RETRY_SECONDS = 0.5
 _MAX_COMMIT_BACKOFF = 30.0
-#: How often a fan-out reader compares its positions with the broker's logs.
-_POSITION_CHECK_SECONDS = 1.0
 #: aiokafka's generation of a member the group does not know (any more).
 _NO_GENERATION = -1
-
-
-def _properties(headers: Sequence[tuple[str, bytes | None]]) -> dict[str, str]:
-    # Headers written by other clients need not be UTF-8: never fail on them.
-    return {key: value.decode("utf-8", "replace") if value else "" for key, value in headers}
-
-
-class KafkaDelivery:
-    """One record as the subscriber sees it."""
-
-    __slots__ = ("_body", "_owner", "_properties", "_redelivered", "_settled", "offset", "tracker")
-
-    def __init__(
-        self,
-        body: bytes,
-        properties: Mapping[str, str],
-        owner: KafkaSubscription | None,
-        tracker: PartitionTracker | None,
-        offset: int,
-        redelivered: bool = False,
-    ) -> None:
-        self._body = body
-        self._properties = properties
-        #: The subscription to tell about ack/nack; None when they are no-ops.
-        self._owner = owner
-        self._redelivered = redelivered
-        self._settled = False
-        self.tracker = tracker
-        self.offset = offset
-
-    @property
-    def body(self) -> bytes:
-        return self._body
-
-    @property
-    def properties(self) -> Mapping[str, str]:
-        return self._properties
-
-    @property
-    def redelivered(self) -> bool:
-        return self._redelivered
-
-    async def ack(self) -> None:
-        owner = self._owner
-        if owner is not None and not self._settled:
-            self._settled = True
-            owner.acked(self)
-
-    async def nack(self) -> None:
-        owner = self._owner
-        if owner is not None and not self._settled:
-            self._settled = True
-            owner.nacked(self)
-
-    def again(self) -> KafkaDelivery:
-        """A fresh delivery of the same record, for redelivery."""
-        return KafkaDelivery(
-            self._body, self._properties, self._owner, self.tracker, self.offset, True
-        )
-
-
-class KafkaSubscription:
-    """The part every subscription shares: fetching, the inbox, iteration, closing."""
-
-    def __init__(
-        self,
-        consumer: AIOKafkaConsumer,
-        topic: str,
-        persistent: bool,
-        options: KafkaOptions,
-        topics: TopicManager,
-    ) -> None:
-        self.consumer = consumer
-        self.topic = topic
-        self.persistent = persistent
-        self.options = options
-        self.topics = topics
-        #: Failures that repeat while the broker is away: one line a minute each.
-        self.warnings = ThrottledLog(log)
-        self.inbox: DeliveryBuffer[KafkaDelivery] = DeliveryBuffer()
-        self.closed = False
-        #: A reader is waiting in aiokafka for the next batch.
-        self._fetching = False
-        self._tasks: list[asyncio.Task[None]] = []
-
-    def __aiter__(self) -> AsyncIterator[Delivery]:
-        return self
-
-    async def __anext__(self) -> Delivery:
-        inbox = self.inbox
-        while not (self.closed or inbox.closed):
-            delivery = inbox.take()
-            if delivery is None:
-                if self._fetching:
-                    await inbox.woken()  # for a delivery, or the turn to fetch
-                else:
-                    await self._fetch()
-                continue
-            if self.hand_out(delivery):
-                if not inbox and not self._fetching:
-                    inbox.pass_turn()  # someone must fetch for those still waiting
-                return delivery
-        error = inbox.error
-        if error is None or self.closed:
-            raise StopAsyncIteration
-        raise BusClosed(
-            f"the Kafka subscription to topic {self.topic!r} failed: {error}"
-        ) from error
-
-    async def _fetch(self) -> None:
-        """Wait in aiokafka for the next batch and share it out (one reader at a time)."""
-        self._fetching = True
-        try:
-            batches = await self.consumer.getmany(
-                timeout_ms=_FETCH_WAIT_MS, max_records=self.options.prefetch
-            )
-        except asyncio.CancelledError:
-            self._fetching = False
-            self.inbox.pass_turn()  # a waiting reader fetches instead
-            raise
-        except ConsumerStoppedError:
-            batches = {}  # closing
-        except KafkaError as exc:
-            self._fetching = False
-            await self._fetch_failed(exc)
-            return
-        self._fetching = False
-        for partition, records in batches.items():
-            self.inbox.offer_many(self.accept(partition, records))
-
-    async def _fetch_failed(self, error: KafkaError) -> None:
-        if not getattr(error, "retriable", False):
-            log.error("reading Kafka topic %r failed: %s", self.topic, error)
-            self.inbox.close(error)
-            return
-        self.warnings.warning("fetch", "reading Kafka topic %r: %s; retrying", self.topic, error)
-        try:
-            await asyncio.sleep(_RETRY_SECONDS)
-        except asyncio.CancelledError:
-            self.inbox.pass_turn()
-            raise
-
-    # -- hooks for the two kinds -------------------------------------------------
-
-    def hand_out(self, delivery: KafkaDelivery) -> bool:
-        """Called as a delivery leaves the inbox; False drops it instead."""
-        return True
-
-    def accept(self, partition: TopicPartition, records: Sequence[Any]) -> list[KafkaDelivery]:
-        """Turn fetched records into deliveries (none for records that are not ours)."""
-        owner = self if self.persistent else None
-        return [
-            KafkaDelivery(record.value or b"", _properties(record.headers), owner, None, 0)
-            for record in records
-        ]
-
-    def acked(self, delivery: KafkaDelivery) -> None:
-        """A persistent delivery was acked."""
-
-    def nacked(self, delivery: KafkaDelivery) -> None:
-        """A persistent delivery was nacked: hand it out again, unless we are leaving."""
-        if not self.closed:
-            self.inbox.push_front(delivery.again())
-
-    # -- closing -------------------------------------------------------------------
-
-    async def _stop_tasks(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        if self._tasks:
-            await asyncio.wait(self._tasks)
-        self._tasks.clear()
-
-    async def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        await self._stop_tasks()
-        self.inbox.close()
-        # Also ends a reader waiting in aiokafka.
-        await self.consumer.stop()
-
-
-class FanoutSubscription(KafkaSubscription):
-    """Reads every partition from the end; no group, no offsets kept."""
-
-    async def start(self, partitions: int) -> None:
-        consumer = self.consumer
-        await consumer.start()
-        try:
-            assigned = [TopicPartition(self.topic, p) for p in range(partitions)]
-            consumer.assign(assigned)
-            # Resolves every position now: what is published after we return is ours.
-            await consumer.seek_to_end(*assigned)
-        except BaseException:
-            await consumer.stop()
-            raise
-        self._tasks.append(
-            asyncio.create_task(self._follow_restarts(assigned), name=f"kafka-fanout-{self.topic}")
-        )
-
-    async def _follow_restarts(self, partitions: Sequence[TopicPartition]) -> None:
-        """Read a partition again from its beginning when the broker's log of it is
-        now shorter than where we are: the broker lost it (a restart without its
-        data), and the records of the new log would otherwise be skipped until it
-        grew past our old position. (Kafka answers such a fetch "out of range",
-        which resets to the beginning too; Tansu answers it with nothing.)"""
-        while True:
-            await asyncio.sleep(_POSITION_CHECK_SECONDS)
-            try:
-                await self._rewind_restarted(partitions)
-            except KafkaError as exc:
-                self.warnings.warning("positions", "Kafka topic %r: %r", self.topic, exc)
-
-    async def _rewind_restarted(self, partitions: Sequence[TopicPartition]) -> None:
-        consumer = self.consumer
-        for tp in partitions:
-            end = consumer.highwater(tp)
-            if end is None:
-                continue
-            position = await consumer.position(tp)
-            if end < position:
-                self.warnings.warning(
-                    "restarted",
-                    "Kafka topic %r: partition %d ends at %d, before offset %d read "
-                    "already (the broker lost its data?); reading it from its beginning",
-                    self.topic,
-                    tp.partition,
-                    end,
-                    position,
-                )
-                await consumer.seek_to_beginning(tp)
 
 
 class _RebalanceListener(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -360,7 +103,11 @@ class GroupSubscription(KafkaSubscription):
         owner = self if self.persistent else None
         return [
             KafkaDelivery(
-                record.value or b"", _properties(record.headers), owner, tracker, record.offset
+                record.value or b"",
+                record_properties(record.headers),
+                owner,
+                tracker,
+                record.offset,
             )
             for record in records
             if tracker.accept(record.offset)
@@ -421,7 +168,7 @@ class GroupSubscription(KafkaSubscription):
 
     async def _commit_loop(self) -> None:
         interval = self.options.commit_interval_ms / 1000
-        backoff = _RETRY_SECONDS
+        backoff = RETRY_SECONDS
         while True:
             await self._commit_wanted.wait()
             if interval:
@@ -430,7 +177,7 @@ class GroupSubscription(KafkaSubscription):
             self._commit_wanted.clear()
             self._reassigned.clear()
             if await self._commit(self.trackers):
-                backoff = _RETRY_SECONDS
+                backoff = RETRY_SECONDS
                 continue
             # Failing again and again (the broker is away, say): spaced out more and
             # more, until the group hands out partitions again.

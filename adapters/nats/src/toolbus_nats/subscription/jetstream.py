@@ -46,6 +46,7 @@ from toolbus.ports import Delivery
 from toolbus_nats.errors import translate
 from toolbus_nats.naming import consumer_name, dead_letter_subject
 from toolbus_nats.provisioning import Streams
+from toolbus_nats.publishing import MSG_ID
 
 log = logging.getLogger("toolbus.nats")
 
@@ -62,8 +63,6 @@ PULL_HEARTBEAT = 1.0
 # Seconds to wait for JetStream to confirm an ack before sending it again.
 ACK_CONFIRM_TIMEOUT = 1.0
 _STATUS = "Status"
-#: JetStream stores a message sent twice with the same id once.
-MSG_ID = "Nats-Msg-Id"
 _PENDING_MESSAGES = "Nats-Pending-Messages"
 
 # Dead-letter headers: the original properties ride along unchanged.

@@ -1,0 +1,193 @@
+"""Reading: a subscription per group seat or fan-out subscriber, deliveries, and listeners.
+
+Competing consumers share one buffer per group; fan-out subscribers get a buffer
+each. On ``persistent://`` queues every delivery stays *unacked* until ``ack``;
+``nack`` or closing the subscription puts it back at the front of its buffer,
+marked redelivered. Non-persistent queues forget a message once handed out.
+Readers wait on the core's ``toolbus._internal.delivery_buffer``, as every
+adapter's do. A listener (:class:`~toolbus.ports.PushBus`) gets each message
+inside the publisher's call instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Mapping
+
+from toolbus._internal.delivery_buffer import DeliveryBuffer
+from toolbus.ports import Delivery, MessageHandler
+
+log = logging.getLogger("toolbus.memory")
+
+
+class _Closed(Exception):
+    """Wakes a consumer whose subscription was closed."""
+
+
+class Push:
+    """A fan-out target that hands each message to a handler as it is published.
+
+    It never holds a message, so a publisher always finds room.
+    """
+
+    __slots__ = ("handler", "items", "limit")
+
+    def __init__(self, handler: MessageHandler) -> None:
+        self.handler = handler
+        self.items: tuple[()] = ()
+        self.limit = 1
+
+    def offer(self, item: MemoryDelivery) -> None:
+        try:
+            self.handler.on_message(item)
+        except Exception:  # the handler's failure is not the publisher's
+            log.exception("a listener's handler failed; message dropped")
+
+    async def put(self, item: MemoryDelivery) -> None:
+        self.offer(item)
+
+
+class MemoryListener:
+    """A running :meth:`~toolbus.memory.bus.MemoryBus.listen`."""
+
+    def __init__(self, owner: set[MemoryListener], topic: Topic, target: Push) -> None:
+        #: The bus's listeners, which this one leaves when closed.
+        self.owner = owner
+        self.topic = topic
+        self.target = target
+        self.closed = False
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.owner.discard(self)
+        self.topic.fanout.remove(self.target)
+        self.topic.refresh()
+        self.target.handler.on_end(None)
+
+
+class MemoryDelivery:
+    """A message as one consumer sees it."""
+
+    __slots__ = ("_consumer", "_settled", "body", "properties", "redelivered")
+
+    def __init__(self, body: bytes, properties: Mapping[str, str], redelivered: bool) -> None:
+        # Plain attributes rather than read-only properties: read on every call.
+        self.body = body
+        self.properties = properties
+        self.redelivered = redelivered
+        self._consumer: MemorySubscription | None = None
+        self._settled = False
+
+    async def ack(self) -> None:
+        consumer = self._consumer
+        if consumer is not None and not self._settled:
+            self._settled = True
+            consumer.unacked.discard(self)
+
+    async def nack(self) -> None:
+        consumer = self._consumer
+        if consumer is not None and not self._settled:
+            self._settled = True
+            consumer.unacked.discard(self)
+            consumer.buffer.push_front(self.again())
+
+    def again(self) -> MemoryDelivery:
+        return MemoryDelivery(self.body, self.properties, True)
+
+
+class MemorySubscription:
+    """One subscription: a fan-out buffer of its own, or a seat in a group."""
+
+    def __init__(
+        self,
+        owner: set[MemorySubscription],
+        topic: Topic,
+        buffer: DeliveryBuffer[MemoryDelivery],
+        persistent: bool,
+    ) -> None:
+        #: The bus's subscriptions, which this one leaves when closed.
+        self.owner = owner
+        self.topic = topic
+        self.buffer = buffer
+        self.persistent = persistent
+        self.unacked: set[MemoryDelivery] = set()
+        # Pending reads: several tasks may read one subscription at once (a worker pool).
+        self.waiting: set[asyncio.Future[None]] = set()
+        self.closed = False
+
+    def __aiter__(self) -> AsyncIterator[Delivery]:
+        return self
+
+    async def __anext__(self) -> Delivery:
+        buffer = self.buffer
+        while True:
+            if self.closed:
+                raise StopAsyncIteration
+            delivery = buffer.take()
+            if delivery is not None:
+                break
+            getter = buffer.wait()
+            self.waiting.add(getter)
+            try:
+                await getter
+            except _Closed:
+                raise StopAsyncIteration from None
+            except asyncio.CancelledError:
+                if getter.done() and not getter.cancelled() and getter.exception() is None:
+                    buffer.pass_wake()  # woken in the same instant: the wake is not lost
+                raise
+            finally:
+                self.waiting.discard(getter)
+            if self.closed:
+                buffer.pass_wake()  # type: ignore[unreachable]  # close() ran meanwhile
+                raise StopAsyncIteration
+            buffer.woke()
+        if self.persistent:
+            delivery._consumer = self
+            self.unacked.add(delivery)
+        return delivery
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.owner.discard(self)
+        self.topic.leave(self)
+        # A consumer that goes away without acking gives its messages back.
+        for delivery in self.unacked:
+            delivery._settled = True
+            self.buffer.push_front(delivery.again())
+        self.unacked.clear()
+        # End our own pending reads; one already woken passes its wake on to
+        # another consumer when ``__anext__`` sees the subscription closed.
+        for waiting in list(self.waiting):
+            if not waiting.done():
+                waiting.set_exception(_Closed())
+
+
+class Topic:
+    """Where a queue's messages go: a buffer per group, and each fan-out subscriber's."""
+
+    __slots__ = ("fanout", "group_members", "groups", "targets")
+
+    def __init__(self) -> None:
+        self.groups: dict[str, DeliveryBuffer[MemoryDelivery]] = {}
+        self.group_members: dict[str, int] = {}
+        self.fanout: list[DeliveryBuffer[MemoryDelivery] | Push] = []
+        #: Every buffer a message goes to: one per group, one per fan-out subscriber.
+        self.targets: tuple[DeliveryBuffer[MemoryDelivery] | Push, ...] = ()
+
+    def refresh(self) -> None:
+        self.targets = (*self.groups.values(), *self.fanout)
+
+    def leave(self, sub: MemorySubscription) -> None:
+        for name, buffer in self.groups.items():
+            if buffer is sub.buffer:
+                self.group_members[name] -= 1
+                return
+        if sub.buffer in self.fanout:
+            self.fanout.remove(sub.buffer)
+            self.refresh()
