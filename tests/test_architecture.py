@@ -184,8 +184,13 @@ COMPOSITION = ("toolbus.plugins", "toolbus.runtime", "toolbus.cli", "toolbus.tes
 ADAPTERS = ("toolbus.memory", "toolbus_nats", "toolbus_pulsar", "toolbus_kafka", "toolbus_redis")
 LLM_ADAPTERS = ("toolbus.scripted", "toolbus_openai", "toolbus_anthropic")
 # The LLM port lives in the application layer (with the loop that uses it); LLM
-# adapters may import it and its URL helpers, and nothing else of the application.
-LLM_PORT = ("toolbus.application.agent.llm", "toolbus.application.agent.llm_urls")
+# adapters may import it, its URL helpers and what SDK adapters share, and nothing
+# else of the application.
+LLM_PORT = (
+    "toolbus.application.agent.llm",
+    "toolbus.application.agent.llm_sdk",
+    "toolbus.application.agent.llm_urls",
+)
 
 # layer -> packages its modules must not import
 LAYER_RULES: dict[str, tuple[str, ...]] = {

@@ -2,6 +2,9 @@
 
 Retries (429, 5xx, overloaded, connection errors, with exponential backoff that
 honours ``Retry-After``) are the SDK's own, configured by ``max_retries``.
+Streamed or whole turns and the SDK's errors are handled as for every SDK
+adapter (:class:`~toolbus.application.agent.llm_sdk.SdkChat`); this module
+reads the Messages API.
 """
 
 from __future__ import annotations
@@ -12,13 +15,8 @@ from typing import Any
 
 import anthropic
 
-from toolbus.application.agent.llm import (
-    LLM,
-    LLMError,
-    ToolCallStarted,
-    TurnEvent,
-    provider_error_message,
-)
+from toolbus.application.agent.llm import LLM, ToolCallStarted, TurnEvent
+from toolbus.application.agent.llm_sdk import SdkChat, SdkErrors
 from toolbus.application.agent.llm_urls import api_key, parse_llm_url
 from toolbus.domain.agent.turns import ModelTurn, TextDelta, ToolCall, Usage
 from toolbus.domain.config.schemas import ExportFormat
@@ -29,8 +27,13 @@ DEFAULT_TIMEOUT = 120.0
 DEFAULT_MAX_TOKENS = 4096
 
 
-class AnthropicChat:
+class AnthropicChat(SdkChat):
     """A Messages API model. ``stream=False`` asks for whole messages instead."""
+
+    errors = SdkErrors(
+        anthropic.APIStatusError, anthropic.APIConnectionError, anthropic.AnthropicError
+    )
+    client: anthropic.AsyncAnthropic
 
     def __init__(
         self,
@@ -40,25 +43,19 @@ class AnthropicChat:
         max_tokens: int = DEFAULT_MAX_TOKENS,
         stream: bool = True,
     ) -> None:
-        self._model = model
-        self.client = client
+        super().__init__(model, client, stream=stream)
         self.max_tokens = max_tokens
-        self.streams = stream
-
-    @property
-    def model(self) -> str:
-        return self._model
 
     @property
     def tool_format(self) -> ExportFormat:
         return "anthropic"
 
-    async def stream(
+    def request(
         self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]]
-    ) -> AsyncIterator[TurnEvent]:
+    ) -> dict[str, Any]:
         system, converted = to_anthropic(messages)
         request: dict[str, Any] = {
-            "model": self._model,
+            "model": self.model,
             "max_tokens": self.max_tokens,
             "messages": converted,
         }
@@ -66,25 +63,9 @@ class AnthropicChat:
             request["system"] = system
         if tools:
             request["tools"] = list(tools)
-        try:
-            if self.streams:
-                async for event in self._streamed(request):
-                    yield event
-            else:
-                yield await self._whole(request)
-        except anthropic.APIStatusError as exc:
-            said = provider_error_message(exc.body, exc.message)
-            raise LLMError(
-                f"{self._where()} answered HTTP {exc.status_code}: {said}",
-                status=exc.status_code,
-            ) from None
-        except anthropic.APIConnectionError as exc:
-            raise LLMError(f"cannot reach {self._where()}: {exc.message}") from None
-        except anthropic.AnthropicError as exc:
-            # Anything else the SDK reports (an unreadable response, say).
-            raise LLMError(f"{self._where()} failed: {type(exc).__name__}: {exc}") from None
+        return request
 
-    async def _whole(self, request: dict[str, Any]) -> ModelTurn:
+    async def whole(self, request: dict[str, Any]) -> ModelTurn:
         message = await self.client.messages.create(**request)
         text: list[str] = []
         calls: list[ToolCall] = []
@@ -100,7 +81,7 @@ class AnthropicChat:
             stop_reason=message.stop_reason,
         )
 
-    async def _streamed(self, request: dict[str, Any]) -> AsyncIterator[TurnEvent]:
+    async def streamed(self, request: dict[str, Any]) -> AsyncIterator[TurnEvent]:
         events = await self.client.messages.create(**request, stream=True)
         text: list[str] = []
         # Content blocks by index: tool calls as [id, name, input JSON so far].
@@ -135,12 +116,6 @@ class AnthropicChat:
             usage=Usage(input_tokens, output_tokens),
             stop_reason=stop_reason,
         )
-
-    def _where(self) -> str:
-        return f"the model {self._model!r} at {self.client.base_url}"
-
-    async def aclose(self) -> None:
-        await self.client.close()
 
 
 async def connect(url: str, options: Mapping[str, Any]) -> LLM:

@@ -3,7 +3,10 @@
 Works with OpenAI and with everything that speaks its API at another base URL:
 vLLM, Ollama, llama.cpp's server, LiteLLM proxies. Retries (429, 5xx,
 connection errors, with exponential backoff that honours ``Retry-After``) are
-the SDK's own, configured by ``max_retries``.
+the SDK's own, configured by ``max_retries``. Streamed or whole turns and the
+SDK's errors are handled as for every SDK adapter
+(:class:`~toolbus.application.agent.llm_sdk.SdkChat`); this module reads
+Chat Completions.
 """
 
 from __future__ import annotations
@@ -13,13 +16,8 @@ from typing import Any
 
 import openai
 
-from toolbus.application.agent.llm import (
-    LLM,
-    LLMError,
-    ToolCallStarted,
-    TurnEvent,
-    provider_error_message,
-)
+from toolbus.application.agent.llm import LLM, LLMError, ToolCallStarted, TurnEvent
+from toolbus.application.agent.llm_sdk import SdkChat, SdkErrors
 from toolbus.application.agent.llm_urls import api_key, parse_llm_url
 from toolbus.domain.agent.turns import ModelTurn, TextDelta, ToolCall, Usage
 from toolbus.domain.config.schemas import ExportFormat
@@ -28,50 +26,28 @@ DEFAULT_MAX_RETRIES = 3
 DEFAULT_TIMEOUT = 120.0
 
 
-class OpenAIChat:
+class OpenAIChat(SdkChat):
     """A Chat Completions model. ``stream=False`` asks for whole completions instead."""
 
-    def __init__(self, model: str, client: openai.AsyncOpenAI, *, stream: bool = True) -> None:
-        self._model = model
-        self.client = client
-        self.streams = stream
-
-    @property
-    def model(self) -> str:
-        return self._model
+    errors = SdkErrors(openai.APIStatusError, openai.APIConnectionError, openai.OpenAIError)
+    client: openai.AsyncOpenAI
 
     @property
     def tool_format(self) -> ExportFormat:
         return "openai"
 
-    async def stream(
+    def request(
         self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]]
-    ) -> AsyncIterator[TurnEvent]:
-        request: dict[str, Any] = {"model": self._model, "messages": list(messages)}
+    ) -> dict[str, Any]:
+        request: dict[str, Any] = {"model": self.model, "messages": list(messages)}
         if tools:
             request["tools"] = list(tools)
-        try:
-            if self.streams:
-                async for event in self._streamed(request):
-                    yield event
-            else:
-                yield await self._whole(request)
-        except openai.APIStatusError as exc:
-            said = provider_error_message(exc.body, exc.message)
-            raise LLMError(
-                f"{self._where()} answered HTTP {exc.status_code}: {said}",
-                status=exc.status_code,
-            ) from None
-        except openai.APIConnectionError as exc:
-            raise LLMError(f"cannot reach {self._where()}: {exc.message}") from None
-        except openai.OpenAIError as exc:
-            # Anything else the SDK reports (an unreadable response, say).
-            raise LLMError(f"{self._where()} failed: {type(exc).__name__}: {exc}") from None
+        return request
 
-    async def _whole(self, request: dict[str, Any]) -> ModelTurn:
+    async def whole(self, request: dict[str, Any]) -> ModelTurn:
         completion = await self.client.chat.completions.create(**request)
         if not completion.choices:
-            raise LLMError(f"{self._where()} answered with no choices")
+            raise LLMError(f"{self.where()} answered with no choices")
         choice = completion.choices[0]
         calls = tuple(
             ToolCall(call.id, call.function.name, call.function.arguments or "{}")
@@ -86,7 +62,7 @@ class OpenAIChat:
             stop_reason=choice.finish_reason,
         )
 
-    async def _streamed(self, request: dict[str, Any]) -> AsyncIterator[TurnEvent]:
+    async def streamed(self, request: dict[str, Any]) -> AsyncIterator[TurnEvent]:
         chunks = await self.client.chat.completions.create(
             **request, stream=True, stream_options={"include_usage": True}
         )
@@ -128,12 +104,6 @@ class OpenAIChat:
             usage=usage,
             stop_reason=stop_reason,
         )
-
-    def _where(self) -> str:
-        return f"the model {self._model!r} at {self.client.base_url}"
-
-    async def aclose(self) -> None:
-        await self.client.close()
 
 
 async def connect(url: str, options: Mapping[str, Any]) -> LLM:
