@@ -10,8 +10,9 @@ import still couples the layers).
 from __future__ import annotations
 
 import ast
+import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 import pytest
@@ -500,3 +501,129 @@ def test_the_docs_import_only_public_modules() -> None:
             if imports and "toolbus" in words[1] and _private_home(words[1]) is not None:
                 found.append(f"{page.relative_to(REPO)}:{number}: {line.strip()}")
     assert found == []
+
+
+# -- the public surface -----------------------------------------------------------------
+#
+# A first-party distribution's public API is its package (its __init__, and __all__) and
+# the modules the user docs name; its other modules are its own business, imported from
+# outside only by its entry points (named in pyproject.toml, not imported) and the tests.
+# The parts the core distribution carries (the in-memory bus, the scripted model, the
+# command line, the test kit) are held to the same line. The layered core (the domain
+# and application concern packages and the top-level modules) is public package by
+# package, as docs/architecture.md maps it: the map must show every one of them.
+
+CORE_PARTS = ("toolbus.memory", "toolbus.scripted", "toolbus.cli", "toolbus.testing")
+PARTS = (*CORE_PARTS, *(name for name in ROOTS if name != "toolbus"))
+#: The pages a user reads for the API (the changelog lists old paths, gone).
+_USER_DOCS = [page for page in _DOC_PAGES if page.name != "changelog.md"]
+_DOTTED = re.compile(r"\btoolbus(?:_[a-z]+)?(?:\.\w+)*")
+
+
+def documented_modules(modules: Collection[str]) -> set[str]:
+    """The modules the user docs name: of each dotted name, the longest prefix that is one."""
+    found: set[str] = set()
+    for page in _USER_DOCS:
+        for name in set(_DOTTED.findall(page.read_text(encoding="utf-8"))):
+            parts = name.split(".")
+            for end in range(len(parts), 0, -1):
+                if ".".join(parts[:end]) in modules:
+                    found.add(".".join(parts[:end]))
+                    break
+    return found
+
+
+def _part_of(module: str) -> str | None:
+    return next((part for part in PARTS if _within(module, part)), None)
+
+
+def inner_module_violations(graph: dict[str, set[str]], public: Collection[str]) -> list[str]:
+    """Imports of a part's inner module from outside the part, unless the docs name it."""
+    found = []
+    for module, imported in sorted(graph.items()):
+        for target in sorted(imported):
+            part = _part_of(target)
+            if part is None or target == part or _within(module, part) or target in public:
+                continue
+            found.append(f"{module} -> {target}")
+    return found
+
+
+def test_nothing_outside_a_part_imports_its_inner_modules() -> None:
+    graph = import_graph()
+    assert inner_module_violations(graph, documented_modules(graph)) == []
+
+
+def test_the_inner_module_check_catches_a_planted_import() -> None:
+    graph = import_graph()
+    public = documented_modules(graph)
+    assert "toolbus.cli.plugin_api" in public and "toolbus_kafka.subscription" not in public
+    graph["toolbus_gateway.commands"] = {"toolbus.cli.plugin_api", "toolbus.cli.serve"}
+    graph["toolbus.runtime"] = {"toolbus_kafka", "toolbus_kafka.subscription"}
+    graph["toolbus_kafka.bus"] = {"toolbus_kafka.subscription"}
+
+    assert inner_module_violations(graph, public) == [
+        "toolbus.runtime -> toolbus_kafka.subscription",
+        "toolbus_gateway.commands -> toolbus.cli.serve",
+    ]
+
+
+_IMPORT_LINE = re.compile(r"^\s*(?:from\s+(\S+)\s+import|import\s+(\S+))", re.M)
+
+
+def test_what_the_docs_import_exists() -> None:
+    """An import a page shows names a first-party module that is there."""
+    modules = {module for top in ROOTS for module, _ in modules_of(top)}
+    missing = [
+        f"{page.relative_to(REPO)}: {name}"
+        for page in _USER_DOCS
+        for match in _IMPORT_LINE.finditer(page.read_text(encoding="utf-8"))
+        for name in [match[1] or match[2]]
+        if name.split(".")[0] in ROOTS and name not in modules
+    ]
+    assert missing == []
+
+
+# docs/architecture.md's map of core/src/toolbus/: one entry a line, indented two spaces
+# a level, a package written "name/" and a module "name.py", then what it holds.
+_MAP_ENTRY = re.compile(r"^(?P<indent> *)(?P<name>\w+/|\w+\.py)(?:\s{2,}.*)?$")
+
+
+def architecture_map() -> set[str]:
+    """The paths (``domain/calls/``, ``ports.py``) docs/architecture.md maps under toolbus/."""
+    text = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    block = text.split("core/src/toolbus/\n", 1)[1].split("```", 1)[0]
+    mapped: set[str] = set()
+    stack: list[str] = []
+    for line in block.splitlines():
+        entry = _MAP_ENTRY.match(line)
+        if entry is None or line.startswith(("adapters/", "bridges/", "plugins/")):
+            continue  # a description carried onto the next line, or another distribution
+        depth = len(entry["indent"]) // 2 - 1
+        del stack[depth:]
+        mapped.add("".join(stack) + entry["name"])
+        if entry["name"].endswith("/"):
+            stack.append(entry["name"])
+    return mapped
+
+
+def test_the_architecture_page_maps_every_package_of_the_core() -> None:
+    """Every top-level module and package of toolbus, and every concern package of the
+    domain and the application, is on the map; and everything on the map is there."""
+    core = ROOTS["toolbus"]
+    expected = {
+        f"{path.name}/" if path.is_dir() else path.name
+        for path in core.iterdir()
+        if (path.is_dir() and (path / "__init__.py").exists())
+        or (path.suffix == ".py" and path.name != "__main__.py")
+    }
+    for layer in ("domain", "application"):
+        expected |= {
+            f"{layer}/{path.name}/"
+            for path in (core / layer).iterdir()
+            if (path / "__init__.py").exists()
+        }
+    mapped = architecture_map()
+
+    assert sorted(expected - mapped) == [], "missing from the map in docs/architecture.md"
+    assert sorted(p for p in mapped if not (core / p).exists()) == [], "on the map, not in the tree"

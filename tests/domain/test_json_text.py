@@ -12,7 +12,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from toolbus.domain.calls.json_text import LONG_TEXT, encode_object, quote
+from toolbus.domain.calls._json_writing import LONG_TEXT, encode_object, quote
 from toolbus.domain.calls.wire import encode_request, encode_response
 
 # ASCII with every control character and DEL, which the two escapers treat

@@ -16,7 +16,6 @@ import logging
 import math
 import time
 import uuid
-from collections import deque
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from types import TracebackType
@@ -25,6 +24,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
+from toolbus.application.calls._responses import ResponseListener, Waiter
 from toolbus.application.calls.metrics import ToolbusMetrics, default_metrics
 from toolbus.application.calls.retries import RetryPolicy, error_type_of
 from toolbus.application.identity.signing import CallSigner
@@ -33,9 +33,9 @@ from toolbus.application.tracing import propagation as tracing
 from toolbus.domain.calls import wire
 from toolbus.domain.calls.arguments import AppliedOptions
 from toolbus.domain.config.descriptors import ServiceDescriptor
-from toolbus.domain.errors import ToolCallError, ToolServiceError, ToolTimeout, WireError, error_for
+from toolbus.domain.errors import ToolTimeout
 from toolbus.domain.identity import PROP_CALL_TOKEN
-from toolbus.ports import Bus, Delivery, Listener, PushBus, Subscription
+from toolbus.ports import Bus, PushBus
 
 log = logging.getLogger("toolbus.client")
 
@@ -63,123 +63,6 @@ class CallResult:
     trace_id: str = ""
 
 
-class _Waiter:
-    """Collects the answer(s) to one call."""
-
-    __slots__ = (
-        "after_execution",
-        "chunks",
-        "deadline",
-        "error",
-        "finished",
-        "interrupted",
-        "loop",
-        "sending",
-        "timed_out",
-        "wakeup",
-    )
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, deadline: float = math.inf) -> None:
-        self.loop = loop
-        #: Event-loop time at which the call times out (inf: someone else watches).
-        self.deadline = deadline
-        self.chunks: deque[str] = deque()
-        self.after_execution: str | None = None
-        self.error: ToolCallError | None = None
-        self.finished = False
-        self.timed_out = False
-        #: The caller's task while its request is being published, so that the
-        #: deadline can interrupt a publish held up by backpressure or a dead broker.
-        self.sending: asyncio.Task[Any] | None = None
-        self.interrupted = False
-        self.wakeup: asyncio.Future[None] | None = None
-
-    def deliver(self, response: wire.ToolResponse) -> None:
-        if self.finished:
-            return
-        if response.error_type is not None:
-            self.error = error_for(response.error_type, response.error_message)
-            self.finished = True
-        else:
-            if response.response:
-                self.chunks.append(response.response)
-            self.finished = response.end_of_stream
-        self._wake()
-
-    def fail(self, error: ToolCallError) -> None:
-        if not self.finished:
-            self.error = error
-            self.finished = True
-            self._wake()
-
-    def expire(self) -> None:
-        if not self.finished:
-            self.timed_out = True
-            self.finished = True
-            self._wake()
-            if self.sending is not None:
-                self.interrupted = True
-                self.sending.cancel()
-
-    def _wake(self) -> None:
-        wakeup = self.wakeup
-        if wakeup is not None and not wakeup.done():
-            wakeup.set_result(None)
-
-    async def wait(self) -> None:
-        """Wait for the next delivery (made only when nothing is pending: one future a call)."""
-        self.wakeup = self.loop.create_future()
-        try:
-            await self.wakeup
-        finally:
-            self.wakeup = None
-
-
-class _ResponseListener:
-    """The one subscription on a response queue, and the calls waiting on it.
-
-    A bus that pushes (:class:`~toolbus.ports.PushBus`) hands answers to
-    :meth:`on_message` directly; otherwise :meth:`pump` reads a subscription in
-    a task of the client's. Either way, answers for ids we do not know are
-    dropped: other clients share the response queue.
-    """
-
-    def __init__(self, queue: str) -> None:
-        self.queue = queue
-        self.waiters: dict[str, _Waiter] = {}
-        self.source: Listener | Subscription | None = None
-
-    def on_message(self, delivery: Delivery) -> None:
-        waiter = self.waiters.get(delivery.properties.get(wire.PROP_ID, ""))
-        if waiter is None:
-            return
-        try:
-            response = wire.decode_response(delivery.body)
-        except WireError as exc:
-            waiter.fail(ToolServiceError(f"unreadable answer from the service: {exc}"))
-            return
-        waiter.deliver(response)
-        if response.end_of_stream:
-            waiter.after_execution = delivery.properties.get(wire.PROP_AFTER_EXECUTION)
-
-    def on_end(self, error: BaseException | None = None) -> None:
-        for waiter in list(self.waiters.values()):
-            waiter.fail(ToolServiceError(f"the response subscription on {self.queue} ended"))
-
-    async def pump(self, subscription: Subscription) -> None:
-        """Read ``subscription`` until it ends, for a bus that cannot push."""
-        try:
-            async for delivery in subscription:
-                self.on_message(delivery)
-                await delivery.ack()
-        finally:
-            self.on_end()
-
-    async def close(self) -> None:
-        if self.source is not None:
-            await self.source.close()
-
-
 class ToolServiceClient:
     """Calls tool services. Use as ``async with ToolServiceClient(bus) as client``."""
 
@@ -201,7 +84,7 @@ class ToolServiceClient:
         #: Sends failed calls again where that is safe (see RetryPolicy); off by default.
         self.retry = retry
         self._metrics = metrics
-        self._listeners: dict[str, _ResponseListener] = {}
+        self._listeners: dict[str, ResponseListener] = {}
         self._opening: dict[str, anyio.Lock] = {}
         self._task_group: TaskGroup | None = None
         # Call ids are UUID-shaped: a random (version 4) UUID per client whose last
@@ -247,7 +130,7 @@ class ToolServiceClient:
         """Calls waiting for an answer right now (0 when idle: nothing leaks)."""
         return sum(len(listener.waiters) for listener in self._listeners.values())
 
-    async def _listener(self, response_queue: str) -> _ResponseListener:
+    async def _listener(self, response_queue: str) -> ResponseListener:
         listener = self._listeners.get(response_queue)
         if listener is not None:
             return listener
@@ -259,7 +142,7 @@ class ToolServiceClient:
         async with lock:
             listener = self._listeners.get(response_queue)
             if listener is None:
-                listener = _ResponseListener(response_queue)
+                listener = ResponseListener(response_queue)
                 if isinstance(self.bus, PushBus):
                     listener.source = await self.bus.listen(response_queue, listener)
                 if listener.source is None:
@@ -271,13 +154,13 @@ class ToolServiceClient:
 
     def _register(
         self,
-        listener: _ResponseListener,
+        listener: ResponseListener,
         timeout: float,
         properties: Mapping[str, str] | None,
         *,
         watch: bool,
         call_id: str | None = None,
-    ) -> tuple[str, _Waiter, dict[str, str]]:
+    ) -> tuple[str, Waiter, dict[str, str]]:
         if call_id is None:
             call_id = self._new_call_id()
         props = {wire.PROP_ID: call_id, wire.PROP_DEADLINE: self._deadline_text(timeout)}
@@ -292,11 +175,11 @@ class ToolServiceClient:
         # Looked up once per client: each get_running_loop() asks the OS for the pid.
         loop = self._loop or asyncio.get_running_loop()
         if watch:
-            waiter = _Waiter(loop, loop.time() + timeout)
+            waiter = Waiter(loop, loop.time() + timeout)
             if waiter.deadline < self._alarm_at:
                 self._set_alarm(loop, waiter.deadline)
         else:
-            waiter = _Waiter(loop)
+            waiter = Waiter(loop)
         listener.waiters[call_id] = waiter
         return call_id, waiter, props
 
@@ -393,7 +276,7 @@ class ToolServiceClient:
         timeout: float | None,
         properties: Mapping[str, str] | None,
         generation: str | None,
-    ) -> Coroutine[Any, Any, _Waiter]:
+    ) -> Coroutine[Any, Any, Waiter]:
         """The exchange of one call, as a CLIENT span when an OpenTelemetry SDK records.
 
         A plain function handing back the coroutine, so that the per-call path
@@ -438,7 +321,7 @@ class ToolServiceClient:
         name: str | None,
         properties: Mapping[str, str] | None,
         generation: str,
-    ) -> _Waiter:
+    ) -> Waiter:
         # The service's span is a child of this one: the span's own id goes on the wire.
         with tracing.hop(
             "client", properties, conventions.client_call, label, name, request_queue
@@ -461,7 +344,7 @@ class ToolServiceClient:
         label: str,
         properties: Mapping[str, str] | None,
         generation: str,
-    ) -> _Waiter:
+    ) -> Waiter:
         """:meth:`_exchange`, sent again under the retry policy where that is safe.
 
         Every try carries the same call id, so a service on a persistent queue
@@ -483,7 +366,7 @@ class ToolServiceClient:
             log.info("call %s of %s failed (%s); sending it again", call_id, label, error)
             metrics.call_retried(label, error_type_of(error))
 
-        waiter: _Waiter | None = None
+        waiter: Waiter | None = None
         async for attempt in policy.retrying(limit, retried):
             with attempt:
                 left = end - loop.time()
@@ -508,7 +391,7 @@ class ToolServiceClient:
         properties: Mapping[str, str] | None,
         generation: str,
         call_id: str | None = None,
-    ) -> _Waiter:
+    ) -> Waiter:
         """Send one request and wait for its whole answer; the waiter holds it.
 
         ``label`` names the service in a timeout's message.

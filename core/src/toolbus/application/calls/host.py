@@ -12,6 +12,12 @@ Given a :class:`~toolbus.application.identity.CallVerifier`, a host answers
 ``unauthorized`` to a call without a valid call token before anything runs;
 the tool learns its caller from ``current_caller()`` (docs/security.md).
 
+This module is the worker pool and a call's path through it; the rest of a
+call's jobs are private modules beside it: checking callers
+(``_token_checks``), publishing and redacting answers (``_replies``), setting
+arguments from the environment (``_environment``) and answering redelivered
+requests from memory (``_answer_memory``).
+
 Stopping (``stop()``, SIGTERM in the CLI, or cancellation of ``serve``) first
 stops taking new requests, then lets calls in flight finish for up to
 ``drain_timeout`` seconds, then closes the subscription; a call still running
@@ -22,14 +28,10 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 import logging
 import os
 import time
-import traceback
-import uuid
-from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -37,6 +39,10 @@ import anyio
 from anyio.abc import TaskStatus
 
 from toolbus._internal.throttled_log import ThrottledLog
+from toolbus.application.calls._answer_memory import AnswerMemory
+from toolbus.application.calls._environment import inject_environment
+from toolbus.application.calls._replies import Holdback, Reply
+from toolbus.application.calls._token_checks import TokenChecks
 from toolbus.application.calls.metrics import ToolbusMetrics, default_metrics
 from toolbus.application.calls.service import JOIN_STREAM_PARAM, ToolResult, ToolService
 from toolbus.application.calls.supervision import supervised
@@ -55,7 +61,7 @@ from toolbus.domain.errors import (
     Unavailable,
     WireError,
 )
-from toolbus.domain.identity import PROP_CALL_TOKEN, Caller
+from toolbus.domain.identity import PROP_CALL_TOKEN
 from toolbus.ports import Bus, Delivery
 
 log = logging.getLogger("toolbus.service")
@@ -67,8 +73,6 @@ DEFAULT_DRAIN_TIMEOUT = 30.0
 #: redelivered requests idempotent.
 DEFAULT_IDEMPOTENCY_CALLS = 10_000
 DEFAULT_IDEMPOTENCY_BYTES = 64 * 1024 * 1024
-#: Distinct users whose unverified Caller a host keeps, to make none per call.
-_UNVERIFIED_CALLERS = 1024
 #: Seconds a shutting-down host spends telling a cut-off call's caller so.
 CUT_OFF_TIMEOUT = 2.0
 
@@ -120,17 +124,13 @@ class ServiceHost:
         self._describe_span = describe_span
         persistent = self._persistent = parse_queue(service.request_queue).persistent
         self._answers = (
-            _AnswerMemory(idempotency_calls, idempotency_bytes)
+            AnswerMemory(service, bus, idempotency_calls, idempotency_bytes)
             if persistent and idempotency_calls > 0
             else None
         )
         #: Checks call tokens; None serves every call as its body's (unverified) user.
         self.verifier = verifier
-        # A token seen twice on an at-most-once queue is a replay, not a redelivery.
-        self._once = not persistent
-        self._audiences = frozenset({service.id, service.request_queue})
-        self._warned_unverified = False
-        self._unverified: dict[str, Caller] = {}
+        self._tokens = TokenChecks(service, verifier)
         #: Answer unexpected exceptions with their text (development only: it may
         #: hold secrets); by default a generic message and a log reference.
         self.expose_errors = expose_errors
@@ -249,9 +249,9 @@ class ServiceHost:
         if answers is not None:
             # A redelivery repeats the body too; another request that reuses an id does not.
             key = (call_id, hash(delivery.body))
-            if await answers.settle_duplicate(key, self, delivery):
+            if await answers.settle_duplicate(key, delivery):
                 return
-        reply = _Reply(self, call_id, answers is not None)
+        reply = Reply(self, call_id, answers is not None)
         started = time.perf_counter()
         error_type: str | None = None
         try:
@@ -288,7 +288,7 @@ class ServiceHost:
             if answers is not None:
                 answers.finished(key)
 
-    async def _answer_cut_off(self, reply: _Reply) -> None:
+    async def _answer_cut_off(self, reply: Reply) -> None:
         """Tell the caller of a call cut off (by the drain timeout) that it will get no answer.
 
         A persistent queue hands the request to another replica instead; on a
@@ -304,7 +304,7 @@ class ServiceHost:
         except Exception as exc:
             log.debug("%r: could not tell call %s: %s", self.service.id, reply.call_id, exc)
 
-    async def _answer(self, reply: _Reply, delivery: Delivery) -> None:
+    async def _answer(self, reply: Reply, delivery: Delivery) -> None:
         body = delivery.body
         properties = delivery.properties
         if len(body) > self.max_request_bytes:
@@ -325,15 +325,23 @@ class ServiceHost:
         # A request of TrustGraph's 2.4 generation has no user in its body; a
         # toolbus client sends it as a property instead.
         user = request.user or properties.get(wire.PROP_USER) or ""
+        tokens = self._tokens
         if self.verifier is None and PROP_CALL_TOKEN not in properties:
             # The usual unverified call: one Caller per user, not one per call.
-            caller = self._unverified.get(user) or self._unverified_caller(user)
+            caller = tokens.unverified.get(user) or tokens.unverified_caller(user)
         else:
-            caller = self._identify(properties, reply.call_id, user, body)
+            caller = tokens.identify(properties, reply.call_id, user, body)
         arguments = request.arguments
         env_names = properties.get(wire.PROP_ENV_ARGS)
         if env_names:
-            arguments = self._inject_environment(reply, arguments, env_names)
+            arguments = inject_environment(
+                arguments,
+                env_names,
+                service=self.service,
+                environ=self.environ,
+                secrets=reply.secrets,
+                warnings=self._warnings,
+            )
         # Set and reset by hand: no context manager (nor coroutine) on the per-call path.
         serving = _serving.set(caller)
         try:
@@ -356,40 +364,8 @@ class ServiceHost:
         finally:
             _serving.reset(serving)
 
-    def _unverified_caller(self, user: str) -> Caller:
-        if len(self._unverified) >= _UNVERIFIED_CALLERS:
-            self._unverified.clear()
-        caller = self._unverified[user] = Caller(user)
-        return caller
-
-    def _identify(
-        self, properties: Mapping[str, str], call_id: str, user: str, body: bytes
-    ) -> Caller:
-        """Who the call is for: verified by its token, or the body's word where not checked."""
-        token = properties.get(PROP_CALL_TOKEN)
-        verifier = self.verifier
-        if verifier is not None:
-            return verifier.verify(
-                token,
-                call_id=call_id,
-                audiences=self._audiences,
-                user=user,
-                body=body,
-                once=self._once,
-            )
-        if token is not None and not self._warned_unverified:
-            self._warned_unverified = True
-            log.warning(
-                "%r receives signed calls but verifies no tokens: it serves unsigned calls "
-                "from anyone who can publish to %s as whichever user they name; give it "
-                "verification keys (ServiceHost verifier=, toolbus serve --verify-key)",
-                self.service.id,
-                self.service.request_queue,
-            )
-        return Caller(user)
-
     async def _send_result(
-        self, reply: _Reply, result: Any, config: Mapping[str, Any] | None = None
+        self, reply: Reply, result: Any, config: Mapping[str, Any] | None = None
     ) -> None:
         """Answer with what the tool returned: a value, a ``ToolResult``, or a stream."""
         if isinstance(result, str):
@@ -403,7 +379,7 @@ class ServiceHost:
         elif inspect.isasyncgen(result) or isinstance(result, AsyncIterator):
             # With secrets, hold back what could be a secret's beginning until the
             # next chunk shows whether it is: each message is redacted on its own.
-            held = _Holdback(reply.secrets) if reply.secrets else None
+            held = Holdback(reply.secrets) if reply.secrets else None
             async for chunk in result:
                 if isinstance(chunk, ToolResult):
                     reply.after_execution = chunk.after_execution
@@ -421,7 +397,7 @@ class ServiceHost:
         else:
             await reply.send(wire.observation_text(result))
 
-    async def _send_joined(self, reply: _Reply, chunks: AsyncIterator[Any]) -> None:
+    async def _send_joined(self, reply: Reply, chunks: AsyncIterator[Any]) -> None:
         """A stream answered as one response, for callers that keep only the first one.
 
         TrustGraph's non-streaming ``ToolServiceClient.call`` returns the first
@@ -435,202 +411,6 @@ class ServiceHost:
             texts.append(wire.observation_text(chunk))
         await reply.send("".join(texts), reply.after_execution)
 
-    def _inject_environment(
-        self, reply: _Reply, arguments: dict[str, Any], env_names: str
-    ) -> dict[str, Any]:
-        """Resolve ``env-args`` from this process's environment; values become secrets."""
-        try:
-            names = json.loads(env_names)
-            if not isinstance(names, dict):
-                raise ValueError
-        except ValueError:
-            raise BadRequest(
-                "message property 'env-args' must be a JSON object of argument -> variable name"
-            ) from None
-        arguments = dict(arguments)
-        offered = self.service.env_params
-        for argument, variable in names.items():
-            if variable not in offered:
-                self._warnings.warning(
-                    "undeclared-env",
-                    "%r: a request asked for environment variable %s for argument %r, which "
-                    "the service does not offer (env_params); argument skipped",
-                    self.service.id,
-                    variable,
-                    argument,
-                )
-                continue
-            value = self.environ.get(str(variable))
-            if value is None:
-                self._warnings.warning(
-                    f"unset-env {variable}",
-                    "%r: environment variable %s for argument %r is not set; argument skipped",
-                    self.service.id,
-                    variable,
-                    argument,
-                )
-                continue
-            arguments[argument] = value
-            # Also as json.dumps writes it, inside a structured result.
-            reply.secrets.extend(_secret_forms(value))
-        return arguments
-
-
-class _Reply:
-    """Publishes one call's answer: redacts secrets, remembers what it sent."""
-
-    __slots__ = ("after_execution", "answered", "call_id", "host", "record", "secrets", "sent")
-
-    def __init__(self, host: ServiceHost, call_id: str, record: bool) -> None:
-        self.host = host
-        #: The last message of the answer (an error, or the end of the stream) is out.
-        self.answered = False
-        self.call_id = call_id
-        self.record = record
-        self.sent: list[tuple[bytes, dict[str, str]]] = []
-        #: Values injected from the environment: never to appear on the bus or in logs.
-        self.secrets: list[str] = []
-        self.after_execution: str | None = None
-
-    def redact(self, text: str) -> str:
-        for secret in self.secrets:
-            if secret:
-                text = text.replace(secret, "***")
-        return text
-
-    async def send(
-        self, text: str, after_execution: str | None = None, *, end_of_stream: bool = True
-    ) -> None:
-        if self.secrets:
-            text = self.redact(text)
-        properties = {wire.PROP_ID: self.call_id}
-        if after_execution is not None and end_of_stream:
-            properties[wire.PROP_AFTER_EXECUTION] = after_execution
-        await self._publish(wire.encode_response(text, end_of_stream=end_of_stream), properties)
-        self.answered = end_of_stream
-
-    async def error(self, error_type: str, message: str) -> None:
-        body = wire.encode_error(error_type, self.redact(message))
-        await self._publish(body, {wire.PROP_ID: self.call_id})
-        self.answered = True
-
-    def _publish(self, body: bytes, properties: dict[str, str]) -> Awaitable[None]:
-        # Recorded first: if publishing fails the call is handed back, records and all.
-        if self.record:
-            self.sent.append((body, properties))
-        return self.host.bus.publish(self.host.service.response_queue, body, properties)
-
-    def log_failure(self, exc: BaseException, expose: bool) -> str:
-        """Log an unexpected failure in full under a fresh reference; the answer's text.
-
-        The answer names only the reference, unless ``expose``: an exception's
-        text can hold anything (a password in a connection string), and the
-        answer goes to the caller, and from there to an LLM.
-        """
-        service = self.host.service.id
-        reference = uuid.uuid4().hex[:12]
-        details = self.redact("".join(traceback.format_exception(exc)).rstrip())
-        log.error(
-            "%r: tool raised for call %s (ref %s)\n%s", service, self.call_id, reference, details
-        )
-        if expose:
-            return _describe(exc)
-        return (
-            f"internal error in tool service {service!r} (ref {reference}); "
-            "the service's log has the details under this reference"
-        )
-
-
-class _AnswerMemory:
-    """Answers already sent, so a redelivered request is answered without running again.
-
-    Only on at-least-once (persistent) request queues, where redelivery happens.
-    Bounded by count and by bytes; the oldest answers are forgotten first.
-    """
-
-    def __init__(self, max_calls: int, max_bytes: int) -> None:
-        self.max_calls = max_calls
-        self.max_bytes = max_bytes
-        self.bytes = 0
-        self.answers: OrderedDict[tuple[str, int], list[tuple[bytes, dict[str, str]]]] = (
-            OrderedDict()
-        )
-        #: Requests running now; the event is set when each one is settled.
-        self.in_progress: dict[tuple[str, int], asyncio.Event] = {}
-
-    async def settle_duplicate(
-        self, key: tuple[str, int], host: ServiceHost, delivery: Delivery
-    ) -> bool:
-        """Handle a request seen before; False when it is new (and now in progress)."""
-        call_id = key[0]
-        sent = self.answers.get(key)
-        if sent is not None:
-            log.info(
-                "%r: call %s was answered before; sending the recorded answer",
-                host.service.id,
-                call_id,
-            )
-            for body, properties in sent:
-                await host.bus.publish(host.service.response_queue, body, properties)
-            await delivery.ack()
-            return True
-        running = self.in_progress.get(key)
-        if running is not None:
-            # Redelivered while the first delivery is still running (an ack wait ran
-            # out). Running the tool twice is what we avoid; losing the call if the
-            # first delivery is then cut off would be worse. So the first one's
-            # outcome settles this copy: answered, it is acked; not, it goes back.
-            log.info("%r: call %s is already running; waiting for it", host.service.id, call_id)
-            await running.wait()
-            await (delivery.ack() if key in self.answers else delivery.nack())
-            return True
-        self.in_progress[key] = asyncio.Event()
-        return False
-
-    def remember(self, key: tuple[str, int], sent: list[tuple[bytes, dict[str, str]]]) -> None:
-        self.answers[key] = sent
-        self.bytes += sum(len(body) for body, _ in sent)
-        while self.answers and (len(self.answers) > self.max_calls or self.bytes > self.max_bytes):
-            _, dropped = self.answers.popitem(last=False)
-            self.bytes -= sum(len(body) for body, _ in dropped)
-
-    def finished(self, key: tuple[str, int]) -> None:
-        settled = self.in_progress.pop(key, None)
-        if settled is not None:
-            settled.set()
-
-
-def _secret_forms(value: str) -> set[str]:
-    """A secret as injected, and as it reads inside JSON text (escaped)."""
-    return {value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}
-
-
-class _Holdback:
-    """Holds back a stream's tail that could be the start of a secret split across chunks."""
-
-    def __init__(self, secrets: list[str]) -> None:
-        self.secrets = [secret for secret in secrets if secret]
-        self.keep = max(map(len, self.secrets), default=1) - 1
-        self.pending = ""
-
-    def push(self, text: str) -> str:
-        """The part of the stream so far that no secret can straddle; keeps the rest."""
-        text = self.pending + text
-        cut = max(len(text) - self.keep, 0)
-        moved = True
-        while moved:
-            moved = False
-            for secret in self.secrets:
-                start = text.find(secret, max(cut - len(secret) + 1, 0))
-                if start != -1 and start < cut:  # begins before the cut, ends after it
-                    cut, moved = start, True
-        self.pending = text[cut:]
-        return text[:cut]
-
-    def flush(self) -> str:
-        rest, self.pending = self.pending, ""
-        return rest
-
 
 def _asks_joined(config: Mapping[str, Any]) -> bool:
     # TrustGraph's tool CLI may store config values as text: "true" counts too.
@@ -643,11 +423,6 @@ def _expired(deadline: str, now: float) -> bool:
         return float(deadline) <= now
     except ValueError:
         return False  # an unreadable deadline is ignored, not fatal
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 @asynccontextmanager

@@ -28,7 +28,7 @@ import orjson
 from pydantic_core import SchemaValidator, from_json
 from pydantic_core import core_schema as schema
 
-from toolbus.domain.calls.json_text import encode_object, quote
+from toolbus.domain.calls._json_writing import encode_object, quote
 from toolbus.domain.errors import WireError
 
 # Message property names. ``id`` is TrustGraph's; the rest are optional extras
