@@ -23,7 +23,8 @@ from toolbus.application.live.registry import LiveRegistry
 from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import ConfigError, ToolCallError
 from toolbus.plugins import connect
-from toolbus_mcp.importing.toolsets import McpServerAddress, McpToolset, ToolsetUnavailable
+from toolbus_mcp.importing.addresses import McpServerAddress
+from toolbus_mcp.importing.toolsets import McpToolset, ToolsetUnavailable
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 

@@ -15,8 +15,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from toolbus_mcp.importing.addresses import McpServerAddress
     from toolbus_mcp.importing.toolsets import (
-        McpServerAddress,
         McpToolService,
         McpToolset,
         ToolsetUnavailable,
@@ -43,7 +43,7 @@ _HOMES = {
     "BusMcpServer": "serving.server",
     "McpCaller": "serving.server",
     "Workflow": "serving.server",
-    "McpServerAddress": "importing.toolsets",
+    "McpServerAddress": "importing.addresses",
     "McpToolService": "importing.toolsets",
     "McpToolset": "importing.toolsets",
     "ToolsetUnavailable": "importing.toolsets",

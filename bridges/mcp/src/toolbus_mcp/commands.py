@@ -162,7 +162,8 @@ def serve_toolset(
     from toolbus.application.identity.verifying import CallVerifier
     from toolbus.domain.errors import ConfigError
     from toolbus.settings import load_settings
-    from toolbus_mcp.importing.toolsets import McpServerAddress, McpToolset
+    from toolbus_mcp.importing.addresses import McpServerAddress
+    from toolbus_mcp.importing.toolsets import McpToolset
 
     try:
         verifier = CallVerifier.load(verify_key) if verify_key else None

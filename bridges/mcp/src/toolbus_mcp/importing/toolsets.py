@@ -20,18 +20,15 @@ While it runs:
   (``traceparent``, ``tracestate``), so the MCP server continues the trace.
 
 Secrets for the server (environment variables, HTTP headers) are values this
-process reads from its own environment; they never reach a descriptor, an
-announcement or a log line.
+process reads from its own environment (:mod:`~toolbus_mcp.importing.addresses`);
+they never reach a descriptor, an announcement or a log line.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import shlex
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, field
 from typing import Any, cast
 
 import anyio
@@ -53,13 +50,13 @@ from toolbus.domain.errors import (
     BadRequest,
     ConfigError,
     DeadlineExceeded,
-    Problem,
     ToolbusError,
     ToolCallError,
     ToolServiceError,
     Unavailable,
 )
 from toolbus.ports import Bus
+from toolbus_mcp.importing.addresses import McpServerAddress
 from toolbus_mcp.importing.translation import MCP_TOOL_PARAM, observation, toolset_tools
 
 log = logging.getLogger("toolbus.mcp")
@@ -75,102 +72,6 @@ MAX_RESTART_DELAY = 30.0
 
 class ToolsetUnavailable(ToolbusError):
     """An MCP server could not be started or reached."""
-
-
-@dataclass(frozen=True, slots=True)
-class McpServerAddress:
-    """Where a toolset's MCP server is: a command to start (stdio) or a URL (streamable HTTP).
-
-    ``env`` (for a command) and ``headers`` (for a URL) hold secret values;
-    they are left out of ``repr`` so that no log can show them.
-    """
-
-    command: tuple[str, ...] = ()
-    url: str | None = None
-    env: Mapping[str, str] = field(default_factory=dict, repr=False)
-    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
-
-    def __post_init__(self) -> None:
-        if bool(self.command) == (self.url is not None):
-            raise ValueError("give an MCP server either a command or a URL, not both")
-
-    @classmethod
-    def parse(
-        cls,
-        *,
-        command: str | None = None,
-        url: str | None = None,
-        env: Sequence[str] = (),
-        headers: Sequence[str] = (),
-        environ: Mapping[str, str] | None = None,
-    ) -> McpServerAddress:
-        """From command-line text: ``command`` is split like a shell would.
-
-        ``env`` entries are ``NAME`` (pass this process's ``NAME``) or
-        ``NAME=SOURCE`` (set ``NAME`` to this process's ``SOURCE``); ``headers``
-        entries are ``Header-Name=SOURCE``. Raises :class:`ConfigError`
-        naming every variable that is not set (never a value).
-        """
-        environ = os.environ if environ is None else environ
-        problems: list[Problem] = []
-        if (command is None) == (url is None):
-            problems.append(Problem("the MCP server", "", "give exactly one of --command or --url"))
-        argv = tuple(shlex.split(command)) if command else ()
-        if command is not None and not argv:
-            problems.append(Problem("the MCP server", "--command", "is empty"))
-        if url is not None and env:
-            problems.append(
-                Problem(
-                    "the MCP server",
-                    "--env",
-                    "sets a started server's environment; an HTTP server takes --header",
-                )
-            )
-        if command is not None and headers:
-            problems.append(
-                Problem("the MCP server", "--header", "is for --url; a command takes --env")
-            )
-        values = {
-            "--env": _from_environment(env, environ, problems, "--env"),
-            "--header": _from_environment(headers, environ, problems, "--header"),
-        }
-        if problems:
-            raise ConfigError(problems)
-        if argv:
-            return cls(command=argv, env=values["--env"])
-        assert url is not None
-        return cls(url=url, headers=values["--header"])
-
-    def describe(self) -> str:
-        """For logs: the command or URL, never a secret."""
-        return shlex.join(self.command) if self.command else str(self.url)
-
-
-def _from_environment(
-    entries: Sequence[str], environ: Mapping[str, str], problems: list[Problem], option: str
-) -> dict[str, str]:
-    found: dict[str, str] = {}
-    for entry in entries:
-        name, sep, source = entry.partition("=")
-        source = source if sep else name
-        if not name or not source:
-            problems.append(
-                Problem("the MCP server", option, f"{entry!r} must be NAME or NAME=VAR")
-            )
-            continue
-        value = environ.get(source)
-        if value is None:
-            problems.append(
-                Problem(
-                    "the MCP server",
-                    option,
-                    f"environment variable {source!r} (for {name!r}) is not set; "
-                    "export it before starting the bridge",
-                )
-            )
-            continue
-        found[name] = value
-    return found
 
 
 class McpToolService(ToolService):
