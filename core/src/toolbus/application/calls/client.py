@@ -280,7 +280,10 @@ class ToolServiceClient:
         """The exchange of one call, as a CLIENT span when an OpenTelemetry SDK records.
 
         A plain function handing back the coroutine, so that the per-call path
-        (no SDK) costs no extra coroutine frame and no span machinery.
+        (no SDK) costs no extra coroutine frame and no span machinery. The call's
+        arguments travel down positionally, not as one command object: building
+        and reading even a named tuple per call measured 2-3% of the client's
+        CPU per in-memory call (docs/performance.md).
         """
         # _route, inline: this is the per-call path.
         if isinstance(service, ServiceDescriptor):
