@@ -16,9 +16,10 @@ and options), ``security`` (TLS and SASL), ``bus`` (the Bus port),
 ``publishing`` (the producer, partitions by call id), ``subscription``
 (reading; a package: consumer groups, fan-out, and the offsets a group may
 commit), ``provisioning`` (creating topics before use, as NATS provisions
-streams), ``errors`` (aiokafka's failures as toolbus errors) and ``logs``
-(aiokafka's log lines, throttled). Queue names map to topics in ``bus``
-(``tenant.namespace.name``), so there is no ``naming``. Fetched deliveries reach
+streams), ``errors`` (aiokafka's failures as toolbus errors), ``logs``
+(aiokafka's log lines, throttled) and ``asyncapi`` (Kafka in AsyncAPI terms).
+Queue names map to topics in ``bus`` (``tenant.namespace.name``), so there is
+no ``naming``. Fetched deliveries reach
 a subscription's readers through the core's ``toolbus._internal.delivery_buffer``,
 as in every adapter; its readers take turns to fetch.
 """

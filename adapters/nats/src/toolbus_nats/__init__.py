@@ -15,9 +15,11 @@ Modules, as in every adapter: ``plugin`` (the entry point), ``options``
 (reading; a package, split by persistence: ``core`` for non-persistent queues,
 ``jetstream`` for persistent ones), ``provisioning`` (JetStream streams and
 consumers, made before use), ``naming`` (queue names to subjects, streams and
-consumers) and ``errors`` (nats-py's exceptions as toolbus errors). There is no
-``logs``: nats-py reports through the callbacks the bus gives it, not through
-Python logging.
+consumers), ``errors`` (nats-py's exceptions as toolbus errors) and
+``asyncapi`` (NATS in AsyncAPI terms). There is no ``logs``: nats-py reports
+through the callbacks the bus gives it, not through Python logging. Beyond the
+shape: ``micro`` (served services listed as NATS micro services), and the
+key-value state store, ``state`` and ``state_options``.
 """
 
 from toolbus.domain.errors import BrokerOptionError

@@ -9,7 +9,8 @@ Modules, as in every adapter: ``plugin`` (the entry point), ``options`` (URL
 and options), ``security`` (TLS and authentication), ``bus`` (the Bus port),
 ``publishing`` (a producer per topic, sends receipted), ``subscription`` (a
 consumer per subscription), ``errors`` (pulsar-client's results as toolbus
-errors) and ``logs`` (its log lines into Python logging). Pulsar makes topics
+errors), ``logs`` (its log lines into Python logging) and ``asyncapi``
+(Pulsar in AsyncAPI terms). Pulsar makes topics
 itself and they are named as toolbus queues are, so there is no
 ``provisioning`` or ``naming``. Two more are what pulsar-client's threads need:
 ``handoff`` (its callbacks into asyncio) and ``clients`` (one client per broker
