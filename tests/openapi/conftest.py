@@ -9,7 +9,6 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.context.conftest import spans  # noqa: F401  (the OpenTelemetry SDK fixture)
 from tests.openapi.api import Recorder, app, elsewhere_app, uvicorn_serving
 from toolbus_openapi import Limits, OpenAPIService, ToolsetSettings, open_toolset
 
