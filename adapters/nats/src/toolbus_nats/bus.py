@@ -222,7 +222,9 @@ class NatsBus:
             return
         try:
             await self.nc.close()
-        except (OSError, nats.errors.Error) as exc:
+        # nats-py flushes what is pending while closing; uvloop raises RuntimeError
+        # ("the handler is closed") for a write to a transport the lost server closed.
+        except (OSError, RuntimeError, nats.errors.Error) as exc:
             log.debug("closing the NATS connection to %s: %s", self._where, exc)
 
 
