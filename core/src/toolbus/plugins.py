@@ -322,7 +322,9 @@ def _adapter_serving(kind: _AdapterKind, url: str) -> Any:
     """The ``kind`` of adapter serving ``url``'s scheme, importing that adapter only."""
     scheme = urlsplit(url).scheme
     if not scheme:
-        raise PluginError(f"{kind.label} {url!r} has no scheme; use {kind.url_forms}")
+        # Whatever precedes an '@' may be a key: such a URL is not echoed.
+        shown = "" if "@" in url else f" {url!r}"
+        raise PluginError(f"{kind.label}{shown} has no scheme; use {kind.url_forms}")
     base = scheme.split("+", 1)[0]
     found = [ep for ep in _entry_points(kind.group) if ep.name == base]
     if not found:

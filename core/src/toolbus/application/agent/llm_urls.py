@@ -2,7 +2,9 @@
 
 Shared by the LLM adapters so that every provider reads its URL, options and
 API key the same way. Keys come from environment variables only, never from
-the URL, so that a URL can be logged and shown.
+the URL, so that a URL can be logged and shown: a URL with user-info
+(``user@`` or ``user:key@``, which an HTTP client would send as Basic
+authentication and print in its errors) is refused, and never echoed.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from toolbus.domain.errors import PluginError
 
@@ -73,6 +75,12 @@ def parse_llm_url(
     segment; ``?model=`` names models with a ``/`` in them).
     """
     parts = urlsplit(url)
+    if "@" in parts.netloc:
+        raise PluginError(
+            f"LLM URL {shown_llm_url(url)} carries user-info before '@'; API keys are read "
+            "from environment variables only, never from the URL: remove it, and set the "
+            "provider's variable or name another with api_key_env=NAME"
+        )
     scheme, _, transport = parts.scheme.partition("+")
     merged: dict[str, str] = dict(parse_qsl(parts.query))
     merged.update({key: str(value) for key, value in options.items()})
@@ -101,6 +109,15 @@ def parse_llm_url(
                 f"{scheme}+{transport}://HOST:PORT/v1/MODEL"
             )
     return LLMLocation(model, f"{transport}://{parts.netloc}{path}", merged)
+
+
+def shown_llm_url(url: str) -> str:
+    """``url`` with any user-info replaced by ``***``: fit to print."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return repr(url)
+    hosts = parts.netloc.rpartition("@")[2]
+    return repr(urlunsplit(parts._replace(netloc=f"***@{hosts}")))
 
 
 def api_key(location: LLMLocation, default_variable: str, *, required: bool) -> str | None:
