@@ -160,3 +160,24 @@ except SigningKeyError as exc:
         "ok",
         "call signing needs the JOSE library: pip install 'toolbus[signing]'",
     ]
+
+
+@pytest.mark.parametrize(
+    ("make", "reason"),
+    [
+        (lambda jwk: jwk.OctKey.generate_key(128, {"kid": "short"}), "at least 32"),
+        (lambda jwk: jwk.OctKey.generate_key(256), "needs a 'kid'"),
+        (lambda jwk: jwk.RSAKey.generate_key(2048), "Ed25519"),
+    ],
+    ids=["short-secret", "secret-without-kid", "rsa"],
+)
+@pytest.mark.parametrize("use", ["signer", "verifier"])
+def test_a_key_object_gets_the_checks_a_key_file_gets(make: object, reason: str, use: str) -> None:
+    from joserfc import jwk
+
+    key = make(jwk)  # type: ignore[operator]
+    with pytest.raises(SigningKeyError, match=reason):
+        if use == "signer":
+            CallSigner(key)
+        else:
+            CallVerifier([key])

@@ -65,6 +65,19 @@ class Delivery(Protocol):
         """True when this message was delivered before (to this or another consumer)."""
         ...
 
+    @property
+    def enqueued_at(self) -> float | None:
+        """When the message was published, by the broker's timestamp (Unix seconds).
+
+        The broker's own clock where it stamps messages (JetStream, the
+        in-memory bus, Kafka topics with ``LogAppendTime``); the publishing
+        client's where the broker keeps that instead (Kafka's ``CreateTime``,
+        Pulsar's publish time). ``None`` where the broker keeps none. A service
+        host checks call tokens as of this moment on at-least-once queues,
+        where a call may wait for its service.
+        """
+        ...
+
     async def ack(self) -> None:
         """Done with it: never deliver it again."""
         ...

@@ -72,7 +72,12 @@ class TopicManager:
             topic,
             options.partitions,
             options.replication_factor,
-            topic_configs={"max.message.bytes": str(options.max_message_size)},
+            topic_configs={
+                "max.message.bytes": str(options.max_message_size),
+                # The broker stamps each record as it takes it: services check call
+                # tokens as of that moment, which a producer then cannot backdate.
+                "message.timestamp.type": "LogAppendTime",
+            },
         )
         try:
             response = await self._admin.create_topics([request])

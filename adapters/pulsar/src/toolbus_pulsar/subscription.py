@@ -67,6 +67,12 @@ class PulsarDelivery:
     def redelivered(self) -> bool:
         return bool(self._message.redelivery_count() > 0)
 
+    @property
+    def enqueued_at(self) -> float | None:
+        """The message's publish time (set by the publishing client, kept by the broker)."""
+        milliseconds = self._message.publish_timestamp()
+        return milliseconds / 1000 if milliseconds > 0 else None
+
     async def ack(self) -> None:
         if self._subscription.persistent:
             self._subscription.settle(self._message, acknowledge=True)

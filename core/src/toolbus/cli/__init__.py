@@ -25,6 +25,7 @@ _COMMAND_MODULES = (
     "bench",
     "keys",
     "asyncapi",
+    "dead_letters",
 )
 
 

@@ -185,6 +185,10 @@ def _announced_tools(companions: Sequence[Announcer | ConfigPublisher]) -> dict[
 def _checks(verifier: CallVerifier) -> str:
     """How the services treat callers, for the start-up lines."""
     keys = ", ".join(verifier.key_ids)
+    queued = (
+        f"; signed calls queued over {verifier.max_queue_age:g} s go to the dead letters "
+        "(toolbus dead-letters QUEUE)"
+    )
     if verifier.required:
-        return f"verifying callers: signed calls only, keys {keys}"
-    return f"verifying callers: keys {keys}; unsigned calls served unverified"
+        return f"verifying callers: signed calls only, keys {keys}{queued}"
+    return f"verifying callers: keys {keys}; unsigned calls served unverified{queued}"

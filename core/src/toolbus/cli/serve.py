@@ -14,6 +14,7 @@ import typer
 
 from toolbus.application.calls.host import DEFAULT_CONCURRENCY, DEFAULT_DRAIN_TIMEOUT
 from toolbus.application.identity import CallVerifier, SigningKeyError
+from toolbus.application.identity.verifying import DEFAULT_MAX_QUEUE_AGE
 from toolbus.cli._app import SERVE_SERVICES, serve_app
 from toolbus.cli._serve_plan import plan_services
 from toolbus.cli.plugin_api import (
@@ -98,6 +99,15 @@ def serve(
             "switch to signing).",
         ),
     ] = False,
+    max_queue_age: Annotated[
+        float,
+        typer.Option(
+            min=1.0,
+            help="With --verify-key: seconds a signed call may have waited in a persistent "
+            "queue and still be served (its token is checked as of when the broker took "
+            "it); older calls go to the queue's dead letters (toolbus dead-letters QUEUE).",
+        ),
+    ] = DEFAULT_MAX_QUEUE_AGE,
     expose_errors: Annotated[
         bool,
         typer.Option(
@@ -121,7 +131,9 @@ def serve(
         fail("--allow-unsigned relaxes --verify-key: give the keys to verify with too")
     try:
         verifier = (
-            CallVerifier.load(verify_key, required=not allow_unsigned) if verify_key else None
+            CallVerifier.load(verify_key, required=not allow_unsigned, max_queue_age=max_queue_age)
+            if verify_key
+            else None
         )
     except SigningKeyError as exc:
         fail(str(exc))

@@ -142,6 +142,18 @@ class DeadlineExceeded(ToolCallError):
     error_type = "deadline-exceeded"
 
 
+class QueuedTooLong(DeadlineExceeded):
+    """A signed call waited in its queue longer than the service's maximum queue age.
+
+    The service does not run it: it moves the request to the queue's dead letters.
+    """
+
+    def __init__(self, message: str, *, age: float, limit: float) -> None:
+        super().__init__(message)
+        self.age = age
+        self.limit = limit
+
+
 class Unavailable(ToolCallError):
     """The service cannot serve now; trying again later may work."""
 

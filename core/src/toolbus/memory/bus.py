@@ -13,6 +13,7 @@ tasks per message. Everything runs on one event loop; brokers are per loop.
 from __future__ import annotations
 
 import asyncio
+import time
 import weakref
 from collections.abc import Mapping
 from typing import Any
@@ -91,11 +92,13 @@ class MemoryBus:
             )
         topic = self.broker.topics.get(queue) or self.broker.topic(queue)
         props = dict(properties) if properties else _EMPTY
+        enqueued_at = time.time()
         for buffer in topic.targets:
             if len(buffer.items) < buffer.limit:
-                buffer.offer(MemoryDelivery(body, props, False))  # no await: room to spare
+                # No await: room to spare.
+                buffer.offer(MemoryDelivery(body, props, False, enqueued_at))
             else:
-                await buffer.put(MemoryDelivery(body, props, False))
+                await buffer.put(MemoryDelivery(body, props, False, enqueued_at))
 
     def has_consumers(self, queue: str) -> bool:
         """True while a competing-consumer group holds a buffer on ``queue``.

@@ -71,13 +71,17 @@ class MemoryListener:
 class MemoryDelivery:
     """A message as one consumer sees it."""
 
-    __slots__ = ("_consumer", "_settled", "body", "properties", "redelivered")
+    __slots__ = ("_consumer", "_settled", "body", "enqueued_at", "properties", "redelivered")
 
-    def __init__(self, body: bytes, properties: Mapping[str, str], redelivered: bool) -> None:
+    def __init__(
+        self, body: bytes, properties: Mapping[str, str], redelivered: bool, enqueued_at: float
+    ) -> None:
         # Plain attributes rather than read-only properties: read on every call.
         self.body = body
         self.properties = properties
         self.redelivered = redelivered
+        #: When this broker took the message (its clock, Unix seconds).
+        self.enqueued_at = enqueued_at
         self._consumer: MemorySubscription | None = None
         self._settled = False
 
@@ -95,7 +99,7 @@ class MemoryDelivery:
             consumer.buffer.push_front(self.again())
 
     def again(self) -> MemoryDelivery:
-        return MemoryDelivery(self.body, self.properties, True)
+        return MemoryDelivery(self.body, self.properties, True, self.enqueued_at)
 
 
 class MemorySubscription:

@@ -19,6 +19,7 @@ The suite is pytest tests: install it with ``pip install 'toolbus[testing]'``.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
@@ -265,6 +266,27 @@ class BusConformance:
         assert second.body == b"again"
         assert second.redelivered
         await second.ack()
+
+    async def test_a_persistent_delivery_says_when_it_was_published(
+        self, connect: BusFactory
+    ) -> None:
+        """``enqueued_at``: the broker's timestamp, kept across redelivery (service hosts
+        check call tokens as of then)."""
+        bus = await connect()
+        queue = fresh_queue(persistent=True)
+        subscription = await bus.subscribe(queue, group="workers")
+        before = time.time()
+        await bus.publish(queue, b"when", {"id": "w1"})
+        after = time.time()
+        first = await next_delivery(subscription, self.settle_timeout)
+        await first.nack()
+        again = await next_delivery(subscription, self.settle_timeout * 3)
+        await again.ack()
+        enqueued = first.enqueued_at
+        assert enqueued is not None
+        # Brokers keep milliseconds; their clock is this machine's.
+        assert before - 0.01 <= enqueued <= after + 0.01
+        assert again.enqueued_at == enqueued
 
     async def test_unacked_message_goes_to_another_member_when_its_consumer_dies(
         self, connect: BusFactory

@@ -33,6 +33,7 @@ from toolbus_kafka.subscription.reading import (
     KafkaDelivery,
     KafkaSubscription,
     record_properties,
+    record_timestamp,
 )
 from toolbus_kafka.subscription.tracking import PartitionTracker
 
@@ -108,6 +109,7 @@ class GroupSubscription(KafkaSubscription):
                 owner,
                 tracker,
                 record.offset,
+                enqueued_at=record_timestamp(record),
             )
             for record in records
             if tracker.accept(record.offset)
@@ -162,7 +164,9 @@ class GroupSubscription(KafkaSubscription):
             return None
         if not again:
             return None
-        return KafkaDelivery(delivery.body, delivery.properties, self, tracker, offset, True)
+        return KafkaDelivery(
+            delivery.body, delivery.properties, self, tracker, offset, True, delivery.enqueued_at
+        )
 
     # -- offsets -----------------------------------------------------------------------
 

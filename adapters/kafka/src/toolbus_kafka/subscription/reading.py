@@ -41,10 +41,25 @@ def record_properties(headers: Sequence[tuple[str, bytes | None]]) -> dict[str, 
     return {key: value.decode("utf-8", "replace") if value else "" for key, value in headers}
 
 
+def record_timestamp(record: Any) -> float | None:
+    """A record's timestamp in Unix seconds (Kafka keeps milliseconds; -1 for none)."""
+    timestamp = record.timestamp
+    return timestamp / 1000 if isinstance(timestamp, int) and timestamp >= 0 else None
+
+
 class KafkaDelivery:
     """One record as the subscriber sees it."""
 
-    __slots__ = ("_body", "_owner", "_properties", "_redelivered", "_settled", "offset", "tracker")
+    __slots__ = (
+        "_body",
+        "_owner",
+        "_properties",
+        "_redelivered",
+        "_settled",
+        "enqueued_at",
+        "offset",
+        "tracker",
+    )
 
     def __init__(
         self,
@@ -54,8 +69,11 @@ class KafkaDelivery:
         tracker: PartitionTracker | None,
         offset: int,
         redelivered: bool = False,
+        enqueued_at: float | None = None,
     ) -> None:
         self._body = body
+        #: The record's timestamp: the broker's (LogAppendTime) or the producer's (CreateTime).
+        self.enqueued_at = enqueued_at
         self._properties = properties
         #: The subscription to tell about ack/nack; None when they are no-ops.
         self._owner = owner
@@ -91,7 +109,13 @@ class KafkaDelivery:
     def again(self) -> KafkaDelivery:
         """A fresh delivery of the same record, for redelivery."""
         return KafkaDelivery(
-            self._body, self._properties, self._owner, self.tracker, self.offset, True
+            self._body,
+            self._properties,
+            self._owner,
+            self.tracker,
+            self.offset,
+            True,
+            self.enqueued_at,
         )
 
 
@@ -186,7 +210,14 @@ class KafkaSubscription:
         """Turn fetched records into deliveries (none for records that are not ours)."""
         owner = self if self.persistent else None
         return [
-            KafkaDelivery(record.value or b"", record_properties(record.headers), owner, None, 0)
+            KafkaDelivery(
+                record.value or b"",
+                record_properties(record.headers),
+                owner,
+                None,
+                0,
+                enqueued_at=record_timestamp(record),
+            )
             for record in records
         ]
 

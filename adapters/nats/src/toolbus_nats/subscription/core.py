@@ -28,6 +28,8 @@ class CoreDelivery:
     __slots__ = ("body", "properties")
 
     redelivered = False
+    #: Core NATS keeps nothing, so nothing waits: no broker timestamp to give.
+    enqueued_at = None
 
     def __init__(self, body: bytes, properties: Mapping[str, str]) -> None:
         self.body = body

@@ -77,10 +77,21 @@ DEAD_LETTER_CONSUMER = "Toolbus-Dead-Letter-Consumer"
 class JetStreamDelivery:
     """A JetStream message as its subscriber sees it, until acked or nacked."""
 
-    __slots__ = ("_msg", "_owner", "body", "properties", "redelivered", "settled", "since")
+    __slots__ = (
+        "_msg",
+        "_owner",
+        "body",
+        "enqueued_at",
+        "properties",
+        "redelivered",
+        "settled",
+        "since",
+    )
 
     def __init__(self, msg: Msg, owner: PullSubscription, delivered: int, now: float) -> None:
         self._msg = msg
+        #: When the stream stored the message: the server's clock, from the ack subject.
+        self.enqueued_at: float | None = msg.metadata.timestamp.timestamp()
         self._owner = owner
         self.body = msg.data
         headers = msg.headers

@@ -1,8 +1,9 @@
 """Who a served call is for: verified by its call token, or the body's word where nothing checks.
 
 A host given a :class:`~toolbus.application.identity.CallVerifier` verifies every
-call's token (bound to the call id, the service, the body and the user; see
-docs/security.md) before anything runs. Without one, a call is served as the
+call's token (bound to the call id, the service, the body, the properties that
+steer the call and the user, and checked as of when the broker took the call;
+see docs/security.md) before anything runs. Without one, a call is served as the
 user its body names, unverified; a host that receives signed calls it cannot
 check says so in the log, once.
 """
@@ -44,11 +45,19 @@ class TokenChecks:
         return caller
 
     def identify(
-        self, properties: Mapping[str, str], call_id: str, user: str, body: bytes
+        self,
+        properties: Mapping[str, str],
+        call_id: str,
+        user: str,
+        body: bytes,
+        enqueued_at: float | None = None,
     ) -> Caller:
         """Who the call is for: verified by its token, or the body's word where not checked.
 
-        Raises :class:`~toolbus.domain.errors.Unauthorized` for a call the verifier refuses.
+        ``enqueued_at`` is the broker's timestamp on the delivery, if any. Raises
+        :class:`~toolbus.domain.errors.Unauthorized` for a call the verifier
+        refuses, :class:`~toolbus.domain.errors.QueuedTooLong` for one that
+        waited in its queue beyond the verifier's maximum queue age.
         """
         token = properties.get(PROP_CALL_TOKEN)
         verifier = self.verifier
@@ -60,6 +69,8 @@ class TokenChecks:
                 user=user,
                 body=body,
                 once=self._once,
+                properties=properties,
+                enqueued_at=enqueued_at,
             )
         if token is not None and not self._warned_unverified:
             self._warned_unverified = True

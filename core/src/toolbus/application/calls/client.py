@@ -352,6 +352,8 @@ class ToolServiceClient:
 
         Every try carries the same call id, so a service on a persistent queue
         that did run the call answers again from memory instead of running it twice.
+        A retry says which try it is (property ``attempt``), so that its fresh
+        call token is not taken for a replay of the first one's.
         """
         policy = self.retry
         if policy is None or not policy.applies_to(request_queue):
@@ -375,9 +377,15 @@ class ToolServiceClient:
                 left = end - loop.time()
                 if left <= 0:
                     raise ToolTimeout(label, limit)
+                number = attempt.retry_state.attempt_number
+                sent = (
+                    properties
+                    if number == 1
+                    else {**(properties or {}), wire.PROP_ATTEMPT: str(number)}
+                )
                 waiter = await self._exchange(
                     request_queue, response_queue, user, config, arguments, left, label,
-                    properties, generation, call_id,
+                    sent, generation, call_id,
                 )  # fmt: skip
         assert waiter is not None
         return waiter
@@ -409,7 +417,7 @@ class ToolServiceClient:
             props[wire.PROP_USER] = user
         if self.signer is not None:
             props[PROP_CALL_TOKEN] = self.signer.sign(
-                call_id=call_id, audience=label, user=user, body=body
+                call_id=call_id, audience=label, user=user, body=body, properties=props
             )
         task = asyncio.current_task(waiter.loop)
         try:
@@ -463,7 +471,7 @@ class ToolServiceClient:
             props[wire.PROP_USER] = user
         if self.signer is not None:
             props[PROP_CALL_TOKEN] = self.signer.sign(
-                call_id=call_id, audience=label, user=user, body=body
+                call_id=call_id, audience=label, user=user, body=body, properties=props
             )
         deadline = asyncio.get_running_loop().time() + limit
         try:

@@ -10,7 +10,10 @@ details. Concurrency is bounded by a semaphore.
 
 Given a :class:`~toolbus.application.identity.CallVerifier`, a host answers
 ``unauthorized`` to a call without a valid call token before anything runs;
-the tool learns its caller from ``current_caller()`` (docs/security.md).
+the tool learns its caller from ``current_caller()`` (docs/security.md). A
+signed call that waited in an at-least-once queue longer than the verifier's
+``max_queue_age`` is moved to the queue's dead letters instead
+(:mod:`toolbus.application.calls.dead_letters`).
 
 This module is the worker pool and a call's path through it; the rest of a
 call's jobs are private modules beside it: checking callers
@@ -43,6 +46,7 @@ from toolbus.application.calls._answer_memory import AnswerMemory
 from toolbus.application.calls._environment import inject_environment
 from toolbus.application.calls._replies import Holdback, Reply
 from toolbus.application.calls._token_checks import TokenChecks
+from toolbus.application.calls.dead_letters import QUEUED_TOO_LONG, DeadLetters
 from toolbus.application.calls.metrics import ToolbusMetrics, default_metrics
 from toolbus.application.calls.service import JOIN_STREAM_PARAM, ToolResult, ToolService
 from toolbus.application.calls.supervision import supervised
@@ -56,6 +60,7 @@ from toolbus.domain.calls.queues import parse_queue
 from toolbus.domain.errors import (
     BadRequest,
     DeadlineExceeded,
+    QueuedTooLong,
     ToolCallError,
     Unauthorized,
     Unavailable,
@@ -110,9 +115,8 @@ class ServiceHost:
         self.clock = clock
         #: Where ``options.envs`` values come from: this process's environment.
         self.environ = environ
-        self._call_metrics = (default_metrics() if metrics is None else metrics).for_service(
-            service.id
-        )
+        metrics = default_metrics() if metrics is None else metrics
+        self._call_metrics = metrics.for_service(service.id)
         described: tuple[str, dict[str, Any]] | None = None
 
         def describe_span() -> tuple[str, dict[str, Any]]:
@@ -131,6 +135,12 @@ class ServiceHost:
         #: Checks call tokens; None serves every call as its body's (unverified) user.
         self.verifier = verifier
         self._tokens = TokenChecks(service, verifier)
+        #: Where signed calls that waited too long go (only where calls can wait).
+        self.dead_letters = (
+            DeadLetters(bus, service.id, service.request_queue, metrics, clock)
+            if verifier is not None and persistent
+            else None
+        )
         #: Answer unexpected exceptions with their text (development only: it may
         #: hold secrets); by default a generic message and a log reference.
         self.expose_errors = expose_errors
@@ -257,6 +267,10 @@ class ServiceHost:
         try:
             try:
                 await self._answer(reply, delivery)
+            except QueuedTooLong as exc:
+                error_type = exc.error_type
+                await self._dead_letter(delivery, exc)
+                await reply.error(exc.error_type, str(exc))
             except ToolCallError as exc:
                 error_type = exc.error_type
                 if isinstance(exc, Unauthorized):
@@ -287,6 +301,11 @@ class ServiceHost:
         finally:
             if answers is not None:
                 answers.finished(key)
+
+    async def _dead_letter(self, delivery: Delivery, exc: QueuedTooLong) -> None:
+        dead_letters = self.dead_letters
+        assert dead_letters is not None  # only a verifying host on a persistent queue raises it
+        await dead_letters.move(delivery, str(exc), QUEUED_TOO_LONG)
 
     async def _answer_cut_off(self, reply: Reply) -> None:
         """Tell the caller of a call cut off (by the drain timeout) that it will get no answer.
@@ -330,7 +349,9 @@ class ServiceHost:
             # The usual unverified call: one Caller per user, not one per call.
             caller = tokens.unverified.get(user) or tokens.unverified_caller(user)
         else:
-            caller = tokens.identify(properties, reply.call_id, user, body)
+            # Adapters written before the port named the broker's timestamp have none.
+            enqueued_at = getattr(delivery, "enqueued_at", None)
+            caller = tokens.identify(properties, reply.call_id, user, body, enqueued_at)
         arguments = request.arguments
         env_names = properties.get(wire.PROP_ENV_ARGS)
         if env_names:

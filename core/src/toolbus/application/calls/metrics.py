@@ -143,7 +143,7 @@ class ToolbusMetrics:
             self.tool_calls = self.tool_call_duration = self.tool_call_errors = _NOOP
             self.loop_requests = self.loop_iterations = _NOOP
             self.model_duration = self.model_tokens = _NOOP
-            self.call_retries = _NOOP
+            self.call_retries = self.dead_letters = _NOOP
 
     @classmethod
     def disabled(cls) -> ToolbusMetrics:
@@ -274,6 +274,12 @@ class ToolbusMetrics:
             "Calls sent again under a retry policy, by service and the error that caused it",
             ["service", "error_type"],
         )
+        self.dead_letters = counter(
+            "toolbus_service_dead_letters_total",
+            "Requests a service host moved to its queue's dead letters instead of serving, "
+            "by reason (queued-too-long)",
+            ["service", "reason"],
+        )
         # Recorded on every request a service answers: plain counters behind a
         # collector rather than prometheus metric objects (see service_metrics).
         self._service_calls = ServiceCallCollector(_CALL_SECONDS_BUCKETS, self._error_type)
@@ -382,6 +388,10 @@ class ToolbusMetrics:
     def call_retried(self, service: str, error_type: str) -> None:
         """A client sends a call again after ``error_type`` (a wire type, or ``connection``)."""
         self.call_retries.labels(service=service, error_type=self._error_type(error_type)).inc()
+
+    def dead_lettered(self, service: str, reason: str) -> None:
+        """A service host moved a request to its dead letters; ``reason`` is from a fixed set."""
+        self.dead_letters.labels(service=service, reason=reason).inc()
 
     def service_call(self, service: str, seconds: float, error_type: str | None = None) -> None:
         """A service host answered one request; ``error_type`` is the wire error type, if any.

@@ -93,17 +93,21 @@ def _import(source: str, data: Any) -> Key:
         raise SigningKeyError(
             f"key source {source}: not a usable key ({type(exc).__name__})"
         ) from None
+    return _checked(f"key source {source}", key)
+
+
+def _checked(where: str, key: Key) -> Key:
+    """``key`` if it is fit to sign or verify with; every key passes here, however given."""
     if key.key_type == "oct":
         if not key.get("kid"):
             raise SigningKeyError(
-                f"key source {source}: a shared secret needs a 'kid' (any name you choose); "
+                f"{where}: a shared secret needs a 'kid' (any name you choose); "
                 "a thumbprint of a secret would reveal a hash of it"
             )
         secret = key.raw_value
         if not isinstance(secret, bytes) or len(secret) < MIN_SECRET_BYTES:
             raise SigningKeyError(
-                f"key source {source}: a shared secret must be at least {MIN_SECRET_BYTES} "
-                "random bytes"
+                f"{where}: a shared secret must be at least {MIN_SECRET_BYTES} random bytes"
             )
     key.ensure_kid()
     algorithm_for(key)
@@ -123,10 +127,20 @@ def _import_pem(source: str, jwk: Any, text: str) -> Key:
 
 
 def as_key(key: Key | Mapping[str, Any]) -> Key:
-    """A key object from a key object or a JWK given as a dict."""
+    """A key object from a key object or a JWK given as a dict, checked alike.
+
+    A ready key object gets the checks a key from text gets: a shared secret
+    needs its ``kid`` and at least :data:`MIN_SECRET_BYTES` bytes, and only the
+    three key types are accepted.
+    """
     if isinstance(key, Mapping):
         return _import("a JWK", dict(key))
-    return key
+    jwk, _ = jose()
+    if not isinstance(key, jwk.OctKey | jwk.OKPKey | jwk.ECKey | jwk.RSAKey):
+        raise SigningKeyError(
+            f"{type(key).__name__} is not a key; give a joserfc key object or a JWK dict"
+        )
+    return _checked(f"key {key.get('kid') or type(key).__name__!r}", key)
 
 
 def load_keys(sources: Iterable[str], environ: Mapping[str, str] | None = None) -> list[Key]:

@@ -71,8 +71,21 @@ class CallSigner:
         """A signer with the key in ``source`` (a file, or ``env:NAME``)."""
         return cls(load_key(source, environ), **options)
 
-    def sign(self, *, call_id: str, audience: str, user: str, body: bytes) -> str:
-        """The call token for one request (a JWS compact string)."""
+    def sign(
+        self,
+        *,
+        call_id: str,
+        audience: str,
+        user: str,
+        body: bytes,
+        properties: Mapping[str, str] | None = None,
+    ) -> str:
+        """The call token for one request (a JWS compact string).
+
+        ``properties`` are the message properties the request is sent with:
+        the token covers those that steer the call (``deadline``, ``env-args``,
+        ``attempt``), so they must be final when it is signed.
+        """
         groups = granted_groups()
         claims = call_claims(
             user=user,
@@ -83,6 +96,7 @@ class CallSigner:
             now=self.clock(),
             lifetime=self.lifetime,
             issuer=self.issuer,
+            properties=properties,
         )
         payload = json.dumps(claims, separators=(",", ":"))
         token: str = self._serialize(self._header, payload, self.key, registry=self._registry)

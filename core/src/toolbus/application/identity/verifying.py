@@ -5,6 +5,13 @@ with a reason that never quotes the token: missing (where required), malformed,
 signed by an unknown key or with another algorithm than the key's, a signature
 that does not verify, or claims that do not fit the call (see
 :mod:`toolbus.domain.identity.claims`).
+
+On an at-least-once queue a call may wait for its service (an outage, a
+backlog) longer than its token lives. Where the broker says when it took the
+call, the token is checked as of that moment, so a call is never refused for
+having waited; what waited longer than ``max_queue_age`` is not served but
+ends in :class:`~toolbus.domain.errors.QueuedTooLong`, for the service host to
+move to the queue's dead letters.
 """
 
 from __future__ import annotations
@@ -22,7 +29,8 @@ from toolbus.application.identity.keys import (
     jose,
     load_keys,
 )
-from toolbus.domain.errors import Unauthorized
+from toolbus.domain.calls.wire import PROP_ATTEMPT
+from toolbus.domain.errors import QueuedTooLong, Unauthorized
 from toolbus.domain.identity import Caller, check_claims
 
 if TYPE_CHECKING:
@@ -32,6 +40,8 @@ if TYPE_CHECKING:
 DEFAULT_LEEWAY = 5.0
 #: Token ids remembered (until they expire) to refuse replays on at-most-once queues.
 DEFAULT_REPLAY_MEMORY = 100_000
+#: Seconds a signed call may wait in an at-least-once queue and still be served.
+DEFAULT_MAX_QUEUE_AGE = 3600.0
 
 UNSIGNED = (
     "the call carries no call token, and this service serves signed calls only; "
@@ -51,6 +61,10 @@ class CallVerifier:
     ``required`` (the default): a call without a token is refused. Otherwise
     unsigned calls are served unverified (a rollout step), while a token that
     is present must still be valid.
+
+    ``max_queue_age``: seconds a signed call may have waited in an
+    at-least-once queue (by the broker's timestamp) and still be served; its
+    token is checked as of when the broker took it.
     """
 
     def __init__(
@@ -61,7 +75,10 @@ class CallVerifier:
         leeway: float = DEFAULT_LEEWAY,
         clock: Callable[[], float] = time.time,
         replay_memory: int = DEFAULT_REPLAY_MEMORY,
+        max_queue_age: float = DEFAULT_MAX_QUEUE_AGE,
     ) -> None:
+        if not max_queue_age > 0:
+            raise ValueError(f"max_queue_age is {max_queue_age}; it must be a positive number")
         _, jws = jose()
         self._keys: dict[str, Key] = {}
         self._algorithms: dict[str, str] = {}
@@ -79,6 +96,7 @@ class CallVerifier:
         self.leeway = leeway
         self.clock = clock
         self.replay_memory = replay_memory
+        self.max_queue_age = max_queue_age
         self._registries = {a: jws.JWSRegistry(algorithms=[a]) for a in self._algorithms.values()}
         self._extract = jws.extract_compact
         self._validate = jws.validate_compact
@@ -109,12 +127,20 @@ class CallVerifier:
         user: str,
         body: bytes,
         once: bool = False,
+        properties: Mapping[str, str] | None = None,
+        enqueued_at: float | None = None,
     ) -> Caller:
         """The caller of one request, or :class:`Unauthorized`.
 
         ``once``: the request queue delivers at most once, so a token seen
         before is a replay (on an at-least-once queue it is a redelivery, which
-        the service host answers from its memory of answers).
+        the service host answers from its memory of answers). A retry is not a
+        replay: it is sent with a fresh token for its own ``attempt``.
+        ``properties``: the message's, whose steering ones the token must cover.
+        ``enqueued_at``: when the broker took the call (its own clock, Unix
+        seconds), if it says; on an at-least-once queue the token is checked as
+        of then, and a call older than ``max_queue_age`` raises
+        :class:`QueuedTooLong`.
         """
         if token is None:
             if self.required:
@@ -122,18 +148,30 @@ class CallVerifier:
             return Caller(user)
         key_id, claims = self._verified_claims(token)
         now = self.clock()
+        # At-most-once queues hold nothing back: there "now" is when it was sent.
+        valid_at = now if once or enqueued_at is None else enqueued_at
         caller = check_claims(
             claims,
             audiences=audiences,
             call_id=call_id,
             user=user,
             body=body,
-            now=now,
+            now=valid_at,
             leeway=self.leeway,
             key_id=key_id,
+            properties=properties,
         )
+        if valid_at != now and now - valid_at > self.max_queue_age:
+            age = now - valid_at
+            raise QueuedTooLong(
+                f"the call waited {age:.0f} s in the queue, longer than this service's maximum "
+                f"queue age of {self.max_queue_age:g} s; it was not run",
+                age=age,
+                limit=self.max_queue_age,
+            )
         if once:
-            self._use_once(call_id, float(claims["exp"]) + self.leeway, now)
+            attempt = properties.get(PROP_ATTEMPT, "") if properties else ""
+            self._use_once(f"{call_id} {attempt}", float(claims["exp"]) + self.leeway, now)
         return caller
 
     def _verified_claims(self, token: str) -> tuple[str, dict[str, Any]]:
@@ -169,15 +207,15 @@ class CallVerifier:
             raise Unauthorized("call token's claims are not a JSON object")
         return key_id, claims
 
-    def _use_once(self, call_id: str, until: float, now: float) -> None:
+    def _use_once(self, use: str, until: float, now: float) -> None:
         seen = self._seen
-        if call_id in seen:
+        if use in seen:
             raise Unauthorized("call token was used before; every call needs a token of its own")
         # Forget what has expired (expiries arrive nearly in order), and the oldest
         # beyond the memory's size: an expired token is refused anyway.
         while seen and (next(iter(seen.values())) < now or len(seen) >= self.replay_memory):
             seen.popitem(last=False)
-        seen[call_id] = until
+        seen[use] = until
 
     def __repr__(self) -> str:
         return f"<CallVerifier keys={list(self._keys)!r} required={self.required}>"

@@ -126,3 +126,32 @@ def _parse_trustgraph_id(raw: str) -> QueueName:
     return QueueName(
         raw, TRUSTGRAPH_CLASSES[queue_class], topicspace, queue_class, name, plain=False
     )
+
+
+#: What a queue's dead letters are named after: the queue's name plus this.
+DEAD_LETTERS_SUFFIX = "-dead-letters"
+
+
+def dead_letter_queue(raw: str) -> str:
+    """Where requests from queue ``raw`` go that a service moved aside instead of serving.
+
+    The same tenant and namespace, the name with :data:`DEAD_LETTERS_SUFFIX`,
+    and always persistent (dead letters wait for an operator):
+    ``non-persistent://tg/request/joke`` -> ``persistent://tg/request/joke-dead-letters``,
+    ``flow:tg:joke`` -> ``flow:tg:joke-dead-letters``, ``joke`` -> ``joke-dead-letters``.
+    Raises :class:`QueueNameError` when the name would grow too long for a broker.
+    """
+    queue = parse_queue(raw)
+    if queue.plain:
+        name = queue.name + DEAD_LETTERS_SUFFIX
+    elif "://" in raw:
+        name = f"persistent://{queue.tenant}/{queue.namespace}/{queue.name}{DEAD_LETTERS_SUFFIX}"
+    else:  # TrustGraph's class:topicspace:topic; its "flow" class is the persistent one
+        name = f"flow:{queue.tenant}:{queue.name}{DEAD_LETTERS_SUFFIX}"
+    try:
+        parse_queue(name)
+    except QueueNameError as exc:
+        raise QueueNameError(
+            f"queue name {raw!r} is too long to name its dead letters ({exc}); shorten it"
+        ) from None
+    return name

@@ -42,6 +42,8 @@ PROP_AFTER_EXECUTION = "after-execution"
 PROP_ENV_ARGS = "env-args"
 #: Who the call is for, when the body has no ``user`` (the 2.4 generation's requests).
 PROP_USER = "user"
+#: Which try of a call this is, on a retry ("2", "3", ...; absent on the first).
+PROP_ATTEMPT = "attempt"
 
 #: The request generations, named after the first trustgraph-base release that wrote each.
 GENERATION_2_1 = "2.1"

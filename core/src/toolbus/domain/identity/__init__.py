@@ -6,21 +6,27 @@ must then say about the call it rides on is decided here.
 """
 
 from toolbus.domain.identity.claims import (
+    BOUND_PROPERTIES,
     CLAIM_BODY,
     CLAIM_GROUPS,
+    CLAIM_PROPERTIES,
     PROP_CALL_TOKEN,
     Caller,
     body_digest,
     call_claims,
     check_claims,
+    properties_digest,
 )
 
 __all__ = [
+    "BOUND_PROPERTIES",
     "CLAIM_BODY",
     "CLAIM_GROUPS",
+    "CLAIM_PROPERTIES",
     "PROP_CALL_TOKEN",
     "Caller",
     "body_digest",
     "call_claims",
     "check_claims",
+    "properties_digest",
 ]

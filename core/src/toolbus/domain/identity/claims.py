@@ -1,16 +1,22 @@
 """A call token's claims: what a trusted caller vouches for, checked against the call.
 
 A token is made for exactly one call: its ``jti`` is the call's ``id`` property,
-its ``aud`` the service (id or request queue) it is sent to, and ``req`` the
-SHA-256 of the request body. So a token copied onto another call, another
-service or another body is refused, and the ``user`` in the body must be the
-token's ``sub``. ``iat``/``nbf``/``exp`` bound its life to a short window.
+its ``aud`` the service (id or request queue) it is sent to, ``req`` the
+SHA-256 of the request body, and ``prp`` the SHA-256 of the message properties
+that steer the call (:data:`BOUND_PROPERTIES`: which environment values fill
+which arguments, how long the call may run, which try of the call this is). So
+a token copied onto another call, another service, another body or other
+steering properties is refused, and the ``user`` in the body must be the
+token's ``sub``. ``iat``/``nbf``/``exp`` bound its life to a short window,
+checked at the moment the broker took the call where the broker says when
+(a call that waited in a persistent queue is not refused for having waited).
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import math
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -19,9 +25,17 @@ from toolbus.domain.errors import Unauthorized
 
 #: The message property that carries the call token (a JWS compact string).
 PROP_CALL_TOKEN = "call-token"
-#: Private claims: the groups granted to the user, and the digest of the request body.
+#: Private claims: the groups granted to the user, the digest of the request body,
+#: and the digest of the properties that steer the call.
 CLAIM_GROUPS = "groups"
 CLAIM_BODY = "req"
+CLAIM_PROPERTIES = "prp"
+#: Message properties that change what the tool does or how long it may run:
+#: a token covers them, so nobody on the way can add, drop or change one.
+#: (``env-args``: which of the service's environment values fill which arguments;
+#: ``deadline``: when the caller stops waiting; ``attempt``: which try of the
+#: call this is, so that a retry's fresh token is not taken for a replay.)
+BOUND_PROPERTIES = ("env-args", "deadline", "attempt")
 
 
 class Caller(NamedTuple):
@@ -44,6 +58,19 @@ def body_digest(body: bytes) -> str:
     return base64.urlsafe_b64encode(hashlib.sha256(body).digest()).rstrip(b"=").decode()
 
 
+def properties_digest(properties: Mapping[str, str]) -> str | None:
+    """The ``prp`` claim: base64url SHA-256 of the bound properties present; None if none are.
+
+    Names and values are written as one JSON array of pairs in the order of
+    :data:`BOUND_PROPERTIES`, so that no value can pass for another name.
+    """
+    bound = [[name, properties[name]] for name in BOUND_PROPERTIES if name in properties]
+    if not bound:
+        return None
+    text = json.dumps(bound, ensure_ascii=False, separators=(",", ":"))
+    return body_digest(text.encode("utf-8"))
+
+
 def call_claims(
     *,
     user: str,
@@ -54,8 +81,13 @@ def call_claims(
     now: float,
     lifetime: float,
     issuer: str = "",
+    properties: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The claims a caller signs for one call, valid from ``now`` for ``lifetime`` seconds."""
+    """The claims a caller signs for one call, valid from ``now`` for ``lifetime`` seconds.
+
+    ``properties`` are the message properties the call is sent with; those in
+    :data:`BOUND_PROPERTIES` are covered by the token.
+    """
     issued = int(now)
     claims: dict[str, Any] = {
         "sub": user,
@@ -68,6 +100,9 @@ def call_claims(
         # Rounded up: a lifetime is never cut short by whole-second claims.
         "exp": math.ceil(now + lifetime),
     }
+    steering = properties_digest(properties) if properties else None
+    if steering is not None:
+        claims[CLAIM_PROPERTIES] = steering
     if issuer:
         claims["iss"] = issuer
     return claims
@@ -97,10 +132,14 @@ def check_claims(
     now: float,
     leeway: float,
     key_id: str = "",
+    properties: Mapping[str, str] | None = None,
 ) -> Caller:
     """The verified caller, when the claims fit this call at ``now``; else :class:`Unauthorized`.
 
-    ``leeway`` seconds of clock difference between caller and service are forgiven.
+    ``now`` is when the token must have been valid: the moment the broker took
+    the call, where known. ``leeway`` seconds of clock difference between
+    caller and service are forgiven. ``properties`` are the message's; the
+    bound ones must be exactly those the token covers.
     """
     expires = _time(claims, "exp")
     if now - leeway >= expires:
@@ -117,6 +156,12 @@ def check_claims(
         raise Unauthorized("call token is for another call id")
     if claims.get(CLAIM_BODY) != body_digest(body):
         raise Unauthorized("call token is for another request body")
+    if claims.get(CLAIM_PROPERTIES) != (properties_digest(properties) if properties else None):
+        present = [name for name in BOUND_PROPERTIES if properties and name in properties]
+        raise Unauthorized(
+            "call token does not cover the call's properties "
+            f"({', '.join(present) or 'none'}); they were changed, added or dropped on the way"
+        )
     subject = claims.get("sub")
     if not isinstance(subject, str):
         raise Unauthorized("call token has no valid 'sub' claim")
