@@ -87,8 +87,10 @@ async def main(seconds: float) -> None:
             ToolsetSettings(
                 "shop",
                 f"{url}/openapi.json",
+                base_url=f"{url}/api",
                 credentials=(Credential("bearer", "BENCH_TOKEN"),),
                 limits=Limits(max_connections=64),
+                allow_insecure_spec=True,  # the local API serves it over plain http
             ),
             environ=environ,
         )

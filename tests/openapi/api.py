@@ -12,7 +12,7 @@ import asyncio
 import json
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +20,13 @@ from typing import Any
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.responses import (
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
 from starlette.routing import Route
 
 from tests.support.servers import LOOPBACK
@@ -33,11 +39,15 @@ class Hit:
     query: str
     headers: dict[str, str]
     body: bytes
+    #: Every header as sent, repeats included (names lower-cased).
+    header_list: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass
 class Recorder:
     hits: list[Hit] = field(default_factory=list)
+    #: Set when a client stops reading a dripping answer (it hung up).
+    hung_up: threading.Event = field(default_factory=threading.Event)
 
     async def record(self, request: Request) -> None:
         self.hits.append(
@@ -47,6 +57,7 @@ class Recorder:
                 request.url.query,
                 dict(request.headers),
                 await request.body(),
+                [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.scope["headers"]],
             )
         )
 
@@ -152,6 +163,40 @@ def document(secured: bool = True) -> dict[str, Any]:
                 "Answer after a while",
                 parameters=[{"name": "seconds", "in": "query", "schema": {"type": "number"}}],
             ),
+            "/search": get(
+                "searchItems",
+                "Search items of a tenant",
+                parameters=[
+                    {"name": "q", "in": "query", "schema": {"type": "string"}},
+                    {"name": "tenant", "in": "query", "schema": {"type": "string"}},
+                    {"name": "limit", "in": "query", "schema": {"type": "integer"}},
+                    {
+                        "name": "filter",
+                        "in": "query",
+                        "style": "form",
+                        "explode": True,
+                        "schema": {
+                            "type": "object",
+                            "additionalProperties": {"type": "string"},
+                        },
+                    },
+                ],
+            ),
+            "/keyed": get(
+                "keyedHeaders",
+                "Show the API key headers received",
+                parameters=[{"name": "x-api-key", "in": "header", "schema": {"type": "string"}}],
+            ),
+            "/drip": get("drip", "An answer that arrives a byte at a time, slowly"),
+            "/leaky": get(
+                "leaky",
+                "An answer that quotes the credential at a given offset",
+                parameters=[
+                    {"name": "at", "in": "query", "schema": {"type": "integer"}},
+                    {"name": "status", "in": "query", "schema": {"type": "integer"}},
+                ],
+            ),
+            "/redirect/outside": get("redirectOutside", "Redirect outside the API's base path"),
             "/big": get("big", "A very long answer"),
             "/broken": get("broken", "Always fails"),
             "/redirect/home": get("redirectHome", "Redirect to item 1 on this API"),
@@ -216,6 +261,42 @@ def app(recorder: Recorder, elsewhere: str, secret: str) -> Starlette:
         await asyncio.sleep(float(request.query_params.get("seconds", "0")))
         return PlainTextResponse("finally")
 
+    async def search(request: Request) -> Response:
+        await recorder.record(request)
+        return JSONResponse({"query": request.url.query})
+
+    async def keyed(request: Request) -> Response:
+        await recorder.record(request)
+        return JSONResponse({"x-api-key": request.headers.getlist("x-api-key")})
+
+    async def drip(request: Request) -> Response:
+        await recorder.record(request)
+
+        async def trickle() -> AsyncIterator[bytes]:
+            try:
+                for _ in range(6000):
+                    yield b"."
+                    await asyncio.sleep(0.05)
+            finally:  # the client went away (or the server stops)
+                recorder.hung_up.set()
+
+        return StreamingResponse(trickle(), media_type="text/plain")
+
+    async def leaky(request: Request) -> Response:
+        await recorder.record(request)
+        at = int(request.query_params.get("at", "0"))
+        status = int(request.query_params.get("status", "500"))
+        text = "x" * at + f"token={authorized(request)}" + " tail" * 400
+        return PlainTextResponse(text, status_code=status)
+
+    async def redirect_outside(request: Request) -> Response:
+        await recorder.record(request)
+        return RedirectResponse("/outside/collect", status_code=302)
+
+    async def outside(request: Request) -> Response:
+        await recorder.record(request)
+        return PlainTextResponse("outside the API")
+
     async def big(request: Request) -> Response:
         await recorder.record(request)
         return PlainTextResponse("x" * 200_000)
@@ -251,6 +332,12 @@ def app(recorder: Recorder, elsewhere: str, secret: str) -> Starlette:
             Route("/api/login", echo_body, methods=["POST"]),
             Route("/api/whoami", whoami),
             Route("/api/slow", slow),
+            Route("/api/search", search),
+            Route("/api/keyed", keyed),
+            Route("/api/drip", drip),
+            Route("/api/leaky", leaky),
+            Route("/api/redirect/outside", redirect_outside),
+            Route("/outside/collect", outside),
             Route("/api/big", big),
             Route("/api/broken", broken),
             Route("/api/redirect/home", redirect_home),

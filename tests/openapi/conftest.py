@@ -27,6 +27,7 @@ class Api:
 
     def reset(self) -> None:
         self.hits.hits.clear()
+        self.hits.hung_up.clear()
         self.elsewhere_hits.hits.clear()
 
 
@@ -54,6 +55,11 @@ async def make_toolset(shop: Api) -> AsyncIterator[object]:
 
     def make(environ: dict[str, str] | None = None, **fields: object) -> OpenAPIService:
         fields.setdefault("limits", Limits(timeout=5.0))
+        # The test API serves its document over plain http on 127.0.0.1.
+        fields.setdefault("allow_insecure_spec", True)
+        if fields.get("credentials") or fields.get("env_params"):
+            # Secrets go only where the settings say, never where the document says.
+            fields.setdefault("base_url", f"{shop.url}/api")
         settings = ToolsetSettings(
             **{"name": "shop", "spec": shop.spec_url, **fields}  # type: ignore[arg-type]
         )

@@ -47,6 +47,7 @@ def test_list_tools_shows_what_would_be_served(
 ) -> None:
     result = in_process(
         "serve", "openapi", "--toolset", "shop", "--spec", shop.spec_url,
+        "--allow-insecure-spec",
         "--include", "items", "--exclude", "createItem", "--list-tools",
         cwd=tmp_path, monkeypatch=monkeypatch,
     )  # fmt: skip
@@ -69,12 +70,12 @@ def test_bad_flags_and_documents_are_refused_with_every_problem(
 
     bad_doc = run("--toolset", "x", "--spec", "bad.yaml")
     bad_flags = run(
-        "--toolset", "shop", "--spec", shop.spec_url,
+        "--toolset", "shop", "--spec", shop.spec_url, "--allow-insecure-spec",
         "--bearer-env", "not a name", "--header-env", "X-Key",
     )  # fmt: skip
     unset = run(
-        "--toolset", "shop", "--spec", shop.spec_url,
-        "--bearer-env", "SHOP_TOKEN", "--include", "nothing",
+        "--toolset", "shop", "--spec", shop.spec_url, "--allow-insecure-spec",
+        "--base-url", f"{shop.url}/api", "--bearer-env", "SHOP_TOKEN", "--include", "nothing",
     )  # fmt: skip
     nothing = run()
     unsigned = run("--toolset", "shop", "--spec", shop.spec_url, "--allow-unsigned")
@@ -109,6 +110,8 @@ async def test_serve_openapi_announces_and_answers_over_nats_until_sigterm(
         f'broker = "{nats_server.url}"\n'
         "[openapi.toolsets.shop]\n"
         f'spec = "{shop.spec_url}"\n'
+        "allow-insecure-spec = true\n"
+        f'base-url = "{shop.url}/api"\n'
         'exclude = ["slow"]\n'
         'bearer-env = "SHOP_TOKEN"\n',
         encoding="utf-8",
@@ -142,7 +145,8 @@ def test_toolbus_toml_toolsets_are_plugin_services_for_every_command(
     shop: Api, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (tmp_path / "toolbus.toml").write_text(
-        f'[openapi.toolsets.shop]\nspec = "{shop.spec_url}"\ninclude = ["getItem"]\n',
+        f'[openapi.toolsets.shop]\nspec = "{shop.spec_url}"\nallow-insecure-spec = true\n'
+        'include = ["getItem"]\n',
         encoding="utf-8",
     )
 

@@ -101,7 +101,13 @@ async def test_a_credential_whose_variable_is_unset_fails_the_call_clearly(
     from toolbus_openapi import ToolsetSettings, open_toolset
 
     environ: dict[str, str] = {}
-    settings = ToolsetSettings("shop", shop.spec_url, credentials=(CREDENTIALS["bearer"],))
+    settings = ToolsetSettings(
+        "shop",
+        shop.spec_url,
+        base_url=f"{shop.url}/api",
+        credentials=(CREDENTIALS["bearer"],),
+        allow_insecure_spec=True,
+    )
     service = open_toolset(settings, environ=environ, require_credentials=False)
     try:
         tools = toolbus.tools(registry_of(service))

@@ -50,13 +50,22 @@ def serve_openapi(
         str | None,
         typer.Option(
             metavar="FILE_OR_URL",
-            help="The OpenAPI 3.0/3.1 document: a file or an http(s) URL (JSON or YAML).",
+            help="The OpenAPI 3.0/3.1 document: a file or an https URL (JSON or YAML).",
         ),
     ] = None,
+    allow_insecure_spec: Annotated[
+        bool,
+        typer.Option(
+            "--allow-insecure-spec",
+            help="Also read a --spec URL over plain http (anyone on the way could change it).",
+        ),
+    ] = False,
     base_url: Annotated[
         str | None,
         typer.Option(
-            metavar="URL", help="Where requests go; default: the document's first server URL."
+            metavar="URL",
+            help="Where requests go; default: the document's first server URL (required "
+            "with credentials or --env-param).",
         ),
     ] = None,
     allow_host: Annotated[
@@ -105,7 +114,11 @@ def serve_openapi(
     ] = None,
     timeout: Annotated[
         float | None,
-        typer.Option(min=0.001, help="Seconds to connect and per read. \\[default: 30]"),
+        typer.Option(
+            min=0.001,
+            help="Seconds a whole call may take (a caller's earlier deadline ends it "
+            "sooner). \\[default: 30]",
+        ),
     ] = None,
     max_response_bytes: Annotated[
         int | None,
@@ -240,6 +253,7 @@ def serve_openapi(
             credentials=tuple(credentials) or given.credentials,
             env_params=(*given.env_params, *(env_param or ())),
             limits=limits,
+            allow_insecure_spec=allow_insecure_spec or given.allow_insecure_spec,
         )
         try:
             services.append(open_toolset(merged))

@@ -1,10 +1,13 @@
-"""API credentials: read from the service's environment, added on the way out, to one origin.
+"""API credentials: read from the service's environment, added on the way out, under one URL.
 
 A :class:`Credential` names an environment variable, never holds its value.
-:class:`CredentialTransport` reads the values at each request and adds them
-to the requests for the API's own origin only, as they leave: httpx logs the
+:class:`CredentialTransport` reads the values at each request and sets them
+on the requests under the API's base URL only, as they leave: httpx logs the
 request it built, not the copy sent here, so a query-parameter credential is
-never part of a log line, and a redirect to another allowed host gets none.
+never part of a log line, and a redirect to another allowed host, or to
+another path of the same host, gets none. Each credential is *set*: a header
+or query parameter of the same name already on the request is replaced, so
+the API sees it exactly once.
 """
 
 from __future__ import annotations
@@ -62,27 +65,33 @@ def credential_parts(
 
 
 class CredentialTransport(httpx.AsyncBaseTransport):
-    """Adds ``credentials`` to the requests ``own_origin`` accepts, as they leave."""
+    """Sets ``credentials`` on the requests ``under_base`` accepts, as they leave."""
 
     def __init__(
         self,
         inner: httpx.AsyncBaseTransport,
         credentials: Collection[Credential],
         environ: Mapping[str, str],
-        own_origin: Callable[[httpx.URL], bool],
+        under_base: Callable[[httpx.URL], bool],
     ) -> None:
         self._inner = inner
         self._credentials = credentials
         self._environ = environ
-        self._own_origin = own_origin
+        self._under_base = under_base
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        if self._credentials and self._own_origin(request.url):
+        if self._credentials and self._under_base(request.url):
             headers, params = credential_parts(self._credentials, self._environ)
+            url = request.url
+            for name, value in params:
+                url = url.copy_remove_param(name).copy_add_param(name, value)
+            sent = httpx.Headers(request.headers)
+            for name, value in headers.items():
+                sent[name] = value  # replaces every header of that name, whatever its case
             request = httpx.Request(
                 request.method,
-                request.url.copy_merge_params(tuple(params)) if params else request.url,
-                headers={**request.headers, **headers},
+                url,
+                headers=sent,
                 stream=request.stream,
                 extensions=request.extensions,
             )

@@ -3,6 +3,10 @@
 The document is parsed only: what it means is worked out by
 :mod:`toolbus_openapi.operations`. Problems are :class:`~toolbus.ConfigError`s
 that name the document and say what to fix.
+
+A document fetched over plain ``http://`` (or redirected there) could be
+changed on the way, and with it every operation and server it names: it is
+refused unless the caller allows it (``--allow-insecure-spec``).
 """
 
 from __future__ import annotations
@@ -65,13 +69,35 @@ def is_url(source: str) -> bool:
     return urlsplit(source).scheme in ("http", "https")
 
 
-def read_document(source: str | Path) -> Document:
-    """Read and parse the document at ``source`` (a path, or an http(s) URL)."""
+def read_document(source: str | Path, *, allow_insecure: bool = False) -> Document:
+    """Read and parse the document at ``source`` (a path, or an http(s) URL).
+
+    An ``http://`` URL, or a redirect to one, is refused unless ``allow_insecure``.
+    """
     text_source = str(source)
     if is_url(text_source):
+
+        def secure_only(request: httpx.Request) -> None:
+            if request.url.scheme != "https" and not allow_insecure:
+                raise _InsecureSpec(str(request.url.copy_with(query=None)))
+
         try:
-            response = httpx.get(text_source, timeout=FETCH_TIMEOUT, follow_redirects=True)
+            with httpx.Client(
+                timeout=FETCH_TIMEOUT,
+                follow_redirects=True,
+                event_hooks={"request": [secure_only]},
+                trust_env=False,
+            ) as client:
+                response = client.get(text_source)
             response.raise_for_status()
+        except _InsecureSpec as exc:
+            raise _problem(
+                text_source,
+                f"would be fetched over plain http ({exc}), where anyone on the way could "
+                "change the operations and servers it names; serve it over https, read it "
+                "from a file, or allow this with --allow-insecure-spec "
+                "(allow-insecure-spec = true)",
+            ) from None
         except httpx.HTTPError as exc:
             raise _problem(text_source, f"cannot be fetched: {exc}") from None
         return parse_document(response.text, text_source, str(response.url))
@@ -113,6 +139,10 @@ def parse_document(text: str, source: str, uri: str) -> Document:
     if not isinstance(contents.get("paths", {}), dict):
         raise _problem(source, "'paths' must be an object of path -> operations")
     return Document(contents, source, uri)
+
+
+class _InsecureSpec(Exception):
+    """A request for the document would go over plain http."""
 
 
 def _problem(source: str, message: str) -> ConfigError:

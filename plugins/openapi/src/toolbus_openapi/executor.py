@@ -2,6 +2,8 @@
 
 Safety rules, each enforced here:
 
+* Arguments are validated against the operation's JSON Schema before a
+  request is built (:mod:`toolbus_openapi.arguments`).
 * Requests go to the base URL's host and port, or to a host given in
   ``allow_hosts``; a redirect anywhere else is refused before it is sent
   (httpx follows redirects and asks :meth:`HTTPExecutor._check_host` first).
@@ -9,10 +11,17 @@ Safety rules, each enforced here:
   request elsewhere (``/``, ``\\``, ``.``, ``..``, an absolute URL) are refused;
   the final URL must still lie under the base URL.
 * Credentials are read from the environment at call time and added by the
-  transport, on the way out, to requests for the base URL's own origin only: they
-  are never part of the URL httpx logs, never sent to another host a redirect
-  names, and are replaced by ``***`` in anything the executor returns or raises.
+  transport, on the way out, to requests under the base URL only (its scheme,
+  host and port, and its path): they are never part of the URL httpx logs,
+  never sent to another host or another path a redirect names, set exactly
+  once each, and replaced by ``***`` in anything the executor returns or raises.
+* A call ends by its deadline: the toolset's ``timeout`` for the whole call
+  (connecting, sending, every byte of the answer), or the caller's own
+  deadline when that comes first. A call that ends early, or is cancelled,
+  closes its response, so its connection is not held.
 * Answers are read up to a byte limit; a longer one is cut, with a marker.
+  Error answers and transport errors reach the caller (and so the model) as a
+  bounded excerpt, with secrets redacted before it is cut.
 """
 
 from __future__ import annotations
@@ -20,15 +29,24 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 import httpx
 
-from toolbus.domain.errors import AccessDenied, BadRequest, ToolServiceError, Unavailable
-from toolbus_openapi.answers import error_for, error_message, observation, redact
-from toolbus_openapi.arguments import check_arguments, header_value, path_segment, query_pairs
+from toolbus.application.calls.deadline import call_deadline
+from toolbus.domain.errors import (
+    AccessDenied,
+    BadRequest,
+    DeadlineExceeded,
+    ToolServiceError,
+    Unavailable,
+)
+from toolbus_openapi.answers import error_for, error_message, excerpt, observation
+from toolbus_openapi.arguments import ArgumentValidator, header_value, path_segment, query_pairs
 from toolbus_openapi.credentials import Credential, CredentialTransport
 from toolbus_openapi.operations import FORM, Operation
 
@@ -41,12 +59,15 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 class Limits:
     """How long a call may take and how much of an answer is kept."""
 
-    #: Seconds for connecting, and for each read or write.
+    #: Seconds a whole call may take (connecting, sending, reading every byte);
+    #: a caller's earlier deadline ends it sooner.
     timeout: float = 30.0
     #: Bytes of a successful answer returned; the rest is cut, with a marker.
     max_response_bytes: int = 64 * 1024
     #: Bytes of an error answer quoted in the error message.
     max_error_bytes: int = 1024
+    #: Characters of a transport error's text (httpx's) quoted in the error message.
+    max_error_text: int = 300
     max_redirects: int = 5
     #: Connections kept open to the API.
     max_connections: int = 100
@@ -119,6 +140,7 @@ class HTTPExecutor:
     _origin: _Origin = field(init=False, repr=False)
     _allowed: frozenset[_Origin] = field(init=False, repr=False)
     _allowed_any_port: frozenset[str] = field(init=False, repr=False)
+    _arguments: ArgumentValidator = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         base = httpx.URL(self.base_url)
@@ -140,6 +162,7 @@ class HTTPExecutor:
                 any_port.add(entry.strip().lower().strip("[]"))
         self._allowed = frozenset(allowed)
         self._allowed_any_port = frozenset(any_port)
+        self._arguments = ArgumentValidator()
         _HIDE_QUERY_VALUES.origins.update(self._allowed)
 
     # ------------------------------------------------------------------ lifecycle
@@ -156,7 +179,7 @@ class HTTPExecutor:
             )
             self._client = httpx.AsyncClient(
                 transport=CredentialTransport(
-                    inner, self.credentials, self.environ, self.is_own_origin
+                    inner, self.credentials, self.environ, self.is_under_base
                 ),
                 timeout=httpx.Timeout(limits.timeout),
                 follow_redirects=True,
@@ -183,42 +206,69 @@ class HTTPExecutor:
         """Call ``operation`` with ``arguments``; the observation, or a typed error."""
         secrets = self._secrets(operation)
         request = self.build(operation, arguments)
+        seconds, callers = self._time_left()
         try:
-            response = await self.client().send(request, stream=True)
-            # Method, path template and status only: arguments and URLs may hold secrets.
-            log.debug("%s answered HTTP %d", operation.label, response.status_code)
-            try:
-                limits = self.limits
-                if response.is_success:
-                    text = await observation(response, limits.max_response_bytes)
-                    return redact(text, secrets)
-                message = await error_message(operation.label, response, limits.max_error_bytes)
-                raise error_for(response.status_code, redact(message, secrets))
-            finally:
-                await response.aclose()
+            with anyio.fail_after(seconds):
+                return await self._exchange(operation, request, secrets)
+        except TimeoutError:
+            if callers:
+                raise DeadlineExceeded(
+                    f"{operation.label}: the caller's deadline passed before {self._origin} "
+                    "answered in full"
+                ) from None
+            raise Unavailable(
+                f"{operation.label}: no complete answer from {self._origin} within "
+                f"{self.limits.timeout:g} s"
+            ) from None
         except _HostRefused as exc:
             raise AccessDenied(
                 f"{operation.label}: refused to follow a redirect to {_Origin.of(exc.url)}; "
                 f"requests may go only to {self._allowed_description()}"
-            ) from None
-        except httpx.TimeoutException:
-            raise Unavailable(
-                f"{operation.label}: no answer from {self._origin} within {self.limits.timeout:g} s"
             ) from None
         except httpx.TooManyRedirects:
             raise ToolServiceError(
                 f"{operation.label}: more than {self.limits.max_redirects} redirects"
             ) from None
         except httpx.HTTPError as exc:
-            detail = redact(str(exc) or type(exc).__name__, secrets)
+            detail = excerpt(str(exc) or type(exc).__name__, secrets, self.limits.max_error_text)
             raise Unavailable(f"{operation.label}: cannot reach {self._origin}: {detail}") from None
+
+    async def _exchange(
+        self, operation: Operation, request: httpx.Request, secrets: list[str]
+    ) -> str:
+        response = await self.client().send(request, stream=True)
+        try:
+            # Method, path template and status only: arguments and URLs may hold secrets.
+            log.debug("%s answered HTTP %d", operation.label, response.status_code)
+            limits = self.limits
+            if response.is_success:
+                return await observation(response, limits.max_response_bytes, secrets)
+            message = await error_message(
+                operation.label, response, limits.max_error_bytes, secrets
+            )
+            raise error_for(response.status_code, message)
+        finally:
+            # Shielded: a call that is cancelled or runs out of time still gives
+            # its connection back rather than leaving it to a trickling server.
+            with anyio.CancelScope(shield=True):
+                await response.aclose()
+
+    def _time_left(self) -> tuple[float, bool]:
+        """Seconds this call may take, and whether the caller's deadline is what limits it."""
+        limit = self.limits.timeout
+        deadline = call_deadline()
+        if deadline is None:
+            return limit, False
+        left = deadline - time.time()
+        return (max(left, 0.0), True) if left < limit else (limit, False)
 
     def build(self, operation: Operation, arguments: Mapping[str, Any]) -> httpx.Request:
         """The request for ``operation``; :class:`BadRequest` for arguments it cannot take."""
-        check_arguments(operation, arguments)
+        arguments = self._arguments.check(operation, arguments)
         path = operation.path
         params: list[tuple[str, str]] = []
         headers: dict[str, str] = {}
+        reserved = self._query_names(operation)
         for parameter in operation.parameters:
             value = arguments.get(parameter.argument)
             if value is None:
@@ -229,7 +279,8 @@ class HTTPExecutor:
                 segment = path_segment(operation, parameter.argument, value)
                 path = path.replace("{" + parameter.name + "}", segment)
             elif parameter.location == "query":
-                params.extend(query_pairs(parameter.name, value, parameter.explode))
+                others = reserved - {parameter.name}
+                params.extend(query_pairs(operation, parameter, value, others))
             else:
                 headers[parameter.name] = header_value(operation, parameter.argument, value)
         url = self._base.copy_with(path=self._base_path + path, params=params or None)
@@ -290,6 +341,20 @@ class HTTPExecutor:
             secrets.append(value)
         return secrets
 
+    def _query_names(self, operation: Operation) -> frozenset[str]:
+        """Query names an expanded object may not set: the operation's and the credentials'."""
+        names = {p.name for p in operation.parameters if p.location == "query"}
+        names.update(c.name for c in self.credentials if c.kind == "query")
+        return frozenset(names)
+
     def is_own_origin(self, url: httpx.URL) -> bool:
-        """Whether ``url`` is on the base URL's scheme, host and port (credentials go there)."""
+        """Whether ``url`` is on the base URL's scheme, host and port."""
         return _Origin.of(url) == self._origin and url.scheme == self._base.scheme
+
+    def is_under_base(self, url: httpx.URL) -> bool:
+        """Whether ``url`` lies under the base URL (origin and path): credentials go there only."""
+        return self.is_own_origin(url) and (
+            not self._base_path
+            or url.path == self._base_path
+            or url.path.startswith(f"{self._base_path}/")
+        )

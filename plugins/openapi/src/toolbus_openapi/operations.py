@@ -7,7 +7,11 @@ see :func:`_tool_names`). Its arguments are the operation's path, query and head
 parameters and its request body: a JSON or form body that is an object is
 flattened into one argument per property, any other body is one argument
 ``body``. Schemas are resolved into self-contained JSON Schemas
-(:mod:`toolbus_openapi.schemas`), required flags kept.
+(:mod:`toolbus_openapi.schemas`), required flags kept; each operation also
+keeps the JSON Schema of its arguments as one object (:attr:`Operation.schema`),
+which every call's arguments are validated against before a request is built.
+A parameter a credential fills (same header, any case; same query name) is
+not an argument: the credential owns it.
 
 A problem that makes the document unusable as a whole (colliding ids, a
 ``$ref`` that points nowhere, a filter that matches nothing, an operation that
@@ -28,6 +32,7 @@ from typing import Any
 
 from toolbus.domain.calls.naming import MAX_TOOL_NAME, sanitize_toolname
 from toolbus.domain.errors import ConfigError, Problem
+from toolbus_openapi.credentials import Credential
 from toolbus_openapi.document import Document
 from toolbus_openapi.schemas import Resolved, UnresolvableRef, json_schema, registry_for
 
@@ -69,6 +74,8 @@ class Parameter:
     explode: bool = True
     #: Described with ``content: application/json``: sent as JSON text.
     as_json: bool = False
+    #: Its schema's type is ``object``: only then may a value be expanded into pairs.
+    object_typed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +103,8 @@ class Operation:
     parameters: tuple[Parameter, ...] = ()
     body: Body | None = None
     arguments: tuple[Mapping[str, Any], ...] = ()
+    #: The JSON Schema of the arguments as one object (closed: no other argument).
+    schema: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -144,13 +153,15 @@ def read_operations(
     *,
     include: Collection[str] = (),
     exclude: Collection[str] = (),
+    credentials: Collection[Credential] = (),
 ) -> Catalog:
     """The operations of ``document`` as tools of ``toolset``, filtered.
 
     ``include`` and ``exclude`` name operationIds or tags: with ``include``, only
     operations it names (by id or by one of their tags) are kept; then those
-    ``exclude`` names are dropped. Raises :class:`~toolbus.ConfigError` with
-    every problem found.
+    ``exclude`` names are dropped. Parameters that one of ``credentials``
+    fills are left out of the arguments. Raises :class:`~toolbus.ConfigError`
+    with every problem found.
     """
     where = f"OpenAPI document {document.source}"
     problems: list[Problem] = []
@@ -169,6 +180,7 @@ def read_operations(
 
     operations: list[Operation] = []
     skipped: list[Skipped] = []
+    filled = _filled_by(credentials)
     for path, method, raw in found:
         operation_id = names[(path, method)]
         tags = _tags(raw)
@@ -188,6 +200,7 @@ def read_operations(
                 tags=tags,
                 resolved=resolved,
                 openapi_30=openapi_30,
+                filled=filled,
             )
         except UnresolvableRef as exc:
             problems.append(Problem(where, "", f"operation {label}: {exc}"))
@@ -204,6 +217,17 @@ def read_operations(
     if problems:
         raise ConfigError(problems)
     return Catalog(tuple(operations), tuple(skipped))
+
+
+def _filled_by(credentials: Collection[Credential]) -> frozenset[tuple[str, str]]:
+    """``(location, name)`` of the parameters credentials fill; header names lower-cased."""
+    filled = set()
+    for credential in credentials:
+        if credential.kind == "query":
+            filled.add(("query", credential.name))
+        elif credential.kind == "header":
+            filled.add(("header", credential.name.lower()))
+    return frozenset(filled)
 
 
 def _operations(contents: Mapping[str, Any]) -> Iterable[tuple[str, str, Mapping[str, Any]]]:
@@ -285,9 +309,11 @@ def _operation(
     tags: tuple[str, ...],
     resolved: Resolved,
     openapi_30: bool,
+    filled: frozenset[tuple[str, str]] = frozenset(),
 ) -> Operation:
     arguments: list[dict[str, Any]] = []
     parameters: list[Parameter] = []
+    schemas: dict[str, Any] = {}
     taken: set[str] = set()
     for spec in _parameters(item, raw, resolved):
         location = spec.get("in")
@@ -301,19 +327,26 @@ def _operation(
             continue
         if location == "header" and name.lower() in _RESERVED_HEADERS:
             continue
+        if (location, name.lower() if location == "header" else name) in filled:
+            continue  # the credential sets it, once, whatever an argument says
         schema, as_json = _parameter_schema(spec, resolved, openapi_30)
         argument = _argument_name(name, location, taken)
         explode = spec.get("explode", spec.get("style", "form") == "form")
-        parameters.append(Parameter(argument, name, location, required, bool(explode), as_json))
+        object_typed = not as_json and json_type(schema) == "object"
+        parameters.append(
+            Parameter(argument, name, location, required, bool(explode), as_json, object_typed)
+        )
         described = spec.get("description")
         arguments.append(
             _argument(argument, schema, described or f"{location} parameter {name}", required)
         )
+        schemas[argument] = schema
     body = None
     request_body = raw.get("requestBody")
     if request_body is not None:
-        body, body_arguments = _body(request_body, resolved, openapi_30, taken)
+        body, body_arguments, body_schemas = _body(request_body, resolved, openapi_30, taken)
         arguments.extend(body_arguments)
+        schemas.update(body_schemas)
     return Operation(
         operation_id=operation_id,
         tool=tool,
@@ -324,6 +357,12 @@ def _operation(
         parameters=tuple(parameters),
         body=body,
         arguments=tuple(arguments),
+        schema={
+            "type": "object",
+            "properties": schemas,
+            "required": [str(a["name"]) for a in arguments if a.get("required")],
+            "additionalProperties": False,
+        },
     )
 
 
@@ -365,13 +404,14 @@ def _argument_name(name: str, location: str, taken: set[str]) -> str:
 
 def _body(
     raw: Any, resolved: Resolved, openapi_30: bool, taken: set[str]
-) -> tuple[Body | None, list[dict[str, Any]]]:
+) -> tuple[Body | None, list[dict[str, Any]], dict[str, Any]]:
+    """How the body is built, its arguments, and each argument's JSON Schema."""
     spec, inner = resolved.follow(raw)
     if not isinstance(spec, Mapping):
-        return None, []
+        return None, [], {}
     content = spec.get("content")
     if not isinstance(content, Mapping) or not content:
-        return None, []
+        return None, [], {}
     required = bool(spec.get("required"))
     media_type = _supported_media_type(content)
     if media_type is None:
@@ -395,19 +435,23 @@ def _body(
         assert isinstance(properties, Mapping)
         inner_required = set(schema.get("required") or ())
         arguments = []
+        schemas = {}
         for name, sub in properties.items():
             if isinstance(sub, Mapping) and sub.get("readOnly") is True:
                 continue  # the server sets it; sending it is at best ignored
             taken.add(name)
             field_required = required and name in inner_required
             arguments.append(_argument(name, sub, f"body field {name}", field_required))
+            schemas[name] = sub
         fields = {argument["name"]: argument["name"] for argument in arguments}
-        return Body(media_type, required, fields=fields), arguments
+        return Body(media_type, required, fields=fields), arguments, schemas
     name = _argument_name("body", "body", taken)
     description = str(spec.get("description") or "the request body")
-    return Body(media_type, required, argument=name), [
-        _argument(name, schema, description, required)
-    ]
+    return (
+        Body(media_type, required, argument=name),
+        [_argument(name, schema, description, required)],
+        {name: schema},
+    )
 
 
 def _supported_media_type(content: Mapping[str, Any]) -> str | None:

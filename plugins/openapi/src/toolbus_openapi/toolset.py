@@ -3,8 +3,9 @@
 In ``toolbus.toml``, one table per toolset::
 
     [openapi.toolsets.petstore]
-    spec = "petstore.yaml"              # a path (relative to this file) or an http(s) URL
-    base-url = "http://127.0.0.1:8080/api/v3"
+    spec = "petstore.yaml"              # a path (relative to this file) or an https URL
+    allow-insecure-spec = false         # true: an http:// spec URL is read too
+    base-url = "http://127.0.0.1:8080/api/v3"   # required with credentials or env-params
     allow-hosts = ["cdn.example.com"]
     include = ["pet"]                   # operationIds or tags
     exclude = ["deletePet"]
@@ -49,7 +50,8 @@ class ToolsetSettings:
     name: str
     #: A file path or an http(s) URL of the OpenAPI 3.0/3.1 document.
     spec: str
-    #: Where requests go; default the document's first ``servers`` URL.
+    #: Where requests go; default the document's first ``servers`` URL, except
+    #: with credentials or ``env_params``: then it must be given.
     base_url: str | None = None
     allow_hosts: tuple[str, ...] = ()
     include: tuple[str, ...] = ()
@@ -60,6 +62,8 @@ class ToolsetSettings:
     limits: Limits = field(default_factory=Limits)
     request_queue: str = ""
     response_queue: str = ""
+    #: Read a ``spec`` URL over plain http (or a redirect there) too.
+    allow_insecure_spec: bool = False
 
 
 def open_toolset(
@@ -98,15 +102,33 @@ def open_toolset(
                     "export it before starting the service",
                 )
             )
-    document = read_document(settings.spec)
+    if not settings.base_url and (settings.credentials or settings.env_params):
+        secrets = "credentials" if settings.credentials else "env-params"
+        problems.append(
+            Problem(
+                where,
+                "base-url",
+                f"with {secrets} configured, give --base-url URL: the document's servers "
+                "must not choose where a secret is sent",
+            )
+        )
+    document = read_document(settings.spec, allow_insecure=settings.allow_insecure_spec)
     try:
         catalog = read_operations(
-            document, settings.name, include=settings.include, exclude=settings.exclude
+            document,
+            settings.name,
+            include=settings.include,
+            exclude=settings.exclude,
+            credentials=settings.credentials,
         )
     except ConfigError as exc:
         problems.extend(exc.problems)
         catalog = None
-    base_url = settings.base_url or _server_url(document, problems, where)
+    base_url = settings.base_url or (
+        None
+        if settings.credentials or settings.env_params
+        else _server_url(document, problems, where)
+    )
     executor = None
     if base_url is not None:
         try:
@@ -229,6 +251,7 @@ _KEYS = frozenset(
         "max-response-bytes",
         "request-queue",
         "response-queue",
+        "allow-insecure-spec",
     }
 )
 
@@ -272,6 +295,10 @@ def _toolset(
     if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
         problems.append(Problem(at, "timeout", "must be a positive number of seconds"))
         timeout = limits.timeout
+    insecure = raw.get("allow-insecure-spec", False)
+    if not isinstance(insecure, bool):
+        problems.append(Problem(at, "allow-insecure-spec", "must be true or false"))
+        insecure = False
     size = raw.get("max-response-bytes", limits.max_response_bytes)
     if not isinstance(size, int) or isinstance(size, bool) or size < 1:
         problems.append(Problem(at, "max-response-bytes", "must be a positive whole number"))
@@ -288,6 +315,7 @@ def _toolset(
         limits=replace(limits, timeout=float(timeout), max_response_bytes=size),
         request_queue=text("request-queue") or "",
         response_queue=text("response-queue") or "",
+        allow_insecure_spec=insecure,
     )
 
 

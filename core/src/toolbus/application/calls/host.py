@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import math
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -47,6 +48,7 @@ from toolbus.application.calls._environment import inject_environment
 from toolbus.application.calls._replies import Holdback, Reply
 from toolbus.application.calls._token_checks import TokenChecks
 from toolbus.application.calls.dead_letters import QUEUED_TOO_LONG, DeadLetters
+from toolbus.application.calls.deadline import serving_deadline
 from toolbus.application.calls.metrics import ToolbusMetrics, default_metrics
 from toolbus.application.calls.service import JOIN_STREAM_PARAM, ToolResult, ToolService
 from toolbus.application.calls.supervision import supervised
@@ -332,8 +334,9 @@ class ServiceHost:
                 f"{self.max_request_bytes:,} bytes; send less, or start the service with a "
                 "larger max_request_bytes"
             )
-        deadline = properties.get(wire.PROP_DEADLINE)
-        if deadline is not None and _expired(deadline, self.clock()):
+        deadline_text = properties.get(wire.PROP_DEADLINE)
+        deadline = None if deadline_text is None else _seconds(deadline_text)
+        if deadline is not None and deadline <= self.clock():
             raise DeadlineExceeded(
                 f"the caller's deadline passed before {self.service.id!r} could start the call"
             )
@@ -365,6 +368,7 @@ class ServiceHost:
             )
         # Set and reset by hand: no context manager (nor coroutine) on the per-call path.
         serving = _serving.set(caller)
+        due = serving_deadline.set(deadline)
         try:
             if tracing.recording():
                 with tracing.hop("server", properties, self._describe_span):
@@ -383,6 +387,7 @@ class ServiceHost:
                 finally:
                     tracing.leave(token)
         finally:
+            serving_deadline.reset(due)
             _serving.reset(serving)
 
     async def _send_result(
@@ -439,11 +444,12 @@ def _asks_joined(config: Mapping[str, Any]) -> bool:
     return value is True or (isinstance(value, str) and value.lower() == "true")
 
 
-def _expired(deadline: str, now: float) -> bool:
+def _seconds(deadline: str) -> float | None:
     try:
-        return float(deadline) <= now
+        seconds = float(deadline)
     except ValueError:
-        return False  # an unreadable deadline is ignored, not fatal
+        return None  # an unreadable deadline is ignored, not fatal
+    return seconds if math.isfinite(seconds) else None
 
 
 @asynccontextmanager
