@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -57,3 +58,30 @@ async def served(
                 yield server
     finally:
         await bus.close()
+
+
+#: Debian's Chromium, which the console's browser tests drive through Playwright.
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None, reason="console browser tests need Chromium: apt-get install chromium"
+)
+
+
+@pytest.fixture
+async def browser_context() -> AsyncIterator[Any]:
+    """A fresh context (cookies and all) of a headless Chromium."""
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(
+            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"]
+        )
+        try:
+            yield await browser.new_context(viewport={"width": 1400, "height": 1000})
+        finally:
+            await browser.close()
+
+
+@pytest.fixture
+async def page(browser_context: Any) -> Any:
+    return await browser_context.new_page()

@@ -29,6 +29,9 @@ KEYS = {
     "ops": "ops-key-0123456789abcdef",
 }
 HS256_SECRET = "hs256-secret-0123456789abcdef0123456789"
+#: The identity provider's name, and the audience its tokens for this gateway carry.
+ISSUER = "test-idp"
+AUDIENCE = "toolbus-gateway"
 PERMISSIONS = {"users": {"alice": ["default"], "bob": ["default", "research"], "ops": ["*"]}}
 
 
@@ -52,7 +55,14 @@ class Signer:
     def token(
         self, user: str, alg: str = "HS256", *, expires_in: float = 300, **claims: Any
     ) -> str:
-        body = {"sub": user, "exp": int(time.time() + expires_in), "iss": "test-idp", **claims}
+        body = {
+            "sub": user,
+            "exp": int(time.time() + expires_in),
+            "iss": ISSUER,
+            "aud": AUDIENCE,
+            **claims,
+        }
+        body = {name: value for name, value in body.items() if value is not None}  # None: left out
         key: Any = {
             "HS256": OctKey.import_key(HS256_SECRET),
             "RS256": self.rsa,
@@ -62,13 +72,26 @@ class Signer:
         return jwt.encode(header, body, key)
 
 
-def authenticator(signer: Signer | None = None, tmp_path: Path | None = None) -> Authenticator:
+def authenticator(
+    signer: Signer | None = None,
+    tmp_path: Path | None = None,
+    jwt: Mapping[str, Any] | None = None,
+) -> Authenticator:
+    """API keys for every user; with ``signer``, also its JWTs (``jwt``: more settings)."""
     table = CredentialTable(ApiKey.of(user, key) for user, key in KEYS.items())
     if signer is None or tmp_path is None:
         return Authenticator(table)
     (tmp_path / "jwks.json").write_text(json.dumps(signer.jwks()))
     settings = parse_gateway_settings(
-        {"jwt": {"secret-env": "TEST_JWT_SECRET", "jwks-file": "jwks.json", "issuer": "test-idp"}}
+        {
+            "jwt": {
+                "secret-env": "TEST_JWT_SECRET",
+                "jwks-file": "jwks.json",
+                "issuer": ISSUER,
+                "audience": AUDIENCE,
+                **(jwt or {}),
+            }
+        }
     )
     assert settings.jwt is not None
     verifier = JwtVerifier.from_settings(

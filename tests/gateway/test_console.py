@@ -4,7 +4,6 @@ and follows the bus without a reload."""
 from __future__ import annotations
 
 import os
-import shutil
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -12,25 +11,16 @@ from typing import Any
 
 import anyio
 import pytest
+from playwright.async_api import Page
 
+from tests.gateway.conftest import needs_chromium
 from tests.gateway.support import KEYS, RunningGateway, authenticator, serving, snapshot
 from toolbus import Announcer, running
 from toolbus.plugins import connect
 from toolbus.testing.conformance import echo_service
 from toolbus_gateway import Gateway
 
-pytestmark = pytest.mark.anyio
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-try:
-    from playwright.async_api import Page, async_playwright
-except ImportError:  # pragma: no cover - the dev dependencies include it
-    async_playwright = None  # type: ignore[assignment]
-
-if CHROMIUM is None or async_playwright is None:
-    pytest.skip(
-        "console browser tests need Chromium: apt-get install chromium", allow_module_level=True
-    )
+pytestmark = [pytest.mark.anyio, needs_chromium]
 
 #: Set to a path to keep a screenshot of the console (docs/gateway-console.png is one).
 SCREENSHOT = os.environ.get("TOOLBUS_CONSOLE_SCREENSHOT")
@@ -81,19 +71,6 @@ async def console(
                 yield server
     finally:
         await bus.close()
-
-
-@pytest.fixture
-async def page() -> AsyncIterator[Page]:
-    async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(
-            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"]
-        )
-        try:
-            context = await browser.new_context(viewport={"width": 1400, "height": 1000})
-            yield await context.new_page()
-        finally:
-            await browser.close()
 
 
 async def test_the_console_shows_the_bus_and_follows_it(

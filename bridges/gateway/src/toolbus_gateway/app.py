@@ -15,6 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from toolbus.domain.errors import AccessDenied, ConfigError, ToolbusError, UnknownTool
 from toolbus_gateway import api, asyncapi, console, health
 from toolbus_gateway.auth import AuthFailure
+from toolbus_gateway.console_sessions import ConsoleSessions
 from toolbus_gateway.gateway import Gateway
 from toolbus_gateway.http_auth import ConsoleForbidden, gateway_of
 from toolbus_gateway.limits import BodySizeLimit
@@ -55,6 +56,7 @@ def create_app(gateway: Gateway, *, run_gateway: bool = True) -> FastAPI:
         redoc_url=None,
     )
     app.state.gateway = gateway
+    app.state.console_sessions = ConsoleSessions.from_settings(gateway.settings)
     app.include_router(api.router)
     app.include_router(health.router)
     app.include_router(console.router)
@@ -63,6 +65,7 @@ def create_app(gateway: Gateway, *, run_gateway: bool = True) -> FastAPI:
     _add_error_answers(app)
     app.add_middleware(BodySizeLimit, max_bytes=gateway.settings.max_body_bytes)
     app.add_middleware(RequestCounter, gateway=gateway)
+    app.add_middleware(SecurityHeaders)
     return app
 
 
@@ -150,6 +153,39 @@ def _problem(error: Any) -> str:
     location = [str(part) for part in error.get("loc", ()) if part != "body"]
     where = ".".join(location) or "body"
     return f"{where}: {error.get('msg', 'invalid')}"
+
+
+#: Sent with every answer: the console loads only its own script and styles, runs in
+#: no frame, and no answer is read as another content type than it says.
+SECURITY_HEADERS = [
+    (
+        b"content-security-policy",
+        b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        b"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    ),
+    (b"x-frame-options", b"DENY"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+]
+
+
+class SecurityHeaders:
+    """Adds :data:`SECURITY_HEADERS` to every HTTP answer."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", ()), *SECURITY_HEADERS]
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
 
 
 class RequestCounter:

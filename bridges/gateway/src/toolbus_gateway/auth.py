@@ -43,6 +43,12 @@ FailureReason = Literal[
 ]
 Method = Literal["api-key", "jwt"]
 
+#: Why a key set needs both claims checked: one identity provider serves many applications.
+SHARED_PROVIDER = (
+    "an identity provider's keys sign the tokens of every application it serves; set "
+    "issuer and audience in [gateway.jwt] so that only tokens issued for this gateway pass"
+)
+
 HS256 = "HS256"
 ASYMMETRIC = ("RS256", "ES256")
 #: RFC 7518 §3.2: an HS256 key must be at least as long as the hash.
@@ -80,10 +86,13 @@ class JwtVerifier:
         audience: str | None = None,
         user_claim: str = "sub",
         leeway: int = 30,
+        max_age: int | None = None,
         now: Callable[[], float] = time.time,
     ) -> None:
         if secret is None and jwks is None:
             raise ValueError("a JwtVerifier needs an HS256 secret, a JWKS key set, or both")
+        if jwks is not None and not (issuer and audience):
+            raise ValueError(SHARED_PROVIDER)
         self._secret = None if secret is None else OctKey.import_key(secret.reveal())
         self._jwks = jwks
         self.algorithms = ((HS256,) if secret is not None else ()) + (
@@ -93,6 +102,8 @@ class JwtVerifier:
         self.audience = audience
         self.user_claim = user_claim
         self.leeway = leeway
+        #: Seconds since ``iat`` beyond which a token is refused (None: only ``exp`` counts).
+        self.max_age = max_age
         self._now = now
 
     @classmethod
@@ -116,6 +127,15 @@ class JwtVerifier:
                 min_length=MIN_HS256_SECRET,
             )
         jwks = None if settings.jwks_file is None else _read_jwks(settings.jwks_file, base_dir)
+        if jwks is not None:
+            missing = [name for name in ("issuer", "audience") if not getattr(settings, name)]
+            if missing:
+                raise ConfigError(
+                    [
+                        Problem(where, name, f"is required with jwks-file: {SHARED_PROVIDER}")
+                        for name in missing
+                    ]
+                )
         if secret is None and jwks is None:
             raise ConfigError(
                 [
@@ -133,6 +153,7 @@ class JwtVerifier:
             audience=settings.audience,
             user_claim=settings.user_claim,
             leeway=settings.leeway,
+            max_age=settings.max_age,
         )
 
     def verify(self, token: str) -> Principal:
@@ -146,6 +167,8 @@ class JwtVerifier:
                 "invalid-token", f"the token cannot be read: {_reason(exc)}"
             ) from None
         options: dict[str, dict[str, object]] = {"exp": {"essential": True}}
+        if self.max_age is not None:
+            options["iat"] = {"essential": True}
         if self.issuer is not None:
             options["iss"] = {"essential": True, "value": self.issuer}
         if self.audience is not None:
@@ -161,6 +184,15 @@ class JwtVerifier:
             raise AuthFailure("expired", "the token has expired; get a new one") from None
         except ClaimError as exc:
             raise AuthFailure("invalid-token", f"the token's claims: {_reason(exc)}") from None
+        if self.max_age is not None:
+            issued = decoded.claims.get("iat")
+            if not isinstance(issued, int | float) or isinstance(issued, bool):
+                raise AuthFailure("invalid-token", "the token has no valid 'iat' claim")
+            if self._now() - issued > self.max_age + self.leeway:
+                raise AuthFailure(
+                    "expired",
+                    f"the token was issued more than {self.max_age} s ago; get a new one",
+                )
         user = decoded.claims.get(self.user_claim)
         if not isinstance(user, str) or not user:
             raise AuthFailure(

@@ -26,13 +26,21 @@ from toolbus.application.identity.credentials import Secret
 from toolbus_gateway.api import open_stream, sse
 from toolbus_gateway.asyncapi import CONSOLE_PATH as ASYNCAPI_PATH
 from toolbus_gateway.auth import AuthFailure, Principal
+from toolbus_gateway.console_sessions import (
+    COOKIE_PATH,
+    LOGIN_CSRF_COOKIE,
+    SESSION_COOKIE,
+    new_csrf_token,
+    same_token,
+)
 from toolbus_gateway.events import Event
 from toolbus_gateway.gateway import Gateway
 from toolbus_gateway.http_auth import (
-    CONSOLE_COOKIE,
     ConsoleForbidden,
     authenticate,
     console_caller,
+    console_session,
+    console_sessions,
     gateway_of,
 )
 from toolbus_gateway.workflow import build_workflow, render_svg
@@ -55,38 +63,77 @@ async def console_page(request: Request) -> Response:
         caller = await console_caller(request)
     except AuthFailure as failure:
         message = "" if failure.reason == "missing" else failure.message
-        return HTMLResponse(_login_page(message), status_code=401)
+        return _login(request, message)
     except ConsoleForbidden:
         raise
-    return HTMLResponse(_page(gateway, caller))
+    session = console_session(request)
+    # A bearer-header caller has no session, and so no log-out form to protect.
+    return HTMLResponse(_page(gateway, caller, session.csrf if session is not None else ""))
 
 
 @router.post("/login")
 async def login(request: Request) -> Response:
     form = parse_qs((await request.body()).decode("utf-8", "replace"))
-    token = (form.get("token") or [""])[0].strip()
+    if not same_token(_field(form, "csrf"), request.cookies.get(LOGIN_CSRF_COOKIE)):
+        return _login(request, "the log-in form expired; log in again", status_code=403)
+    token = _field(form, "token").strip()
     try:
         caller = authenticate(request, Secret(token) if token else None)
     except AuthFailure as failure:
-        return HTMLResponse(_login_page(failure.message), status_code=401)
+        return _login(request, failure.message)
     if not gateway_of(request).may_use_console(caller.user):
         raise ConsoleForbidden(caller.user)
+    sessions = console_sessions(request)
+    cookie, _ = sessions.issue(caller)
     response = RedirectResponse("/console", status_code=303)
     response.set_cookie(
-        CONSOLE_COOKIE,
-        token,
+        SESSION_COOKIE,
+        cookie,
+        max_age=int(sessions.ttl),
         httponly=True,
         samesite="strict",
-        secure=request.url.scheme == "https",
-        path="/console",
+        secure=sessions.secure(request.url.scheme, request.headers),
+        path=COOKIE_PATH,
     )
+    response.delete_cookie(LOGIN_CSRF_COOKIE, path=COOKIE_PATH)
     return response
 
 
 @router.post("/logout")
-async def logout() -> Response:
+async def logout(request: Request) -> Response:
+    form = parse_qs((await request.body()).decode("utf-8", "replace"))
+    session = console_session(request)
+    if session is not None:
+        if not same_token(_field(form, "csrf"), session.csrf):
+            return HTMLResponse(_document("toolbus gateway", _FORBIDDEN), status_code=403)
+        console_sessions(request).revoke(session)
     response = RedirectResponse("/console", status_code=303)
-    response.delete_cookie(CONSOLE_COOKIE, path="/console")
+    response.delete_cookie(SESSION_COOKIE, path=COOKIE_PATH)
+    return response
+
+
+_FORBIDDEN = (
+    '<main class="login"><h1>toolbus gateway</h1><p class="error">That form did not come '
+    'from this console; nothing was done. <a href="/console">Back to the console</a></p></main>'
+)
+
+
+def _field(form: dict[str, list[str]], name: str) -> str:
+    return (form.get(name) or [""])[0]
+
+
+def _login(request: Request, message: str, status_code: int = 401) -> HTMLResponse:
+    """The log-in page, with a fresh CSRF token in its form and in a cookie of its own."""
+    csrf = new_csrf_token()
+    response = HTMLResponse(_login_page(message, csrf), status_code=status_code)
+    response.set_cookie(
+        LOGIN_CSRF_COOKIE,
+        csrf,
+        httponly=True,
+        samesite="strict",
+        secure=console_sessions(request).secure(request.url.scheme, request.headers),
+        path=COOKIE_PATH,
+    )
     return response
 
 
@@ -252,7 +299,7 @@ def _panel(title: str, name: str, body: str, wide: bool = False) -> str:
     )
 
 
-def _page(gateway: Gateway, caller: Principal) -> str:
+def _page(gateway: Gateway, caller: Principal, csrf: str) -> str:
     panels = "".join(
         [
             _panel("Live services", "services", _services(gateway)),
@@ -273,13 +320,14 @@ def _page(gateway: Gateway, caller: Principal) -> str:
         f"{_status(gateway)}</div>"
         f'<nav><a href="{ASYNCAPI_PATH}" type="application/json">AsyncAPI document</a></nav>'
         f'<form method="post" action="/console/logout"><span>{escape(caller.user)}</span> '
+        f'<input type="hidden" name="csrf" value="{escape(csrf)}">'
         f'<button type="submit">log out</button></form></header>'
         f'<main data-refreshes="{escape(json.dumps(REFRESHES))}">{panels}{tools_panel}</main>'
         '<script src="/console/static/console.js" defer></script>',
     )
 
 
-def _login_page(message: str) -> str:
+def _login_page(message: str, csrf: str) -> str:
     error = f'<p class="error">{escape(message)}</p>' if message else ""
     return _document(
         "toolbus gateway: log in",
@@ -287,6 +335,7 @@ def _login_page(message: str) -> str:
         "<p>The console is for operators. Log in with your API key or token.</p>"
         f"{error}"
         '<form method="post" action="/console/login">'
+        f'<input type="hidden" name="csrf" value="{escape(csrf)}">'
         '<label>API key or JWT <input type="password" name="token" autocomplete="off" '
         'required autofocus></label> <button type="submit">log in</button></form></main>',
     )

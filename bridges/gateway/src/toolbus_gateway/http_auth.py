@@ -1,4 +1,4 @@
-"""Authenticating HTTP requests: the bearer header for the API, also a cookie for the console."""
+"""Authenticating HTTP requests: the bearer header for the API, also a console session."""
 
 from __future__ import annotations
 
@@ -9,10 +9,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from toolbus.application.identity.credentials import Secret, bearer_token
 from toolbus_gateway.auth import AuthFailure, Principal
+from toolbus_gateway.console_sessions import SESSION_COOKIE, ConsoleSession, ConsoleSessions
 from toolbus_gateway.gateway import Gateway
-
-#: The console's login cookie; HttpOnly and SameSite=Strict, read only by console pages.
-CONSOLE_COOKIE = "toolbus_console"
 
 
 class ConsoleForbidden(Exception):
@@ -46,13 +44,21 @@ async def api_caller(
     return authenticate(request, bearer_token(request.headers.get("authorization")))
 
 
+def console_sessions(request: Request) -> ConsoleSessions:
+    sessions: ConsoleSessions = request.app.state.console_sessions
+    return sessions
+
+
+def console_session(request: Request) -> ConsoleSession | None:
+    """The console session the request's cookie holds, if it is valid."""
+    return console_sessions(request).read(request.cookies.get(SESSION_COOKIE))
+
+
 async def console_caller(request: Request) -> Principal:
-    """The caller of a console page: the bearer header, else the login cookie; operators only."""
+    """The caller of a console page: the bearer header, else a console session; operators only."""
     token = bearer_token(request.headers.get("authorization"))
-    if token is None:
-        cookie = request.cookies.get(CONSOLE_COOKIE)
-        token = Secret(cookie) if cookie else None
-    caller = authenticate(request, token)
+    session = console_session(request) if token is None else None
+    caller = session.principal if session is not None else authenticate(request, token)
     if not gateway_of(request).may_use_console(caller.user):
         raise ConsoleForbidden(caller.user)
     return caller

@@ -11,16 +11,21 @@
     call-timeout = 30               # seconds per tool call
     stream-send-timeout = 10        # seconds an event stream waits on a client that stopped reading
     console-users = ["ops"]         # who may open the console (default: users allowed "*")
+    console-session-ttl = 28800     # seconds a console log-in lasts
+    console-key-env = "CONSOLE_KEY" # signs console sessions (default: a key of this process;
+                                    # give replicas one key so that each reads the others')
+    tls-proxy-header = "X-Forwarded-Proto"  # a proxy that ends TLS says "https" here
     sign-key = "env:GATEWAY_KEY"    # sign each call for services that verify callers
                                     # (a key source: a JWK or PEM file, or env:NAME)
 
     [gateway.jwt]                   # optional: accept JWTs besides API keys
     secret-env = "TOOLBUS_JWT_SECRET"   # HS256 shared secret, or secret-file = "..."
     jwks-file = "jwks.json"             # RS256 / ES256 public keys (a JWKS document)
-    issuer = "https://login.example"    # optional: required "iss"
-    audience = "toolbus"                # optional: required "aud"
+    issuer = "https://login.example"    # required "iss" (required with jwks-file)
+    audience = "toolbus"                # required "aud" (required with jwks-file)
     user-claim = "sub"                  # the claim that names the user
-    leeway = 30                         # seconds of clock skew tolerated on exp/nbf
+    leeway = 30                         # seconds of clock skew tolerated on exp/nbf/iat
+    max-age = 3600                      # optional: refuse tokens issued longer ago
 
 API keys live in ``[[credentials.api-keys]]`` (see
 :mod:`toolbus.application.identity.credentials`).
@@ -53,6 +58,7 @@ class JwtSettings(_Table):
     audience: str | None = None
     user_claim: str = Field("sub", alias="user-claim", min_length=1)
     leeway: int = Field(30, ge=0, le=3600)
+    max_age: int | None = Field(None, alias="max-age", gt=0)
 
 
 class GatewaySettings(_Table):
@@ -66,6 +72,9 @@ class GatewaySettings(_Table):
     call_timeout: float = Field(30.0, alias="call-timeout", gt=0)
     stream_send_timeout: float = Field(10.0, alias="stream-send-timeout", gt=0)
     console_users: tuple[str, ...] | None = Field(None, alias="console-users")
+    console_session_ttl: float = Field(8 * 3600.0, alias="console-session-ttl", gt=0)
+    console_key_env: str | None = Field(None, alias="console-key-env", min_length=1)
+    tls_proxy_header: str | None = Field(None, alias="tls-proxy-header", min_length=1)
     sign_key: str | None = Field(None, alias="sign-key", min_length=1)
     jwt: JwtSettings | None = None
 

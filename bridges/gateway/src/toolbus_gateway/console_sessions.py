@@ -1,0 +1,149 @@
+"""The console's own log-in sessions: a signed, expiring cookie, revoked on log-out.
+
+Logging in to the console with an API key or a JWT does not put that
+credential in the browser. The gateway issues a console session instead: a
+JWT (HS256, joserfc) naming the user, how they logged in, a random session id
+and a CSRF token, valid for ``console-session-ttl`` seconds. Logging out
+revokes the session id until it would have expired anyway. The signing key
+is ``console-key-env``'s value, shared by replicas, or else a random key of
+this process (a restart then logs everyone out).
+
+Forms are protected from cross-site requests twice: the cookies are
+``SameSite=Strict``, and every form carries a CSRF token that must match the
+one the gateway set (a cookie of its own before log-in, the session's after).
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import cast
+
+from joserfc import jwt
+from joserfc.errors import JoseError
+from joserfc.jwk import OctKey
+
+from toolbus.application.identity.credentials import read_secret
+from toolbus_gateway.auth import MIN_HS256_SECRET, Method, Principal
+from toolbus_gateway.settings import GatewaySettings
+
+#: The console's session cookie (the session itself, never a credential).
+SESSION_COOKIE = "toolbus_console"
+#: The CSRF token of the log-in form, before there is a session.
+LOGIN_CSRF_COOKIE = "toolbus_console_login"
+#: Only the console's own paths receive the cookies.
+COOKIE_PATH = "/console"
+_ALGORITHM = "HS256"
+
+
+@dataclass(frozen=True, slots=True)
+class ConsoleSession:
+    """A logged-in console user."""
+
+    principal: Principal
+    session_id: str
+    csrf: str
+    expires: float
+
+
+class ConsoleSessions:
+    """Issues, reads and revokes console sessions."""
+
+    def __init__(
+        self,
+        key: OctKey,
+        ttl: float,
+        *,
+        tls_proxy_header: str | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._key = key
+        self.ttl = ttl
+        self.tls_proxy_header = tls_proxy_header.lower() if tls_proxy_header else None
+        self._clock = clock
+        #: Revoked session id -> when it expires (then it is forgotten).
+        self._revoked: dict[str, float] = {}
+
+    @classmethod
+    def from_settings(
+        cls, settings: GatewaySettings, environ: Mapping[str, str] | None = None
+    ) -> ConsoleSessions:
+        """Sessions signed with ``console-key-env``'s key, else a fresh random one."""
+        if settings.console_key_env is not None:
+            secret = read_secret(
+                env=settings.console_key_env,
+                file=None,
+                where="toolbus.toml [gateway] console-key-env",
+                environ=environ,
+                min_length=MIN_HS256_SECRET,
+            )
+            key = OctKey.import_key(secret.reveal())
+        else:
+            key = OctKey.generate_key(256)
+        return cls(key, settings.console_session_ttl, tls_proxy_header=settings.tls_proxy_header)
+
+    def issue(self, principal: Principal) -> tuple[str, ConsoleSession]:
+        """A new session for ``principal``: the cookie value, and the session."""
+        now = self._clock()
+        session = ConsoleSession(
+            principal, secrets.token_urlsafe(16), secrets.token_urlsafe(32), now + self.ttl
+        )
+        claims = {
+            "sub": principal.user,
+            "via": principal.method,
+            "cred": principal.credential,
+            "sid": session.session_id,
+            "csrf": session.csrf,
+            "iat": int(now),
+            "exp": int(session.expires),
+        }
+        return jwt.encode({"alg": _ALGORITHM}, claims, self._key), session
+
+    def read(self, cookie: str | None) -> ConsoleSession | None:
+        """The session ``cookie`` holds, or None: absent, forged, expired or logged out."""
+        if not cookie:
+            return None
+        try:
+            claims = jwt.decode(cookie, self._key, algorithms=[_ALGORITHM]).claims
+        except (JoseError, ValueError):
+            return None
+        expires, session_id = claims.get("exp"), claims.get("sid")
+        user, csrf = claims.get("sub"), claims.get("csrf")
+        method, credential = claims.get("via"), claims.get("cred")
+        if not isinstance(expires, int) or expires <= self._clock():
+            return None
+        if not all(isinstance(v, str) and v for v in (session_id, user, csrf, method)):
+            return None
+        if session_id in self._revoked:
+            return None
+        principal = Principal(
+            str(user), cast(Method, method), credential if isinstance(credential, str) else ""
+        )
+        return ConsoleSession(principal, str(session_id), str(csrf), float(expires))
+
+    def revoke(self, session: ConsoleSession) -> None:
+        """Log ``session`` out: its cookie is refused from now on."""
+        now = self._clock()
+        self._revoked = {sid: until for sid, until in self._revoked.items() if until > now}
+        self._revoked[session.session_id] = session.expires
+
+    def secure(self, scheme: str, headers: Mapping[str, str]) -> bool:
+        """Whether the browser reached us over TLS: directly, or through a proxy that says so."""
+        if scheme == "https":
+            return True
+        header = self.tls_proxy_header
+        return header is not None and headers.get(header, "").strip().lower() == "https"
+
+
+def new_csrf_token() -> str:
+    return secrets.token_urlsafe(32)
+
+
+def same_token(given: str | None, expected: str | None) -> bool:
+    """Whether a form's CSRF token matches (in constant time); never for an empty one."""
+    if not given or not expected:
+        return False
+    return hmac.compare_digest(given.encode(), expected.encode())
