@@ -61,6 +61,7 @@ from toolbus.domain.access.permissions import Permissions, load_permissions
 from toolbus.domain.config.registry import Registry
 from toolbus.domain.config.schemas import export_tools
 from toolbus.domain.errors import AccessDenied, UnknownTool
+from toolbus_mcp.serving.arguments import ArgumentCheck
 
 log = logging.getLogger("toolbus.mcp")
 
@@ -212,6 +213,7 @@ class BusMcpServer:
         self.clock = clock
         self._workflows: OrderedDict[tuple[Any, ...], Workflow] = OrderedDict()
         self._permissions: tuple[Registry, Permissions] | None = None
+        self._arguments = ArgumentCheck()
         self._changes = anyio.Event()
         if live is not None:
             live.on_change(lambda _registry: self._changes.set())
@@ -311,8 +313,10 @@ class BusMcpServer:
         self, ctx: ServerRequestContext[Any, Any], params: mcp.CallToolRequestParams
     ) -> mcp.CallToolResult:
         workflow, session = await self._session_for(ctx)
+        arguments = params.arguments or {}
+        self._arguments.check(session, params.name, arguments)
         with _continued(ctx):
-            outcome = await session.call(params.name, params.arguments or {})
+            outcome = await session.call(params.name, arguments)
         workflow.counted()
         if outcome.transition is not None:
             await workflow.notify_if_changed()

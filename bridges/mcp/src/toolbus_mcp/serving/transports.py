@@ -9,6 +9,10 @@ Over HTTP every request passes :class:`CallerGate` before MCP sees it:
   session) must be within the user's permissions (beyond them: ``403``,
   audited like a refused agent session);
 * ``Toolbus-State`` (optional) is the workflow's initial state.
+
+Then :class:`~toolbus_mcp.serving.malformed.MalformedRequests` answers a
+malformed request (an ``id`` JSON-RPC does not allow, a body too large or not
+JSON) with a JSON-RPC error before the SDK's transport sees it.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from toolbus.application.identity.credentials import CredentialTable, bearer_token
 from toolbus.domain.errors import AccessDenied, ConfigError, ToolbusError
+from toolbus_mcp.serving.malformed import MalformedRequests
 from toolbus_mcp.serving.server import CALLER_SCOPE_KEY, BusMcpServer, McpCaller
 
 #: Header naming the tool groups an HTTP client asks for (comma-separated).
@@ -109,7 +114,7 @@ def http_app(server: BusMcpServer, credentials: CredentialTable, *, host: str = 
     revision defines.
     """
     app = server.server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
-    return CallerGate(app, server, credentials)
+    return CallerGate(MalformedRequests(app), server, credentials)
 
 
 async def serve_http(
