@@ -145,6 +145,16 @@ def serve_toolset(
     announce_interval: Annotated[
         float, typer.Option(min=0.1, help="Seconds between announcements.")
     ] = 10.0,
+    relist_interval: Annotated[
+        float,
+        typer.Option(min=0.0, help="Seconds at least between listings of the server's tools."),
+    ] = 1.0,
+    max_tools: Annotated[
+        int, typer.Option(min=1, help="Tools served at most; a server listing more is refused.")
+    ] = 1000,
+    max_pages: Annotated[
+        int, typer.Option(min=1, help="Pages of the server's tool list read at most.")
+    ] = 100,
     verify_key: Annotated[
         list[str] | None,
         typer.Option(
@@ -180,6 +190,9 @@ def serve_toolset(
             groups=tuple(group) if group else None,
             call_timeout=call_timeout,
             connect_timeout=connect_timeout,
+            relist_interval=relist_interval,
+            max_tools=max_tools,
+            max_pages=max_pages,
         )
     except (ConfigError, ValueError) as exc:
         fail(str(exc), EXIT_BAD_INPUT)

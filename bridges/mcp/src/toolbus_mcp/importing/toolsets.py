@@ -14,7 +14,11 @@ While it runs:
   calls in flight, and calls made until it is back, fail with ``unavailable``
   naming the toolset;
 * the server's tools-list-changed notification makes the toolset list the
-  tools again and re-announce them;
+  tools again and re-announce them, at most once per ``relist_interval``
+  (changes in between are taken up by the next listing, none is lost);
+* a tool list is read for at most ``max_pages`` pages and ``max_tools``
+  tools: a server beyond either is refused at start, and keeps its previous
+  tools after a change, so one server cannot flood the bus or the registry;
 * replicas of the bridge compete for calls like replicas of any service;
 * each call carries its trace context in the request's ``_meta``
   (``traceparent``, ``tracestate``), so the MCP server continues the trace.
@@ -68,6 +72,11 @@ DEFAULT_CALL_TIMEOUT = 60.0
 #: Restart delays: the first, and the most it doubles up to.
 FIRST_RESTART_DELAY = 0.5
 MAX_RESTART_DELAY = 30.0
+#: Seconds between two listings of a server's tools after it said they changed.
+DEFAULT_RELIST_INTERVAL = 1.0
+#: Pages of a tool list read at most, and tools served at most, per toolset.
+DEFAULT_MAX_PAGES = 100
+DEFAULT_MAX_TOOLS = 1000
 
 
 class ToolsetUnavailable(ToolbusError):
@@ -105,6 +114,10 @@ class McpToolset:
         call_timeout: seconds one MCP tool call may take.
         restart_delay: seconds before the first restart; it doubles up to
             ``max_restart_delay`` while restarts keep failing.
+        relist_interval: seconds at least between two listings of the tools
+            after change notifications.
+        max_pages: pages of ``tools/list`` read at most.
+        max_tools: tools served at most.
     """
 
     def __init__(
@@ -117,7 +130,14 @@ class McpToolset:
         call_timeout: float = DEFAULT_CALL_TIMEOUT,
         restart_delay: float = FIRST_RESTART_DELAY,
         max_restart_delay: float = MAX_RESTART_DELAY,
+        relist_interval: float = DEFAULT_RELIST_INTERVAL,
+        max_pages: int = DEFAULT_MAX_PAGES,
+        max_tools: int = DEFAULT_MAX_TOOLS,
     ) -> None:
+        if relist_interval < 0 or max_pages < 1 or max_tools < 1:
+            raise ValueError(
+                "relist_interval must be 0 or more, max_pages and max_tools at least 1"
+            )
         self.name = name
         self.server = server
         self.groups = None if groups is None else tuple(groups)
@@ -125,6 +145,9 @@ class McpToolset:
         self.call_timeout = call_timeout
         self.restart_delay = restart_delay
         self.max_restart_delay = max_restart_delay
+        self.relist_interval = relist_interval
+        self.max_pages = max_pages
+        self.max_tools = max_tools
         self.service = McpToolService(self)
         #: The descriptors announced now, keyed by bus tool name.
         self.tools: dict[str, dict[str, Any]] = {}
@@ -305,7 +328,7 @@ class McpToolset:
             # around entering it would wrap the client's task group.
             client = await stack.enter_async_context(self._client_for(stack))
             with anyio.fail_after(self.connect_timeout):
-                tools = toolset_tools(self.name, await _all_tools(client), groups=self.groups)
+                tools = toolset_tools(self.name, await self._all_tools(client), groups=self.groups)
             self.connections += 1
             yield client, tools
 
@@ -334,14 +357,29 @@ class McpToolset:
         log.info("MCP toolset %r: serving %s", self.name, ", ".join(tools) or "no tools")
 
     async def _follow(self, client: Client) -> None:
-        """Re-announce on every tools-list change until the connection is lost."""
+        """Re-announce after tools-list changes until the connection is lost.
+
+        Hearing a change and listing the tools again are apart: a change only
+        marks the list stale; the lister takes it up at most once per
+        ``relist_interval``, so a server announcing changes without pause
+        costs one listing per interval, and the last change is never missed.
+        """
+        stale = anyio.Event()
         async with anyio.create_task_group() as tasks:
+
+            async def relist() -> None:
+                nonlocal stale
+                while True:
+                    await stale.wait()
+                    stale = anyio.Event()
+                    await self._relist(client)
+                    await anyio.sleep(self.relist_interval)
 
             async def listen() -> None:
                 try:
                     async with client.listen(tools_list_changed=True) as changes:
                         async for _ in changes:
-                            await self._relist(client)
+                            stale.set()
                 except (ListenNotSupportedError, MCPError) as exc:
                     # Servers before 2026-07-28 (or without subscriptions): a dead one
                     # is noticed by the next call that fails.
@@ -351,6 +389,7 @@ class McpToolset:
                     pass
                 self._lost.set()
 
+            tasks.start_soon(relist)
             tasks.start_soon(listen)
             await self._lost.wait()
             tasks.cancel_scope.cancel()
@@ -358,7 +397,7 @@ class McpToolset:
     async def _relist(self, client: Client) -> None:
         try:
             with anyio.fail_after(self.connect_timeout):
-                tools = toolset_tools(self.name, await _all_tools(client), groups=self.groups)
+                tools = toolset_tools(self.name, await self._all_tools(client), groups=self.groups)
         except ConfigError as exc:
             log.error("MCP toolset %r: keeping the previous tools: %s", self.name, exc)
             return
@@ -374,16 +413,28 @@ class McpToolset:
         except ConfigError as exc:
             log.error("MCP toolset %r: cannot announce the new tools: %s", self.name, exc)
 
+    async def _all_tools(self, client: Client) -> list[mcp.Tool]:
+        """Every tool the server lists, within ``max_pages`` and ``max_tools``."""
+        tools: list[mcp.Tool] = []
+        cursor: str | None = None
+        for _ in range(self.max_pages):
+            page = await client.list_tools(cursor=cursor, cache_mode="bypass")
+            tools.extend(page.tools)
+            if len(tools) > self.max_tools:
+                raise self._too_many(
+                    f"lists {len(tools)} tools{' or more' if page.next_cursor else ''}; at most "
+                    f"{self.max_tools} are served (max_tools)"
+                )
+            cursor = page.next_cursor
+            if not cursor:
+                return tools
+        raise self._too_many(
+            f"lists its tools in more than {self.max_pages} pages; at most that many are read "
+            "(max_pages)"
+        )
 
-async def _all_tools(client: Client) -> list[mcp.Tool]:
-    tools: list[mcp.Tool] = []
-    cursor: str | None = None
-    while True:
-        page = await client.list_tools(cursor=cursor, cache_mode="bypass")
-        tools.extend(page.tools)
-        cursor = page.next_cursor
-        if not cursor:
-            return tools
+    def _too_many(self, what: str) -> ConfigError:
+        return ConfigError([Problem(f"MCP toolset {self.name!r}", "", f"its server {what}")])
 
 
 def _trace_meta() -> mcp.RequestParamsMeta | None:

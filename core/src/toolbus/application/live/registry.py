@@ -48,6 +48,8 @@ from toolbus.domain.errors import BusClosed, ConfigError, ToolCallError
 from toolbus.domain.live import announcements as messages
 from toolbus.domain.live.announcements import (
     DEFAULT_TTL,
+    MAX_TTL,
+    MIN_TTL,
     Announcement,
     AnnouncementTable,
     Probe,
@@ -85,6 +87,8 @@ class LiveRegistry:
         tool_types: tool types to accept (the plugins' as well as ``tool-service``).
         clock: monotonic seconds; announcements expire by it.
         default_ttl: lifetime of an announcement that does not state its own.
+        min_ttl, max_ttl: the shortest and longest lifetime an announcement is
+            given, whatever it states (default 0.1 s and an hour).
         fetch_timeout: how long starting waits for the config service. When it
             does not answer, the agent starts on what it has and catches up with
             the service's next push (it repeats the current version periodically).
@@ -108,6 +112,8 @@ class LiveRegistry:
         tool_types: Iterable[str] = BUILTIN_TOOL_TYPES,
         clock: Callable[[], float] = time.monotonic,
         default_ttl: float = DEFAULT_TTL,
+        min_ttl: float = MIN_TTL,
+        max_ttl: float = MAX_TTL,
         fetch_timeout: float = DEFAULT_FETCH_TIMEOUT,
         probe: bool = True,
         wait_for_config: bool = True,
@@ -120,7 +126,11 @@ class LiveRegistry:
         self.follow_announcements = announcements
         self.tool_types = frozenset(tool_types)
         self.clock = clock
+        if not 0 < min_ttl <= max_ttl:
+            raise ValueError(f"need 0 < min_ttl <= max_ttl, got {min_ttl} and {max_ttl}")
         self.default_ttl = default_ttl
+        self.min_ttl = min_ttl
+        self.max_ttl = max_ttl
         self.fetch_timeout = fetch_timeout
         self.probe = probe
         self.wait_for_config = wait_for_config
@@ -339,7 +349,12 @@ class LiveRegistry:
         async for delivery in subscription:
             await delivery.ack()
             try:
-                message = messages.decode(delivery.body, default_ttl=self.default_ttl)
+                message = messages.decode(
+                    delivery.body,
+                    default_ttl=self.default_ttl,
+                    min_ttl=self.min_ttl,
+                    max_ttl=self.max_ttl,
+                )
             except ValueError as exc:
                 self._warnings.warning(
                     "bad-announcement", "ignored a message on %s: %s", self.announcements_queue, exc

@@ -43,6 +43,9 @@ DEFAULT_TTL = 30.0
 #: Announcements live at least this long, whatever they say, so that a service
 #: announcing a tiny TTL cannot make its tools flicker in and out.
 MIN_TTL = 0.1
+#: ... and at most this long, so that one announcing a huge TTL (and then dying,
+#: or never withdrawing) cannot keep its tools in every agent's registry for ever.
+MAX_TTL = 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,12 +123,19 @@ def encode(message: Message) -> bytes:
     return _encode({"kind": PROBE, "format": FORMAT})
 
 
-def decode(body: bytes, *, default_ttl: float = DEFAULT_TTL) -> Message:
+def decode(
+    body: bytes,
+    *,
+    default_ttl: float = DEFAULT_TTL,
+    min_ttl: float = MIN_TTL,
+    max_ttl: float = MAX_TTL,
+) -> Message:
     """Decode a message; raises ``ValueError`` saying what is wrong with it.
 
-    A missing or unusable ``ttl`` means ``default_ttl``; a tiny one is raised
-    to :data:`MIN_TTL`. The descriptors are not validated here: that needs the
-    rest of the configuration (see :mod:`toolbus.domain.live.layers`).
+    A missing or unusable ``ttl`` means ``default_ttl``; one below ``min_ttl``
+    is raised to it, one above ``max_ttl`` cut to it. The descriptors are not
+    validated here: that needs the rest of the configuration (see
+    :mod:`toolbus.domain.live.layers`).
     """
     try:
         document = json.loads(body.decode("utf-8"))
@@ -158,7 +168,9 @@ def decode(body: bytes, *, default_ttl: float = DEFAULT_TTL) -> Message:
     ttl = document.get("ttl")
     if not isinstance(ttl, int | float) or isinstance(ttl, bool) or not math.isfinite(ttl):
         ttl = default_ttl
-    return Announcement(service, instance, descriptor, tools, max(float(ttl), MIN_TTL))
+    return Announcement(
+        service, instance, descriptor, tools, min(max(float(ttl), min_ttl), max_ttl)
+    )
 
 
 # --------------------------------------------------------------------------- tools
