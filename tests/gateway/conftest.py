@@ -38,10 +38,17 @@ def gateway_settings() -> dict[str, Any]:
 
 
 @pytest.fixture
+def jwt_settings() -> dict[str, Any]:
+    """More of the [gateway.jwt] table than the test identity provider's keys and names."""
+    return {}
+
+
+@pytest.fixture
 async def served(
     broker_url: str,
     tool_services: tuple[Any, ...],
     gateway_settings: dict[str, Any],
+    jwt_settings: dict[str, Any],
     signer: Signer,
     tmp_path: Path,
 ) -> AsyncIterator[RunningGateway]:
@@ -50,7 +57,7 @@ async def served(
         async with running(bus, *tool_services):
             gateway = Gateway(
                 broker_url,
-                authenticator=authenticator(signer, tmp_path),
+                authenticator=authenticator(signer, tmp_path, jwt_settings),
                 config=snapshot(*tool_services),
                 settings=parse_gateway_settings(gateway_settings),
             )

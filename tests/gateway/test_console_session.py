@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +21,6 @@ from joserfc.jwk import OctKey
 
 from tests.gateway.conftest import needs_chromium
 from tests.gateway.support import KEYS, RunningGateway, Signer, authenticator, serving, snapshot
-from toolbus import running
-from toolbus.plugins import connect
 from toolbus_gateway import Gateway, parse_gateway_settings
 
 pytestmark = pytest.mark.anyio
@@ -36,31 +33,15 @@ SECURITY_HEADERS = {
 
 
 @pytest.fixture
-async def console(
-    broker_url: str,
-    tool_services: tuple[Any, ...],
-    signer: Signer,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> AsyncIterator[RunningGateway]:
-    """A gateway whose console sessions are signed with a known key, behind a TLS proxy."""
+def gateway_settings(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """Console sessions signed with a known key, behind a proxy that ends TLS."""
     monkeypatch.setenv("TEST_CONSOLE_KEY", CONSOLE_KEY)
-    settings = parse_gateway_settings(
-        {"console-key-env": "TEST_CONSOLE_KEY", "tls-proxy-header": "X-Forwarded-Proto"}
-    )
-    bus = await connect(broker_url)
-    try:
-        async with running(bus, *tool_services):
-            gateway = Gateway(
-                broker_url,
-                authenticator=authenticator(signer, tmp_path),
-                config=snapshot(*tool_services),
-                settings=settings,
-            )
-            async with serving(gateway) as server:
-                yield server
-    finally:
-        await bus.close()
+    return {"console-key-env": "TEST_CONSOLE_KEY", "tls-proxy-header": "X-Forwarded-Proto"}
+
+
+@pytest.fixture
+def console(served: RunningGateway) -> RunningGateway:
+    return served
 
 
 def session_cookie(value: str) -> dict[str, str]:

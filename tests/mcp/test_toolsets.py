@@ -36,8 +36,11 @@ def stdio_server(*arguments: str, env: dict[str, str] | None = None) -> McpServe
 
 
 @asynccontextmanager
-async def bridged(toolset: McpToolset) -> AsyncIterator[tuple[Tools, LiveRegistry]]:
-    """``toolset`` served on a fresh in-memory bus, and an agent's live view of that bus."""
+async def bridged(
+    toolset: McpToolset, first: str = GET_MEMORIES
+) -> AsyncIterator[tuple[Tools, LiveRegistry]]:
+    """``toolset`` served on a fresh in-memory bus, and an agent's live view of that bus
+    once it offers the tool ``first``."""
     async with AsyncExitStack() as stack:
         bus = await connect(f"memory://mcp-{id(toolset)}")
         stack.push_async_callback(bus.close)
@@ -48,7 +51,7 @@ async def bridged(toolset: McpToolset) -> AsyncIterator[tuple[Tools, LiveRegistr
         live = await stack.enter_async_context(
             LiveRegistry(bus, client=client, follow_config=False)
         )
-        await live.wait_until(lambda registry: GET_MEMORIES in registry.tools, timeout=30)
+        await live.wait_until(lambda registry: first in registry.tools, timeout=30)
         yield live.tools(client), live
 
 

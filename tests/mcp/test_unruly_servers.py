@@ -11,21 +11,18 @@ from __future__ import annotations
 
 import sys
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
 
+from tests.mcp.test_toolsets import bridged
 from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.live.announcements import ANNOUNCEMENTS_QUEUE
 from toolbus.application.live.registry import LiveRegistry
 from toolbus.domain.errors import ConfigError
 from toolbus.domain.live import announcements as messages
 from toolbus.plugins import connect
-from toolbus.ports import Bus
 from toolbus_mcp.importing.toolsets import McpServerAddress, McpToolset
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -33,22 +30,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 UNRULY = (sys.executable, "-m", "tests.mcp.unruly_server")
 #: Changes announced, and the seconds between them: each one alone, after the last was listed.
 CHURN, PAUSE = 100, 0.02
-
-
-@asynccontextmanager
-async def bridged(toolset: McpToolset) -> AsyncIterator[tuple[Bus, LiveRegistry, Any]]:
-    async with AsyncExitStack() as stack:
-        bus = await connect(f"memory://unruly-{uuid.uuid4().hex[:8]}")
-        stack.push_async_callback(bus.close)
-        tasks = await stack.enter_async_context(anyio.create_task_group())
-        stack.callback(tasks.cancel_scope.cancel)
-        await tasks.start(lambda task_status: toolset.serve(bus, task_status=task_status))
-        client = await stack.enter_async_context(ToolServiceClient(bus, default_timeout=30))
-        live = await stack.enter_async_context(
-            LiveRegistry(bus, client=client, follow_config=False)
-        )
-        await live.wait_until(lambda registry: "unruly_churn" in registry.tools, timeout=30)
-        yield bus, live, live.tools(client)
 
 
 async def serve_once(toolset: McpToolset) -> None:
@@ -65,7 +46,7 @@ async def test_a_burst_of_list_changes_is_listed_again_at_a_bounded_rate(tmp_pat
     lists = tmp_path / "lists.txt"
     server = McpServerAddress(command=(*UNRULY, "--lists", str(lists)))
     toolset = McpToolset("unruly", server, relist_interval=0.5)
-    async with bridged(toolset) as (_, live, tools):
+    async with bridged(toolset, "unruly_churn") as (tools, live):
         before = len(lists.read_text().splitlines())
         churned = await tools.call("unruly_churn", {"count": CHURN, "pause": PAUSE})
         assert churned == f"churned {CHURN}"
