@@ -42,8 +42,9 @@ class ArgumentValidator:
         if validator is None:
             validator = Draft202012Validator(operation.schema)
             self._validators[operation.operation_id] = validator
-        error = best_match(validator.iter_errors(given))
-        if error is not None:
+        if not validator.is_valid(given):  # the usual case first: no error objects made
+            error = best_match(validator.iter_errors(given))
+            assert error is not None
             raise BadRequest(f"{operation.tool}: {_explain(operation, error, given)}")
         return given
 

@@ -44,9 +44,10 @@ class ArgumentCheck:
         if validator is None:
             schema = json_schema(registry.tool(name))
             validator = self._validators[name] = Draft202012Validator(schema)
-        error = best_match(validator.iter_errors(dict(arguments)))
-        if error is None:
+        if validator.is_valid(arguments):  # the usual case first: no error objects made
             return
+        error = best_match(validator.iter_errors(arguments))
+        assert error is not None
         where = ".".join(str(part) for part in error.absolute_path) or "arguments"
         message = error.message
         if len(message) > _MESSAGE_LIMIT:
