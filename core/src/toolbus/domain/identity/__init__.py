@@ -13,9 +13,9 @@ from toolbus.domain.identity.claims import (
     PROP_CALL_TOKEN,
     Caller,
     body_digest,
+    bound_properties,
     call_claims,
     check_claims,
-    properties_digest,
 )
 
 __all__ = [
@@ -26,7 +26,7 @@ __all__ = [
     "PROP_CALL_TOKEN",
     "Caller",
     "body_digest",
+    "bound_properties",
     "call_claims",
     "check_claims",
-    "properties_digest",
 ]
