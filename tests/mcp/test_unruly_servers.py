@@ -23,7 +23,8 @@ from toolbus.application.live.registry import LiveRegistry
 from toolbus.domain.errors import ConfigError
 from toolbus.domain.live import announcements as messages
 from toolbus.plugins import connect
-from toolbus_mcp.importing.toolsets import McpServerAddress, McpToolset
+from toolbus_mcp.importing.addresses import McpServerAddress
+from toolbus_mcp.importing.toolsets import McpToolset
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 

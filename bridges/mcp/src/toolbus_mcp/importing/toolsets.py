@@ -54,6 +54,7 @@ from toolbus.domain.errors import (
     BadRequest,
     ConfigError,
     DeadlineExceeded,
+    Problem,
     ToolbusError,
     ToolCallError,
     ToolServiceError,
