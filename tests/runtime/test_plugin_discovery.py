@@ -47,7 +47,7 @@ from toolbus.testing import ToolTestKit
 
 EntryPoints = Callable[[str], Sequence[metadata.EntryPoint]]
 REAL_ENTRY_POINTS: EntryPoints = plugins._entry_points
-FIRST_PARTY_ADAPTERS = ("nats", "pulsar", "kafka")
+FIRST_PARTY_ADAPTERS = ("nats", "pulsar", "kafka", "rabbitmq")
 
 
 def installed(group: str) -> dict[str, metadata.EntryPoint]:

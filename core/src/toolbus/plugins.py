@@ -3,7 +3,8 @@
 Five entry-point groups:
 
 * ``toolbus.adapters``: one entry point per broker, **named after its URL
-  scheme** (``memory``, ``nats``, ``pulsar``, ``kafka``). Only the adapter a
+  scheme** (``memory``, ``nats``, ``pulsar``, ``kafka``; RabbitMQ's adapter
+  has one for each of ``amqp``, ``amqps`` and ``rabbitmq``). Only the adapter a
   URL names is imported, so ``pip install toolbus`` never loads a broker client
   it does not use. The module implements :meth:`Spec.toolbus_register_adapters`.
 * ``toolbus.plugins``: tool plugins. Each implements
@@ -65,7 +66,14 @@ hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
 #: The extra that installs each first-party adapter, for the "please install" message.
-_EXTRAS = {"nats": "nats", "pulsar": "pulsar", "kafka": "kafka"}
+_EXTRAS = {
+    "nats": "nats",
+    "pulsar": "pulsar",
+    "kafka": "kafka",
+    "rabbitmq": "rabbitmq",
+    "amqp": "rabbitmq",
+    "amqps": "rabbitmq",
+}
 _LLM_EXTRAS = {"openai": "openai", "anthropic": "anthropic"}
 _STATE_EXTRAS = {"nats": "nats", "redis": "redis"}
 
@@ -295,7 +303,7 @@ _BROKERS = _AdapterKind(
     "installed adapters",
     ADAPTER_GROUP,
     _EXTRAS,
-    "memory://, nats://host:port, pulsar://host:port or kafka://host:port",
+    "memory://, nats://host:port, pulsar://host:port, kafka://host:port or amqp://host:port",
     lambda pm, register: pm.hook.toolbus_register_adapters(register=register),
 )
 _LLMS = _AdapterKind(

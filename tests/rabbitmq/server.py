@@ -1,0 +1,203 @@
+"""A RabbitMQ node of the test suite's own: Debian's rabbitmq-server, run as a plain process.
+
+Never the system service: every node gets its own node name, data and log
+directories, Erlang cookie (``HOME``), configuration and port-mapper daemon
+(``epmd``), each on free loopback ports, and no plugin (the management plugin
+is not needed). Starting takes a few seconds (an Erlang VM), so the suite shares
+one node per session; a test that stops the broker makes its own.
+
+Ready means answering AMQP: the node is asked for its ``Connection.Start``, the
+first frame of every AMQP connection, read with pamqp (aio-pika's frame codec).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from pamqp import frame as amqp_frame
+from pamqp import header as amqp_header
+from pamqp.exceptions import PAMQPException, UnmarshalingException
+
+from tests.support.servers import LOOPBACK, free_port
+
+#: Where Debian's package puts the node's own start script (the one in /usr/sbin
+#: switches to the rabbitmq user and the system's directories).
+RABBITMQ_SERVER = Path("/usr/lib/rabbitmq/bin/rabbitmq-server")
+EPMD = Path("/usr/bin/epmd")
+INSTALL = "apt-get install rabbitmq-server"
+#: Seconds a node may take to answer AMQP (Erlang starts slowly on a loaded machine).
+READY_TIMEOUT = 90.0
+#: Seconds a node may take to stop cleanly before it is killed.
+STOP_TIMEOUT = 30.0
+
+
+def require_rabbitmq() -> None:
+    """Skip, naming the install line, where Debian's rabbitmq-server is not installed."""
+    if not (RABBITMQ_SERVER.is_file() and EPMD.is_file()):
+        pytest.skip(f"the RabbitMQ tests need Debian's rabbitmq-server: {INSTALL}")
+
+
+@dataclass
+class RabbitMQServer:
+    """A RabbitMQ node that a test may stop and start again, keeping its data."""
+
+    workdir: Path
+    port: int = field(default_factory=free_port)
+    dist_port: int = field(default_factory=free_port)
+    epmd_port: int = field(default_factory=free_port)
+    #: Extra lines for rabbitmq.conf.
+    extra_config: str = ""
+    node: str = field(default_factory=lambda: f"toolbus-{uuid.uuid4().hex[:8]}@localhost")
+    _epmd: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"amqp://{LOOPBACK}:{self.port}"
+
+    def _environment(self) -> dict[str, str]:
+        work = self.workdir
+        (work / "rabbitmq.conf").write_text(
+            f"listeners.tcp.default = {LOOPBACK}:{self.port}\n"
+            # guest may log in from 127.0.0.1 only, which is where the tests are.
+            "loopback_users.guest = true\n"
+            # Disk and memory alarms would stop publishers on a busy test machine.
+            "disk_free_limit.absolute = 1MB\n"
+            "vm_memory_high_watermark.relative = 0.9\n"
+            f"{self.extra_config}\n"
+        )
+        (work / "enabled_plugins").write_text("[].\n")
+        (work / "rabbitmq-env.conf").write_text("")
+        (work / "advanced.config").write_text("[].\n")
+        return {
+            **os.environ,
+            # The Erlang cookie lives in $HOME: the node's own, not root's.
+            "HOME": str(work),
+            "RABBITMQ_CONF_ENV_FILE": str(work / "rabbitmq-env.conf"),
+            "RABBITMQ_CONFIG_FILE": str(work / "rabbitmq.conf"),
+            "RABBITMQ_ADVANCED_CONFIG_FILE": str(work / "advanced.config"),
+            "RABBITMQ_ENABLED_PLUGINS_FILE": str(work / "enabled_plugins"),
+            "RABBITMQ_MNESIA_BASE": str(work / "mnesia"),
+            "RABBITMQ_LOG_BASE": str(work / "log"),
+            "RABBITMQ_PID_FILE": str(work / "rabbitmq.pid"),
+            "RABBITMQ_LOGS": "-",
+            "RABBITMQ_NODENAME": self.node,
+            "RABBITMQ_NODE_IP_ADDRESS": LOOPBACK,
+            "RABBITMQ_NODE_PORT": str(self.port),
+            "RABBITMQ_DIST_PORT": str(self.dist_port),
+            "ERL_EPMD_PORT": str(self.epmd_port),
+            "ERL_EPMD_ADDRESS": LOOPBACK,
+            # Erlang distribution on the loopback interface only.
+            "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": "-kernel inet_dist_use_interface {127,0,0,1}",
+        }
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[str]:
+        """Run the node for the ``with`` block; yields its AMQP URL."""
+        require_rabbitmq()
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        environment = self._environment()
+        if self._epmd is None or self._epmd.poll() is not None:
+            # Our own port mapper, in the foreground so that it is ours to stop; a
+            # node that found none would start a daemon that outlives the tests.
+            self._epmd = subprocess.Popen(
+                [str(EPMD), "-port", str(self.epmd_port), "-address", LOOPBACK],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env=environment,
+            )
+            _wait_for_listener(self.epmd_port, self._epmd, 10.0, None)
+        log = self.workdir / "server.log"
+        with log.open("ab") as out:
+            process = subprocess.Popen(
+                [str(RABBITMQ_SERVER)],
+                cwd=self.workdir,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=environment,
+                start_new_session=True,
+            )
+        try:
+            _wait_for_listener(self.port, process, READY_TIMEOUT, log)
+            _wait_for_amqp(self.port, process, READY_TIMEOUT, log)
+            yield self.url
+        finally:
+            _stop(process)
+
+    def close(self) -> None:
+        """Stop the port mapper (after the last run of the node)."""
+        if self._epmd is not None:
+            _stop(self._epmd)
+            self._epmd = None
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM (the node stops cleanly, keeping its data), then its whole session if need be."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            pass
+    # The Erlang VM and its helpers run in the session the script was started in.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def _failure(what: str, log: Path | None) -> RuntimeError:
+    tail = log.read_text(errors="replace")[-4000:] if log is not None and log.exists() else ""
+    return RuntimeError(f"{what}:\n{tail}")
+
+
+def _wait_for_listener(
+    port: int, process: subprocess.Popen[bytes], timeout: float, log: Path | None
+) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise _failure(f"exited with {process.returncode} before listening on {port}", log)
+        with contextlib.suppress(OSError), socket.create_connection((LOOPBACK, port), 0.2):
+            return
+        # Polling a socket is the readiness signal a foreign server gives us.
+        time.sleep(0.05)
+    raise _failure(f"did not listen on {port} within {timeout} s", log)
+
+
+def _first_frame(sock: socket.socket) -> str:
+    """The name of the first AMQP frame the node sends ("" if it hangs up first)."""
+    data = b""
+    while chunk := sock.recv(4096):
+        data += chunk
+        try:
+            return str(amqp_frame.unmarshal(data)[2].name)
+        except UnmarshalingException:
+            continue  # not all of it yet
+    return ""
+
+
+def _wait_for_amqp(port: int, process: subprocess.Popen[bytes], timeout: float, log: Path) -> None:
+    """Until the node answers an AMQP protocol header with ``Connection.Start``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise _failure(f"exited with {process.returncode} while starting", log)
+        with (
+            contextlib.suppress(OSError, PAMQPException),
+            socket.create_connection((LOOPBACK, port), 2.0) as sock,
+        ):
+            sock.settimeout(2.0)
+            sock.sendall(amqp_header.ProtocolHeader().marshal())
+            if _first_frame(sock) == "Connection.Start":
+                return
+        time.sleep(0.1)
+    raise _failure(f"did not answer AMQP on {port} within {timeout} s", log)
