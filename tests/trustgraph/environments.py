@@ -24,8 +24,9 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).parent
-#: The releases under test: the first with tool services, and the newest 2.x.
-VERSIONS = ("2.1.28", "2.11.1")
+#: The releases under test: the first with tool services, the first with the
+#: RabbitMQ backend as it stands (fanout exchanges), and the newest 2.x.
+VERSIONS = ("2.1.28", "2.4.0", "2.11.1")
 PEER = HERE / "peer.py"
 
 

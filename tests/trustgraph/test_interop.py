@@ -1,10 +1,11 @@
 """toolbus and real TrustGraph releases, both ways, on every broker they share.
 
 The TrustGraph side is trustgraph-base itself (2.1.28, the first release with
-tool services, and 2.11.1, the newest 2.x), run in environments of its own by
-``peer.py``: its ``DynamicToolService`` serving toolbus clients, its
-``ToolServiceClient`` calling toolbus services. TrustGraph 2.1 has only a
-Pulsar backend; 2.3 and later also speak Kafka.
+tool services; 2.4.0, the first with its RabbitMQ backend as it stands; and
+2.11.1, the newest 2.x), run in environments of its own by ``peer.py``: its
+``DynamicToolService`` serving toolbus clients, its ``ToolServiceClient``
+calling toolbus services. TrustGraph 2.1 has only a Pulsar backend; 2.3 and
+later also speak Kafka, 2.4 and later RabbitMQ the way toolbus does.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import json
 import os
 import subprocess
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -27,15 +28,24 @@ from tests.trustgraph.environments import PEER, VERSIONS, generation, trustgraph
 from toolbus import ToolServiceClient, connect, running, tool_service
 from toolbus.application.calls.service import default_queues
 from toolbus.domain.calls import wire
+from toolbus.domain.calls.queues import parse_queue
 from toolbus.domain.errors import ToolServiceError, ToolTimeout
 from toolbus.ports import Bus
+from toolbus.testing.conformance import next_delivery
+from toolbus_rabbitmq.naming import exchange_for, group_queue
 
 pytestmark = [pytest.mark.anyio, pytest.mark.broker, pytest.mark.slow]
 
 #: What the peer prints before each line of its own.
 MARK = "peer> "
-#: (release, broker) pairs that interoperate: 2.1 has no Kafka backend.
-CASES = [("2.1.28", "pulsar"), ("2.11.1", "pulsar"), ("2.11.1", "kafka")]
+#: (release, broker) pairs that interoperate: 2.1 has no Kafka or RabbitMQ backend.
+CASES = [
+    ("2.1.28", "pulsar"),
+    ("2.11.1", "pulsar"),
+    ("2.11.1", "kafka"),
+    ("2.4.0", "rabbitmq"),
+    ("2.11.1", "rabbitmq"),
+]
 CASE_IDS = [f"{version}-{broker}" for version, broker in CASES]
 
 
@@ -52,10 +62,11 @@ async def peer_python(version: str) -> str:
 def queues(broker: str, name: str) -> tuple[str, str]:
     """The queues both sides are told: TrustGraph's own spelling where its backend needs it.
 
-    TrustGraph's Kafka backend reads only ``class:topicspace:topic``; toolbus maps
-    that and ``non-persistent://tg/...`` onto the same Kafka topic.
+    TrustGraph's Kafka and RabbitMQ backends read only ``class:topicspace:topic``;
+    toolbus maps that and ``non-persistent://tg/...`` onto the same Kafka topic
+    and the same RabbitMQ exchange.
     """
-    if broker == "kafka":
+    if broker in ("kafka", "rabbitmq"):
         return f"request:tg:{name}", f"response:tg:{name}"
     return f"non-persistent://tg/request/{name}", f"non-persistent://tg/response/{name}"
 
@@ -133,9 +144,9 @@ def echo_service(name: str, *, join_stream: bool = False) -> Any:
 
 @pytest.mark.parametrize(("version", "broker_name"), CASES, ids=CASE_IDS)
 async def test_trustgraph_s_client_calls_a_toolbus_service(
-    version: str, broker_name: str, brokers: dict[str, tuple[str, str]]
+    version: str, broker_name: str, broker_addresses: Callable[[str], tuple[str, str]]
 ) -> None:
-    url, address = brokers[broker_name]
+    url, address = broker_addresses(broker_name)
     name = uuid.uuid4().hex[:8]
     plain, joined = (
         echo_service(name),
@@ -181,11 +192,12 @@ async def test_trustgraph_s_client_calls_a_toolbus_service(
 
 
 async def call_until_served(client: ToolServiceClient, **call: Any) -> str:
-    """The first call, repeated while the service's Kafka consumer group is still forming.
+    """The first call, repeated while the service's request consumer is still starting.
 
-    TrustGraph's request consumers start at the latest offset once their group
-    is assigned, which its ``start()`` does not wait for: a request sent before
-    then is never seen. Bounded: five tries.
+    TrustGraph's request consumers start at the latest offset once their Kafka
+    group is assigned, and bind their RabbitMQ queue once their thread or task
+    runs, neither of which its ``start()`` waits for: a request sent before then
+    is never seen. Bounded: five tries.
     """
     for _ in range(4):
         try:
@@ -197,12 +209,13 @@ async def call_until_served(client: ToolServiceClient, **call: Any) -> str:
 
 @pytest.mark.parametrize(("version", "broker_name"), CASES, ids=CASE_IDS)
 async def test_a_toolbus_client_calls_trustgraph_s_service(
-    version: str, broker_name: str, brokers: dict[str, tuple[str, str]]
+    version: str, broker_name: str, broker_addresses: Callable[[str], tuple[str, str]]
 ) -> None:
-    url, address = brokers[broker_name]
+    url, address = broker_addresses(broker_name)
     topic = uuid.uuid4().hex[:8]
     # DynamicToolService listens on non-persistent://tg/{request,response}/{topic}; on
-    # Kafka (which refuses that spelling) on request:tg:{topic}, the same topic for toolbus.
+    # Kafka and RabbitMQ (whose backends refuse that spelling) on request:tg:{topic},
+    # the same topic (exchange) for toolbus.
     route: dict[str, Any] = {
         "request_queue": f"non-persistent://tg/request/{topic}",
         "response_queue": f"non-persistent://tg/response/{topic}",
@@ -211,7 +224,9 @@ async def test_a_toolbus_client_calls_trustgraph_s_service(
     bus: Bus = await connect(url)
     try:
         async with (
-            trustgraph_service(version, address, topic, queue_ids=broker_name == "kafka"),
+            trustgraph_service(
+                version, address, topic, queue_ids=broker_name in ("kafka", "rabbitmq")
+            ),
             ToolServiceClient(bus, default_timeout=20) as client,
         ):
             answer = await call_until_served(
@@ -268,6 +283,60 @@ async def test_toolbus_writes_the_bytes_trustgraph_s_producers_write(release: st
     assert ours == theirs
 
 
+TRUSTGRAPH_TOPICS = [
+    "request:tg:echo",
+    "flow:tg:jobs",
+    "response:tg:echo",
+    "notify:tg:config",
+    "request:tg:tool:ws1",
+]
+
+
+@pytest.mark.parametrize("version", ["2.4.0", "2.11.1"])
+async def test_toolbus_declares_on_rabbitmq_what_trustgraph_s_backend_declares(
+    version: str, broker_addresses: Callable[[str], tuple[str, str]]
+) -> None:
+    url, address = broker_addresses("rabbitmq")
+    subscription = f"svc-{uuid.uuid4().hex[:8]}"
+    topics = [topic.replace("echo", f"echo-{subscription}") for topic in TRUSTGRAPH_TOPICS]
+    command = [await peer_python(version), str(PEER), "declare", "--broker", address]
+    command += ["--topics", *topics, "--subscription", subscription]
+    with anyio.fail_after(60):
+        finished = await anyio.run_process(command, check=False)
+    assert finished.returncode == 0, finished.stderr.decode(errors="replace")[-3000:]
+    declared = [
+        json.loads(line.removeprefix(MARK))
+        for line in finished.stdout.decode().splitlines()
+        if line.startswith(MARK)
+    ]
+    assert [entry["topic"] for entry in declared] == topics
+
+    bus = await connect(url)
+    try:
+        for entry in declared:
+            queue = parse_queue(entry["topic"])
+            exchange = exchange_for(queue)
+            assert entry["exchange"] == exchange
+            if entry["exclusive"]:
+                # response and notify: a queue per subscriber, as toolbus's fan-out.
+                assert (entry["durable"], entry["auto_delete"]) == (False, True)
+                assert not queue.persistent
+                continue
+            # request and flow: one queue per subscription, named as toolbus names a
+            # group's, made with the same settings: toolbus joins it (RabbitMQ would
+            # refuse a declaration that differs) and shares its messages.
+            assert entry["queue"] == group_queue(exchange, subscription)
+            assert (entry["durable"], entry["auto_delete"]) == (queue.persistent, False)
+            member = await bus.subscribe(entry["topic"], group=subscription)
+            await bus.publish(entry["topic"], b"shared", {"id": "1"})
+            delivery = await next_delivery(member, 10)
+            assert delivery.body == b"shared"
+            await delivery.ack()
+            await member.close()
+    finally:
+        await bus.close()
+
+
 def test_the_pinned_releases_are_the_ones_named() -> None:
     # Each pinned file holds exactly its release: a regenerated pin cannot drift.
     for version in VERSIONS:
@@ -275,13 +344,14 @@ def test_the_pinned_releases_are_the_ones_named() -> None:
         assert f"trustgraph-base=={version} " in pins
 
 
-async def test_trustgraph_s_stock_service_cannot_start_on_its_own_kafka_backend(
-    brokers: dict[str, tuple[str, str]],
+@pytest.mark.parametrize("broker_name", ["kafka", "rabbitmq"])
+async def test_trustgraph_s_stock_service_cannot_start_on_its_own_kafka_or_rabbitmq_backend(
+    broker_name: str, broker_addresses: Callable[[str], tuple[str, str]]
 ) -> None:
     # DynamicToolService.start() of 2.11.1 names its queues non-persistent://tg/...,
-    # which TrustGraph's Kafka backend refuses; the tests above serve it on
-    # request:tg:{topic} instead. When this fails, TrustGraph has fixed it.
-    _, address = brokers["kafka"]
+    # which TrustGraph's Kafka and RabbitMQ backends refuse; the tests above serve it
+    # on request:tg:{topic} instead. When this fails, TrustGraph has fixed it.
+    _, address = broker_addresses(broker_name)
     command = [await peer_python("2.11.1"), str(PEER), "serve", "--broker", address]
     command += ["--topic", uuid.uuid4().hex[:8]]
     with anyio.fail_after(60):
