@@ -182,7 +182,14 @@ ROOTS = {
     },
 }
 COMPOSITION = ("toolbus.plugins", "toolbus.runtime", "toolbus.cli", "toolbus.testing")
-ADAPTERS = ("toolbus.memory", "toolbus_nats", "toolbus_pulsar", "toolbus_kafka", "toolbus_redis")
+ADAPTERS = (
+    "toolbus.memory",
+    "toolbus_nats",
+    "toolbus_pulsar",
+    "toolbus_kafka",
+    "toolbus_rabbitmq",
+    "toolbus_redis",
+)
 LLM_ADAPTERS = ("toolbus.scripted", "toolbus_openai", "toolbus_anthropic")
 # The LLM port lives in the application layer (with the loop that uses it); LLM
 # adapters may import it, its URL helpers and what SDK adapters share, and nothing

@@ -30,6 +30,8 @@ from toolbus_nats import NatsOptions
 from toolbus_nats import parse_options as nats_options
 from toolbus_pulsar import PulsarOptions
 from toolbus_pulsar import parse_options as pulsar_options
+from toolbus_rabbitmq import RabbitMQOptions
+from toolbus_rabbitmq import parse_options as rabbitmq_options
 
 pytestmark = pytest.mark.anyio
 
@@ -37,6 +39,7 @@ PARSERS: dict[str, tuple[Callable[..., Any], str]] = {
     "nats": (nats_options, "nats://127.0.0.1:4222"),
     "kafka": (kafka_options, "kafka://127.0.0.1:9092"),
     "pulsar": (pulsar_options, "pulsar://127.0.0.1:6650"),
+    "rabbitmq": (rabbitmq_options, "amqp://127.0.0.1:5672"),
 }
 
 
@@ -73,18 +76,20 @@ async def test_the_memory_bus_takes_its_options_from_the_url_and_the_mapping() -
         ("nats", "nats://[::1]:5222,[fe80::2]", ("[::1]:5222", "[fe80::2]:4222")),
         ("kafka", "kafka://[::1]", ("[::1]:9092",)),
         ("kafka", "kafka://[::1]:9093,host", ("[::1]:9093", "host:9092")),
+        ("rabbitmq", "amqp://[::1]", ("[::1]:5672",)),
+        ("rabbitmq", "amqps://[::1]:5673,host", ("[::1]:5673", "host:5671")),
     ],
 )
 def test_ipv6_hosts_with_or_without_a_port(broker: str, url: str, servers: tuple[str]) -> None:
     parse, _ = PARSERS[broker]
     options = parse(url)
 
-    found = options.servers if broker == "nats" else options.bootstrap_servers
+    found = options.bootstrap_servers if broker == "kafka" else options.servers
     assert tuple(found) == servers
 
 
 @pytest.mark.parametrize("server", ["[::1", "[::1]x", "host:1:2", "::1", "host:port"])
-@pytest.mark.parametrize("broker", ["nats", "kafka"])
+@pytest.mark.parametrize("broker", ["nats", "kafka", "rabbitmq"])
 def test_a_malformed_server_is_named(broker: str, server: str) -> None:
     parse, _ = PARSERS[broker]
     with pytest.raises(BrokerOptionError, match=r"is not host\[:port\]|IPv6 host goes in brackets"):
@@ -93,7 +98,12 @@ def test_a_malformed_server_is_named(broker: str, server: str) -> None:
 
 # -- one reader for every broker --------------------------------------------------
 
-MODELS = {"nats": NatsOptions, "kafka": KafkaOptions, "pulsar": PulsarOptions}
+MODELS = {
+    "nats": NatsOptions,
+    "kafka": KafkaOptions,
+    "pulsar": PulsarOptions,
+    "rabbitmq": RabbitMQOptions,
+}
 
 
 @pytest.mark.parametrize("broker", sorted(MODELS))
@@ -122,6 +132,11 @@ def test_every_broker_describes_its_options_on_the_shared_base(broker: str) -> N
             {"io_threads": 0, "batching_delay": "x", "colour": 1},
             ("io_threads", "batching_delay", "colour"),
         ),
+        (
+            "rabbitmq",
+            {"prefetch": 0, "queue_type": "stream", "heartbeat": "often"},
+            ("prefetch", "queue_type", "heartbeat"),
+        ),
     ],
 )
 def test_every_bad_option_is_reported_in_one_error(
@@ -136,7 +151,7 @@ def test_every_bad_option_is_reported_in_one_error(
 
 @pytest.mark.parametrize(
     ("broker", "url"),
-    [("nats", "nats://a:4222,b:x"), ("kafka", "kafka://a:9092,b:x")],
+    [("nats", "nats://a:4222,b:x"), ("kafka", "kafka://a:9092,b:x"), ("rabbitmq", "amqp://a,b:x")],
 )
 def test_a_bad_server_and_a_bad_option_come_in_one_error(broker: str, url: str) -> None:
     parse, _ = PARSERS[broker]
@@ -161,6 +176,8 @@ SECRET = "s3cr3t-value"
         ("kafka", "tls_check_hostname"),
         ("pulsar", "operation_timeout"),
         ("pulsar", "oauth2"),
+        ("rabbitmq", "prefetch"),
+        ("rabbitmq", "tls"),
     ],
 )
 def test_a_bad_value_is_never_echoed(broker: str, option: str) -> None:
