@@ -10,13 +10,20 @@ response queue.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 from collections import deque
 from typing import Any
 
+from toolbus._internal.throttled_log import ThrottledLog
 from toolbus.domain.calls import wire
 from toolbus.domain.errors import ToolCallError, ToolServiceError, WireError, error_for
 from toolbus.ports import Delivery, Listener, Subscription
+
+#: Answers after the end of their stream: one line a minute per response queue.
+_late_chunks = ThrottledLog(logging.getLogger("toolbus.client"))
+#: How many ended calls a response listener remembers, to recognise late answers.
+ENDED_CALLS_KEPT = 4096
 
 
 class Waiter:
@@ -98,16 +105,30 @@ class ResponseListener:
     :meth:`on_message` directly; otherwise :meth:`pump` reads a subscription in
     a task of the client's. Either way, answers for ids we do not know are
     dropped: other clients share the response queue.
+
+    An answer for a call whose stream has already ended is not dropped
+    silently: the broker delivered the call's messages out of order (a chunk
+    overtaken by the end of the stream, so the caller got the answer cut short),
+    or the service answered twice. The ids of the last :data:`ENDED_CALLS_KEPT`
+    ended calls are kept to recognise such chunks, which are logged (once a
+    minute per response queue, with a count) and counted in :attr:`late_chunks`.
     """
 
     def __init__(self, queue: str) -> None:
         self.queue = queue
         self.waiters: dict[str, Waiter] = {}
         self.source: Listener | Subscription | None = None
+        #: Ids of calls whose answer has ended, oldest first (a bounded memory).
+        self.ended: dict[str, None] = {}
+        #: Chunks that arrived after their call's end of stream.
+        self.late_chunks = 0
 
     def on_message(self, delivery: Delivery) -> None:
-        waiter = self.waiters.get(delivery.properties.get(wire.PROP_ID, ""))
-        if waiter is None:
+        call_id = delivery.properties.get(wire.PROP_ID, "")
+        waiter = self.waiters.get(call_id)
+        if waiter is None or waiter.finished:
+            if call_id in self.ended:
+                self._late(call_id)
             return
         try:
             response = wire.decode_response(delivery.body)
@@ -117,6 +138,25 @@ class ResponseListener:
         waiter.deliver(response)
         if response.end_of_stream:
             waiter.after_execution = delivery.properties.get(wire.PROP_AFTER_EXECUTION)
+        if response.end_of_stream or response.error_type is not None:  # the call's last
+            ended = self.ended
+            ended[call_id] = None
+            if len(ended) > ENDED_CALLS_KEPT:
+                del ended[next(iter(ended))]
+
+    def _late(self, call_id: str) -> None:
+        self.late_chunks += 1
+        _late_chunks.warning(
+            self.queue,
+            "an answer to call %s on %s arrived after the call's end of stream: the "
+            "broker delivered the call's messages out of order, so its caller got the "
+            "answer cut short (on Kafka, a response topic needs one partition for "
+            "producers that send without a key), or the service answered twice; "
+            "%d such answer(s) so far",
+            call_id,
+            self.queue,
+            self.late_chunks,
+        )
 
     def on_end(self, error: BaseException | None = None) -> None:
         for waiter in list(self.waiters.values()):
