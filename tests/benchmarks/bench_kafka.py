@@ -52,6 +52,8 @@ Call = Callable[[], Awaitable[Any]]
 ROUNDS = 3
 IN_FLIGHT = 64
 PARTITIONS = KafkaOptions().partitions
+#: Answers' topics, as the adapter makes them.
+RESPONSE_PARTITIONS = KafkaOptions().response_partitions
 
 
 async def throughput(call: Call, in_flight: int, seconds: float) -> float:
@@ -116,12 +118,15 @@ class RawRequestReply:
         admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap)
         await admin.start()
         await admin.create_topics(
-            [NewTopic(t, PARTITIONS, 1) for t in (self.request_topic, self.response_topic)]
+            [
+                NewTopic(self.request_topic, PARTITIONS, 1),
+                NewTopic(self.response_topic, RESPONSE_PARTITIONS, 1),
+            ]
         )
         await admin.close()
         for client in (self.requester, self.replier, self.replies, self.requests):
             await client.start()
-        partitions = [TopicPartition(self.response_topic, p) for p in range(PARTITIONS)]
+        partitions = [TopicPartition(self.response_topic, p) for p in range(RESPONSE_PARTITIONS)]
         self.replies.assign(partitions)
         await self.replies.seek_to_end(*partitions)
         # A new group starts at the end: resolve that now, or the first request
@@ -137,7 +142,7 @@ class RawRequestReply:
             for records in batches.values():
                 for record in records:
                     call_id = dict(record.headers)["id"]
-                    partition = zlib.crc32(call_id) % PARTITIONS
+                    partition = zlib.crc32(call_id) % RESPONSE_PARTITIONS
                     sent.append(
                         await self.replier.send(
                             self.response_topic,

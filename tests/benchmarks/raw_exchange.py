@@ -188,7 +188,8 @@ async def kafka_exchange(
 
     Same producer settings (``acks``, ``linger_ms``, no idempotence, the size
     limit), topics made with the adapter's partition count and
-    ``max.message.bytes``, the same fetch waits, fetch sizes and batch size, a
+    ``max.message.bytes`` (the response topic with ``response_partitions``),
+    the same fetch waits, fetch sizes and batch size, a
     consumer group on the request topic (offsets committed as often as the
     adapter commits on non-persistent queues) and a reader assigned every
     partition of the response topic, positioned at its end. Each send waits
@@ -206,6 +207,7 @@ async def kafka_exchange(
     options = parse_options(url)
     client = {**options.connection_kwargs(), **security_kwargs(options)}
     partitions = options.partitions
+    answer_partitions = options.response_partitions
     # Room for headers and record-batch framing on top of the body, as the adapter allows.
     framing = 64 * 1024
     suffix = uuid.uuid4().hex[:8]
@@ -218,11 +220,14 @@ async def kafka_exchange(
             [
                 NewTopic(
                     topic,
-                    partitions,
+                    count,
                     options.replication_factor,
                     topic_configs={"max.message.bytes": str(options.max_message_size)},
                 )
-                for topic in (request_topic, response_topic)
+                for topic, count in (
+                    (request_topic, partitions),
+                    (response_topic, answer_partitions),
+                )
             ]
         )
     finally:
@@ -272,7 +277,7 @@ async def kafka_exchange(
     async def serve() -> None:
         while True:
             call_id = await inbox.get()
-            partition = zlib.crc32(call_id) % partitions
+            partition = zlib.crc32(call_id) % answer_partitions
             headers = [("id", call_id)]
             for body in responses:
                 await replier.send_and_wait(
@@ -303,7 +308,7 @@ async def kafka_exchange(
         for part in (sender, replier, replies, requests):
             await part.start()
             started.append(part)
-        assigned = [TopicPartition(response_topic, p) for p in range(partitions)]
+        assigned = [TopicPartition(response_topic, p) for p in range(answer_partitions)]
         replies.assign(assigned)
         await replies.seek_to_end(*assigned)
         tasks = [asyncio.create_task(take()), asyncio.create_task(read())]

@@ -83,6 +83,8 @@ async def test_a_queue_gets_a_topic_with_the_configured_partitions_on_the_broker
     queue = f"non-persistent://topics/made/{suffix}"
     bus = await connect(kafka_url, {"partitions": 3})
     try:
+        # A group (a service's replicas) makes the topic; a fan-out reader joins it.
+        await bus.subscribe(queue, group=f"g-{suffix}")
         subscription = await bus.subscribe(queue)
         admin = AIOKafkaAdminClient(bootstrap_servers=kafka_address)
         await admin.start()
@@ -114,3 +116,84 @@ async def test_a_queue_gets_a_topic_with_the_configured_partitions_on_the_broker
     finally:
         await consumer.stop()
     assert sum(ends.values()) == 12 and sum(1 for n in ends.values() if n) > 1
+
+
+async def partitions_of(kafka_address: str, topic: str) -> int:
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka_address)
+    await admin.start()
+    try:
+        (described,) = await admin.describe_topics([topic])
+    finally:
+        await admin.close()
+    return len(described["partitions"])
+
+
+@pytest.mark.anyio
+@pytest.mark.broker
+async def test_topics_of_answers_get_one_partition_and_requests_the_configured_count(
+    kafka_address: str, kafka_url: str
+) -> None:
+    suffix = uuid.uuid4().hex[:10]
+    bus = await connect(kafka_url, {"partitions": 3})
+    try:
+        # A client's response queue (read by a fan-out subscription), a queue named
+        # as a response queue (TrustGraph's class "response") used first by a
+        # service answering, and a request queue.
+        await bus.subscribe(f"non-persistent://answers/read/{suffix}")
+        await bus.publish(f"response:tg:{suffix}", b"{}", {"id": "1"})
+        await bus.subscribe(f"non-persistent://tg/request/{suffix}", group="svc")
+        counts = [
+            await partitions_of(kafka_address, topic)
+            for topic in (f"answers.read.{suffix}", f"tg.response.{suffix}", f"tg.request.{suffix}")
+        ]
+    finally:
+        await bus.close()
+    assert counts == [1, 1, 3]
+
+
+@pytest.mark.anyio
+@pytest.mark.broker
+async def test_a_stream_from_a_producer_without_keys_arrives_in_order(
+    kafka_address: str, kafka_url: str
+) -> None:
+    # TrustGraph's producers send each message without a key: on a topic of several
+    # partitions its chunks would land on any of them, and the end of the stream
+    # could overtake them. The client's response topic has one partition.
+    from aiokafka import AIOKafkaProducer
+
+    from toolbus import ToolServiceClient
+    from toolbus.domain.calls import wire
+
+    suffix = uuid.uuid4().hex[:10]
+    route = {
+        "request_queue": f"non-persistent://tg/request/{suffix}",
+        "response_queue": f"non-persistent://tg/response/{suffix}",
+    }
+    chunks = [f"<{n}>" for n in range(20)]
+    bus = await connect(kafka_url)
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_address)
+    await producer.start()
+    try:
+        requests = await bus.subscribe(route["request_queue"], group=f"svc-{suffix}")
+
+        async def keyless_service() -> None:
+            async for request in requests:
+                headers = [("id", request.properties["id"].encode())]
+                topic = f"tg.response.{suffix}"
+                for chunk in chunks:
+                    body = wire.encode_response(chunk, end_of_stream=False)
+                    await producer.send_and_wait(topic, body, headers=headers)
+                await producer.send_and_wait(topic, wire.encode_response(""), headers=headers)
+
+        async with anyio.create_task_group() as tasks, ToolServiceClient(bus) as client:
+            tasks.start_soon(keyless_service)
+            streams = [
+                [chunk async for chunk in client.stream(**route, timeout=30)] for _ in range(3)
+            ]
+            late = client._listeners[route["response_queue"]].late_chunks
+            tasks.cancel_scope.cancel()
+    finally:
+        await producer.stop()
+        await bus.close()
+    assert streams == [chunks] * 3
+    assert late == 0

@@ -19,7 +19,9 @@ ones from 2.8 (a client made by ``ToolServiceClientSpec`` on a
 
 ``serve`` prints ``ready`` once it consumes requests; its service echoes what
 it received as JSON (the user too, on 2.1), fails when the arguments hold
-``fail``. ``call`` makes the calls in turn and prints, for each, one JSON line
+``fail``, and with ``--queue-ids`` streams the chunks listed in ``stream``, each
+a response of its own sent by TrustGraph's producer, as its streaming services
+answer. ``call`` makes the calls in turn and prints, for each, one JSON line
 per chunk it is handed (``{"chunk": ...}``), then ``{"result": ...}`` or
 ``{"error": ...}``. ``encode`` prints the bodies this release's producers write
 for the requests and responses read as JSON lines from stdin. ``declare`` makes
@@ -123,6 +125,18 @@ class QueueNamedService(EchoService):
         self.producer = Producer(
             backend=self.pubsub, topic=f"response:tg:{topic}", schema=ToolServiceResponse
         )
+
+    async def on_request(self, msg: Any, consumer: Any, flow: Any) -> None:
+        request = msg.value()
+        chunks = json.loads(request.arguments or "{}").get("stream")
+        if not chunks:
+            await super().on_request(msg, consumer, flow)
+            return
+        reply = {"id": msg.properties().get("id", "unknown")}
+        send = self._producer_handle.send if ASYNC_BACKENDS else self.producer.send
+        for chunk in chunks:
+            await send(ToolServiceResponse(error=None, response=chunk, end_of_stream=False), reply)
+        await send(ToolServiceResponse(error=None, response="", end_of_stream=True), reply)
 
     async def start(self) -> None:
         if not ASYNC_BACKENDS:

@@ -250,6 +250,45 @@ async def test_a_toolbus_client_calls_trustgraph_s_service(
     assert failed.value.error_type == "tool-service-error"
 
 
+#: (release, broker) pairs where TrustGraph's service is served on its own queue ids.
+QUEUE_ID_CASES = [case for case in CASES if case[1] in ("kafka", "rabbitmq")]
+
+
+@pytest.mark.parametrize(
+    ("version", "broker_name"), QUEUE_ID_CASES, ids=[f"{v}-{b}" for v, b in QUEUE_ID_CASES]
+)
+async def test_a_trustgraph_service_s_stream_reaches_a_toolbus_client_whole_and_in_order(
+    version: str, broker_name: str, broker_addresses: Callable[[str], tuple[str, str]]
+) -> None:
+    # TrustGraph's producers send without a key, each chunk to any partition of a
+    # Kafka topic; the toolbus client makes the response topic (it subscribes before
+    # its first request), with one partition, so no chunk can overtake another.
+    url, address = broker_addresses(broker_name)
+    topic = uuid.uuid4().hex[:8]
+    route: dict[str, Any] = {
+        "request_queue": f"non-persistent://tg/request/{topic}",
+        "response_queue": f"non-persistent://tg/response/{topic}",
+    }
+    streams = [[f"<{call}.{n}>" for n in range(12)] for call in range(5)]
+    bus: Bus = await connect(url)
+    try:
+        async with (
+            trustgraph_service(version, address, topic, queue_ids=True),
+            ToolServiceClient(bus, default_timeout=20) as client,
+        ):
+            await call_until_served(client, **route, arguments={"q": 1})
+            received = [
+                [chunk async for chunk in client.stream(**route, arguments={"stream": chunks})]
+                for chunks in streams
+            ]
+            late = client._listeners[route["response_queue"]].late_chunks
+    finally:
+        await bus.close()
+
+    assert received == streams
+    assert late == 0
+
+
 def encoded_by_trustgraph(python: str, messages: list[dict[str, Any]]) -> list[bytes]:
     lines = "".join(json.dumps(message) + "\n" for message in messages)
     finished = subprocess.run(

@@ -2,7 +2,8 @@
 
 A queue maps to the Kafka topic ``parse_queue(queue).dotted``
 (``non-persistent://tg/request/joke`` → ``tg.request.joke``), created on first
-use (:mod:`~toolbus_kafka.provisioning`). Message properties travel as Kafka
+use (:mod:`~toolbus_kafka.provisioning`; a topic of answers with one
+partition). Message properties travel as Kafka
 record headers (values UTF-8). Sending is :mod:`~toolbus_kafka.publishing`'s
 job, reading :mod:`~toolbus_kafka.subscription`'s.
 """
@@ -29,6 +30,10 @@ from toolbus_kafka.security import security_kwargs
 from toolbus_kafka.subscription import FanoutSubscription, GroupSubscription, KafkaSubscription
 
 log = logging.getLogger("toolbus.kafka")
+
+#: The namespace of response queues: TrustGraph's class ``response``
+#: (``response:tg:joke``), and toolbus's default ``non-persistent://tg/response/joke``.
+RESPONSE_NAMESPACE = "response"
 
 
 class KafkaBus:
@@ -70,6 +75,8 @@ class KafkaBus:
         if route is None:
             name = parse_queue(queue)
             route = self._routes[queue] = (name.dotted, name.persistent)
+            if not name.plain and name.namespace == RESPONSE_NAMESPACE:
+                self.topics.carries_answers(name.dotted)
         return route
 
     async def publish(
@@ -84,6 +91,8 @@ class KafkaBus:
         if self.closed:
             raise BusClosed("the Kafka bus connection is closed")
         topic, persistent = self._route(queue)
+        if group is None:
+            self.topics.carries_answers(topic)  # a client's response queue
         partitions = await self.topics.ensure(topic)
         options = self.options
         subscription: FanoutSubscription | GroupSubscription

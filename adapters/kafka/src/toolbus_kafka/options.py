@@ -66,6 +66,10 @@ class KafkaOptions(TlsOptions):
     #: Partitions of each topic toolbus creates: the most replicas of one service
     #: that can work at the same time.
     partitions: PositiveInt = 4
+    #: Partitions of each topic toolbus creates for answers (a response queue: one a
+    #: client reads, or named as one). One keeps a stream's chunks in order whoever
+    #: produces them; a fan-out reader reads every partition, so more buy nothing.
+    response_partitions: PositiveInt = 1
     #: Copies of each partition toolbus creates; use 3 on a production cluster.
     replication_factor: PositiveInt = 1
     #: Largest body accepted by ``publish``; topics are created with this as

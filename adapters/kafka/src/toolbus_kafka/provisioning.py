@@ -6,6 +6,13 @@ partition count and message size. A topic that already exists is used as it
 is; its partition count is read back, because producers spread messages over
 every partition and fan-out subscriptions read them all.
 
+A topic that carries *answers* (a client reads it, or its name says it is a
+response queue) is made with ``response_partitions``, one by default: on one
+partition every producer's messages keep their order, also those of producers
+that send without a key (TrustGraph's), which would otherwise spread a stream's
+chunks over the partitions and let its end overtake them. Request topics get
+``partitions``, the most replicas of a service that can share them.
+
 NATS's adapter does the same job for JetStream streams in its own ``provisioning``.
 """
 
@@ -40,6 +47,12 @@ class TopicManager:
         self._options = options
         self._partitions: dict[str, int] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        #: Topics that carry answers: made with ``response_partitions``.
+        self._answers: set[str] = set()
+
+    def carries_answers(self, topic: str) -> None:
+        """``topic`` carries answers: make it with ``response_partitions`` if it is made."""
+        self._answers.add(topic)
 
     def forget(self, topic: str) -> None:
         """Ensure ``topic`` again on its next use: the broker may have lost it."""
@@ -68,9 +81,11 @@ class TopicManager:
 
     async def _create(self, topic: str) -> int:
         options = self._options
+        answers = topic in self._answers
+        partitions = options.response_partitions if answers else options.partitions
         request = NewTopic(
             topic,
-            options.partitions,
+            partitions,
             options.replication_factor,
             topic_configs={
                 "max.message.bytes": str(options.max_message_size),
@@ -85,8 +100,8 @@ class TopicManager:
         except KafkaError as exc:
             code, detail = -1, [str(exc)]
         if code == 0:
-            log.info("created Kafka topic %r with %d partitions", topic, options.partitions)
-            return options.partitions
+            log.info("created Kafka topic %r with %d partition(s)", topic, partitions)
+            return partitions
         error = for_code(code) if code != -1 else KafkaError
         # Already there (made by someone else, or before), or we may not create topics
         # but may use them: either way an existing topic is all we need.
@@ -94,6 +109,14 @@ class TopicManager:
         if count:
             if error is not TopicAlreadyExistsError:
                 log.debug("using existing topic %r (could not create it: %s)", topic, error)
+            if answers and count > 1:
+                log.info(
+                    "Kafka topic %r carries answers on %d partitions: a producer that sends "
+                    "without a key (TrustGraph's) can deliver a stream's chunks out of order; "
+                    "make it again with one partition",
+                    topic,
+                    count,
+                )
             return count
         message = detail[0] if detail and detail[0] else getattr(error, "description", "")
         raise KafkaTopicError(topic, f"{error.__name__}: {message}".rstrip(": "))
