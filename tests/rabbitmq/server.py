@@ -114,6 +114,7 @@ class RabbitMQServer:
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
                 env=environment,
+                start_new_session=True,
             )
             _wait_for_listener(self.epmd_port, self._epmd, 10.0, None)
         log = self.workdir / "server.log"
@@ -141,13 +142,12 @@ class RabbitMQServer:
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
-    """SIGTERM (the node stops cleanly, keeping its data), then its whole session if need be."""
+    """SIGTERM (the node stops cleanly, keeping its data), then the rest of the session it
+    was started in (its own: ``start_new_session``)."""
     if process.poll() is None:
         process.terminate()
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            pass
     # The Erlang VM and its helpers run in the session the script was started in.
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
