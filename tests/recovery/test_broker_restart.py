@@ -1,9 +1,9 @@
 """Each broker restarts under a running service and a running client: calls work again.
 
 Nothing is restarted but the broker: the service keeps serving and the client
-keeps calling on the same connections. NATS and pulsar-lite come back with
-their data (same data directory); Tansu keeps everything in memory, so it comes
-back empty, without topics, groups or offsets. The time from the broker
+keeps calling on the same connections. NATS, pulsar-lite and RabbitMQ come back
+with their data (same data directory); Tansu keeps everything in memory, so it
+comes back empty, without topics, groups or offsets. The time from the broker
 listening again to calls being answered (the first of five sent in a row that
 were all answered) is printed per broker and queue kind; the only limit asserted is a generous
 one that turns a hang into a failure.
@@ -29,6 +29,7 @@ import pytest
 from tests.kafka.broker import TANSU_OPTIONS, tansu_broker
 from tests.nats.server import NatsServer
 from tests.pulsar.server import pulsar_lite_server
+from tests.rabbitmq.server import RabbitMQServer
 from tests.support.servers import LOOPBACK, free_port
 from toolbus import ToolServiceClient, connect, running, tool_service
 from toolbus.domain.errors import ToolbusError
@@ -62,9 +63,14 @@ class Broker:
     run: Callable[[], AbstractContextManager[Any]]
 
 
-@pytest.fixture(params=["nats", "pulsar", "kafka"])
+@pytest.fixture(params=["nats", "pulsar", "kafka", "rabbitmq"])
 def broker(request: pytest.FixtureRequest, tmp_path: Path) -> Broker:
     kind: str = request.param
+    if kind == "rabbitmq":
+        rabbitmq = RabbitMQServer(tmp_path / "rabbitmq")
+        request.addfinalizer(rabbitmq.close)
+        # Reconnection attempts every 0.1 s rather than every second.
+        return Broker(kind, f"{rabbitmq.url}?reconnect_interval=0.1", rabbitmq.running)
     if kind == "nats":
         server = NatsServer(tmp_path)
         # Reconnect attempts every 0.1 s rather than every second.

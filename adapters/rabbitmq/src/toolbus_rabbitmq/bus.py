@@ -60,6 +60,9 @@ class RabbitMQBus:
         self._routes: dict[str, tuple[str, bool]] = {}
         self._readers: set[RabbitMQSubscription | Listener] = set()
         self._closing = False
+        #: Connected as far as this bus has been told; aio-pika reports each failed
+        #: reconnection attempt as a close too, and only the first one is news.
+        self._up = True
         self._node_urls = node_urls
         self._failover: asyncio.Task[None] | None = None
         connection.close_callbacks.add(self._on_connection_lost)
@@ -68,8 +71,9 @@ class RabbitMQBus:
     # -- connection events -------------------------------------------------------------
 
     def _on_connection_lost(self, _: object, error: BaseException | None = None) -> None:
-        if self._closing:
+        if self._closing or not self._up:
             return
+        self._up = False
         log.warning(
             "lost the connection to RabbitMQ at %s (%s); reconnecting every %g s",
             self._where,
@@ -80,6 +84,7 @@ class RabbitMQBus:
             self._failover = asyncio.ensure_future(self._next_nodes())
 
     def _on_reconnected(self, _: object) -> None:
+        self._up = True
         log.info("reconnected to RabbitMQ at %s", self.connection.url.host)
 
     async def _next_nodes(self) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Mapping
 
 import aiormq.exceptions
@@ -32,9 +33,25 @@ from aio_pika.abc import (
     HeadersType,
 )
 
-from toolbus_rabbitmq.errors import MessageRefused, RabbitMQUnavailable, translate
+from toolbus_rabbitmq.errors import (
+    MessageRefused,
+    RabbitMQUnavailable,
+    translate,
+)
 from toolbus_rabbitmq.options import RabbitMQOptions
 from toolbus_rabbitmq.provisioning import declare_exchange
+
+log = logging.getLogger("toolbus.rabbitmq")
+
+_HOW_TO_RAISE_LIMIT = (
+    "It was over the broker's own max_message_size: raise that in rabbitmq.conf, or "
+    "lower the adapter's max_message_size to it so that such a message is refused "
+    "before it is sent"
+)
+
+#: Seconds between looks at a channel the broker closed, while aio-pika opens it again.
+_REOPEN_POLL = 0.01
+_REOPEN_POLL_MAX = 0.5
 
 #: Failures that mean the connection (or the channel with it) went away mid-publish.
 _LOST = (
@@ -59,6 +76,8 @@ class Publisher:
         #: (exchange name, persistent) -> the exchange on the matching channel.
         self._exchanges: dict[tuple[str, bool], AbstractExchange] = {}
         self._opening = asyncio.Lock()
+        #: The broker's last refusal logged (aio-pika reports a close more than once).
+        self._last_refusal: BaseException | None = None
 
     async def _channel(self, persistent: bool) -> AbstractRobustChannel:
         async with self._opening:
@@ -66,6 +85,8 @@ class Publisher:
             if channel is None:
                 channel = self._connection.channel(publisher_confirms=persistent)
                 await channel
+                if not persistent:  # a persistent publish hears of a refusal itself
+                    channel.close_callbacks.add(self._on_channel_closed)
                 if persistent:
                     self._confirming = channel
                 else:
@@ -105,8 +126,56 @@ class Publisher:
         message = Message(body, headers=headers, delivery_mode=DeliveryMode.NOT_PERSISTENT)
         try:
             await exchange.publish(message, routing_key="", mandatory=False)
+        except aiormq.exceptions.ChannelInvalidStateError as exc:
+            # The broker closed the channel (over an earlier message) and aio-pika is
+            # opening it again: with the connection up, that takes a round trip.
+            await self._send_when_reopened(exchange, message, exc)
         except Exception as exc:
             raise self._failure(exc, exchange_name, len(body)) from exc
+
+    async def _send_when_reopened(
+        self, exchange: AbstractExchange, message: Message, error: Exception
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._options.publish_timeout
+        pause = _REOPEN_POLL
+        while self._connection.connected.is_set() and loop.time() + pause < deadline:
+            # aio-pika tells of the close before it starts opening the channel again,
+            # and the channel says "ready" until then: look again shortly after.
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, _REOPEN_POLL_MAX)
+            try:
+                async with asyncio.timeout_at(deadline):
+                    await exchange.publish(message, routing_key="", mandatory=False)
+                return
+            except aiormq.exceptions.ChannelInvalidStateError as again:
+                error = again  # not open again yet
+            except Exception as again:
+                error = again
+                break
+        raise self._failure(error, exchange.name, len(message.body)) from error
+
+    def _on_channel_closed(self, _: object, error: BaseException | None = None) -> None:
+        """The broker closed a publishing channel over a message it refused: say why.
+
+        A message on a non-persistent queue is not confirmed, so its ``publish``
+        has returned already; this is where its refusal shows.
+        """
+        # The broker's own reasons come as subclasses (PRECONDITION_FAILED ...); a
+        # plain ChannelClosed is aio-pika closing the channel's previous incarnation.
+        if (
+            isinstance(error, aiormq.exceptions.ChannelClosed)
+            and type(error) is not aiormq.exceptions.ChannelClosed
+            and error is not self._last_refusal
+        ):
+            self._last_refusal = error
+            log.warning(
+                "RabbitMQ at %s refused a message and closed the channel it came on "
+                "(%s); the channel is opened again. %s",
+                self._where,
+                error,
+                _HOW_TO_RAISE_LIMIT if "max size" in str(error) else "",
+            )
 
     async def _publish_confirmed(
         self, exchange_name: str, body: bytes, headers: HeadersType | None
