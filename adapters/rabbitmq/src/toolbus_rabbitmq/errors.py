@@ -74,7 +74,14 @@ def translate(exc: Exception, doing: str, where: str) -> Exception:
             f"cannot {doing}: RabbitMQ did not take the message (it answered the publish "
             "with a nack: a queue over its length limit, or a node out of resources)"
         )
-    if isinstance(exc, aiormq.exceptions.AMQPError | ConnectionError | OSError | TimeoutError):
+    if isinstance(
+        exc,
+        aiormq.exceptions.AMQPError
+        | aiormq.exceptions.ChannelInvalidStateError
+        | ConnectionError
+        | OSError
+        | TimeoutError,
+    ):
         return RabbitMQUnavailable(
             f"cannot {doing}: RabbitMQ at {where} is not reachable now ({_reason(exc)}); "
             "the connection is being restored"
