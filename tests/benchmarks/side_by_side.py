@@ -8,15 +8,15 @@ For every broker picked, three contestants make the same echo round trips:
 * **toolbus**: a ``ServiceHost`` and a ``ToolServiceClient`` on their own
   connections: JSON envelope both ways, validation, deadlines, metrics, acks.
 * **FastStream**, where it does request/reply: ``broker.request()`` against a
-  ``@broker.subscriber`` echo, on NATS and in memory (its ``TestNatsBroker``
-  against our in-memory bus). It has no Pulsar broker, and its Kafka broker
-  refuses ``request()`` outside its test client.
+  ``@broker.subscriber`` echo, on NATS, RabbitMQ and in memory (its
+  ``TestNatsBroker`` against our in-memory bus). It has no Pulsar broker, and
+  its Kafka broker refuses ``request()`` outside its test client.
 
 Each figure is the best of interleaved rounds, so load elsewhere on the machine
 hits all contestants alike. Then, in a fresh process per broker, 100,000 toolbus
 calls: the peak RSS and the number of pending calls left (must be 0).
 
-    uv run python tests/benchmarks/side_by_side.py [--brokers memory,nats,kafka,pulsar]
+    uv run python tests/benchmarks/side_by_side.py [--brokers memory,nats,kafka,pulsar,rabbitmq]
         [--seconds 6] [--calls 100000] [--markdown] [--loop asyncio|uvloop|auto]
         [--json results/side_by_side.json]
 """
@@ -85,11 +85,24 @@ def kafka_broker(workdir: Path) -> Iterator[str]:
         )
 
 
+@contextmanager
+def rabbitmq_broker(workdir: Path) -> Iterator[str]:
+    from tests.rabbitmq.server import RabbitMQServer
+
+    server = RabbitMQServer(workdir)
+    try:
+        with server.running() as url:
+            yield url
+    finally:
+        server.close()
+
+
 BROKERS: dict[str, Callable[[Path], AbstractAsyncContextManager[str] | Any]] = {
     "memory": memory_broker,
     "nats": nats_broker,
     "pulsar": pulsar_broker,
     "kafka": kafka_broker,
+    "rabbitmq": rabbitmq_broker,
 }
 
 
@@ -156,6 +169,27 @@ async def faststream_contestant(broker: str, url: str) -> AsyncIterator[Call | N
             yield call
         finally:
             await fs.stop()
+        return
+    if broker == "rabbitmq":
+        from faststream.rabbit import RabbitBroker
+
+        rabbit = RabbitBroker(url, logger=None)
+        queue = f"side-by-side-{uuid.uuid4().hex[:8]}"
+
+        @rabbit.subscriber(queue)
+        async def echo_rabbit(body: dict[str, str]) -> dict[str, str]:
+            return body
+
+        await rabbit.start()
+        try:
+
+            async def call() -> Any:
+                reply = await rabbit.request({"text": "hi"}, queue, timeout=30)
+                return await reply.decode()
+
+            yield call
+        finally:
+            await rabbit.stop()
         return
     # FastStream has no Pulsar broker, and its KafkaBroker.request() raises
     # FeatureNotSupportedException outside its test client: no request/reply there.
