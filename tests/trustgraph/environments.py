@@ -24,9 +24,11 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).parent
-#: The releases under test: the first with tool services, the first with the
-#: RabbitMQ backend as it stands (fanout exchanges), and the newest 2.x.
-VERSIONS = ("2.1.28", "2.4.0", "2.11.1")
+#: The releases under test: the first with tool services; the last of the 2.1
+#: request generation (2.3.21, with Kafka and RabbitMQ backends as they stand,
+#: which arrived in 2.3.15 and 2.3.14); the first of the 2.4 generation; and the
+#: newest 2.x.
+VERSIONS = ("2.1.28", "2.3.21", "2.4.0", "2.11.1")
 PEER = HERE / "peer.py"
 
 

@@ -94,6 +94,11 @@ else:
         async def invoke(self, user: str, config: dict[str, Any], arguments: dict[str, Any]) -> Any:
             return echo(user, config, arguments)
 
+        async def fetch_and_apply_config(self) -> None:
+            """Nothing to fetch: no config service runs beside these tests, and the echo
+            service needs no configuration. (2.3's ``start()`` would otherwise ask for
+            it until a config service answers.)"""
+
 
 class QueueNamedService(EchoService):
     """The stock service, consuming and producing on queues given in TrustGraph's form.

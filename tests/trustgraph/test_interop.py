@@ -1,11 +1,11 @@
 """toolbus and real TrustGraph releases, both ways, on every broker they share.
 
 The TrustGraph side is trustgraph-base itself (2.1.28, the first release with
-tool services; 2.4.0, the first with its RabbitMQ backend as it stands; and
-2.11.1, the newest 2.x), run in environments of its own by ``peer.py``: its
-``DynamicToolService`` serving toolbus clients, its ``ToolServiceClient``
-calling toolbus services. TrustGraph 2.1 has only a Pulsar backend; 2.3 and
-later also speak Kafka, 2.4 and later RabbitMQ the way toolbus does.
+tool services; 2.3.21, the last to write the 2.1 request; 2.4.0, the first to
+write the 2.4 one; and 2.11.1, the newest 2.x), run in environments of its own
+by ``peer.py``: its ``DynamicToolService`` serving toolbus clients, its
+``ToolServiceClient`` calling toolbus services. TrustGraph 2.1 has only a Pulsar
+backend; Kafka arrived in 2.3.15, RabbitMQ as toolbus maps it in 2.3.14.
 """
 
 from __future__ import annotations
@@ -42,7 +42,9 @@ MARK = "peer> "
 CASES = [
     ("2.1.28", "pulsar"),
     ("2.11.1", "pulsar"),
+    ("2.3.21", "kafka"),
     ("2.11.1", "kafka"),
+    ("2.3.21", "rabbitmq"),
     ("2.4.0", "rabbitmq"),
     ("2.11.1", "rabbitmq"),
 ]
@@ -142,6 +144,19 @@ def echo_service(name: str, *, join_stream: bool = False) -> Any:
     return echo
 
 
+async def made_as_a_deployment_makes_them(bus: Bus, queue: str) -> None:
+    """Make ``queue``'s topic now, as TrustGraph's flow service makes a deployment's topics.
+
+    The threaded Kafka client of TrustGraph 2.3 to 2.7 (librdkafka) that subscribes
+    to a topic nobody has made yet may wait for its next metadata refresh
+    (minutes) before it reads anything; a real deployment has its topics. A
+    subscription made and closed here makes it (on the other brokers it does no
+    harm).
+    """
+    subscription = await bus.subscribe(queue)
+    await subscription.close()
+
+
 @pytest.mark.parametrize(("version", "broker_name"), CASES, ids=CASE_IDS)
 async def test_trustgraph_s_client_calls_a_toolbus_service(
     version: str, broker_name: str, broker_addresses: Callable[[str], tuple[str, str]]
@@ -156,6 +171,8 @@ async def test_trustgraph_s_client_calls_a_toolbus_service(
     bus = await connect(url)
     try:
         async with running(bus, plain, joined):
+            for service in (plain, joined):
+                await made_as_a_deployment_makes_them(bus, service.response_queue)
             answers = await trustgraph_calls(
                 version,
                 address,
@@ -250,6 +267,9 @@ async def test_a_toolbus_client_calls_trustgraph_s_service(
     assert failed.value.error_type == "tool-service-error"
 
 
+#: Releases whose RabbitMQ producer sends each message from a thread of a pool,
+#: on that thread's own connection (the threaded backends, before 2.8).
+THREADED_RABBITMQ_PRODUCERS = {("2.3.21", "rabbitmq"), ("2.4.0", "rabbitmq")}
 #: (release, broker) pairs where TrustGraph's service is served on its own queue ids.
 QUEUE_ID_CASES = [case for case in CASES if case[1] in ("kafka", "rabbitmq")]
 
@@ -285,8 +305,18 @@ async def test_a_trustgraph_service_s_stream_reaches_a_toolbus_client_whole_and_
     finally:
         await bus.close()
 
-    assert received == streams
-    assert late == 0
+    if (version, broker_name) in THREADED_RABBITMQ_PRODUCERS:
+        # Each send of these releases may go out on another thread's connection, and
+        # RabbitMQ keeps order per connection only: chunks can overtake each other and
+        # the end of the stream. What came before the end is each call's own; what
+        # came after it is reported as it arrives (some may be on their way still).
+        missing = sum(map(len, streams)) - sum(map(len, received))
+        assert late <= missing
+        for got, chunks in zip(received, streams, strict=True):
+            assert set(got) <= set(chunks) and len(set(got)) == len(got)
+    else:
+        assert received == streams
+        assert late == 0
 
 
 def encoded_by_trustgraph(python: str, messages: list[dict[str, Any]]) -> list[bytes]:
@@ -331,7 +361,7 @@ TRUSTGRAPH_TOPICS = [
 ]
 
 
-@pytest.mark.parametrize("version", ["2.4.0", "2.11.1"])
+@pytest.mark.parametrize("version", ["2.3.21", "2.4.0", "2.11.1"])
 async def test_toolbus_declares_on_rabbitmq_what_trustgraph_s_backend_declares(
     version: str, broker_addresses: Callable[[str], tuple[str, str]]
 ) -> None:
