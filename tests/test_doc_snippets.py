@@ -24,6 +24,7 @@ FRAGMENTS = {
     ("adapters/kafka.md", "from toolbus_kafka import connect"),
     ("adapters/nats.md", "from toolbus_nats import connect"),
     ("adapters/pulsar.md", "from toolbus_pulsar import connect"),
+    ("adapters/rabbitmq.md", "from toolbus_rabbitmq import connect"),
     ("agent-sessions.md", "from toolbus.application.agent.session import AgentSession"),
     ("agent-sessions.md", "AgentSession("),
     ("agent-sessions.md", "outcome = await session.call(name, arguments, tool_call_id=None)"),
