@@ -13,9 +13,9 @@ Contestants, each a requester and a responder on two connections in this process
   calling it over the adapter, each on its own connection: JSON envelope both
   ways, ``id``, deadline and trace context as headers, bounded concurrency.
 
-Figures: throughput with 64 calls in flight, sequential p50 latency, and the
-Python CPU time per call. Interleaved rounds, best of each; reported as ratios
-toolbus / raw. The node is Debian's rabbitmq-server, started for the run.
+Figures: sequential p50 latency and throughput, and throughput with 64 calls
+in flight. Interleaved rounds, best of each; reported as ratios toolbus / raw.
+The node is Debian's rabbitmq-server, started for the run.
 
     uv run python tests/benchmarks/bench_rabbitmq.py [--seconds 12]
 """
@@ -25,10 +25,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
-import statistics
 import sys
 import tempfile
-import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -38,7 +36,8 @@ import aio_pika
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.rabbitmq.server import RabbitMQServer
+from tests.benchmarks.raw_exchange import best_of_interleaved
+from tests.rabbitmq.server import rabbitmq_node
 from toolbus.benchmark import echo_calls
 from toolbus.domain.calls import wire
 from toolbus_rabbitmq import RabbitMQOptions
@@ -93,58 +92,25 @@ async def raw_loop(url: str) -> Call:
     return call
 
 
-class Figures:
-    """Best-of-rounds figures for one contestant."""
-
-    def __init__(self, name: str, call: Call) -> None:
-        self.name = name
-        self.call = call
-        self.throughput = 0.0
-        self.cpu_per_call = float("inf")
-        self.p50 = float("inf")
-
-    async def measure(self, seconds: float) -> None:
-        done = 0
-        stop = time.perf_counter() + seconds / 2
-
-        async def worker() -> None:
-            nonlocal done
-            while time.perf_counter() < stop:
-                await self.call()
-                done += 1
-
-        began, cpu = time.perf_counter(), time.process_time()
-        await asyncio.gather(*(worker() for _ in range(IN_FLIGHT)))
-        elapsed, cpu = time.perf_counter() - began, time.process_time() - cpu
-        self.throughput = max(self.throughput, done / elapsed)
-        self.cpu_per_call = min(self.cpu_per_call, cpu / done * 1e6)
-
-        samples: list[float] = []
-        stop = time.perf_counter() + seconds / 2
-        while time.perf_counter() < stop:
-            started = time.perf_counter()
-            await self.call()
-            samples.append(time.perf_counter() - started)
-        self.p50 = min(self.p50, statistics.median(samples) * 1e6)
-
-
 async def main(url: str, seconds: float) -> None:
-    raw = Figures("raw aio-pika", await raw_loop(url))
-    async with echo_calls(url, payload=2) as (call, _):
-        ours = Figures("toolbus", call)
-        for contestant in (raw, ours):  # warm up connections and caches
+    raw = await raw_loop(url)
+    async with echo_calls(url, payload=2) as (ours, _):
+        calls = {"raw aio-pika": raw, "toolbus": ours}
+        for call in calls.values():  # warm up connections and caches
             for _ in range(50):
-                await contestant.call()
-        for _ in range(ROUNDS):
-            for contestant in (raw, ours):
-                await contestant.measure(seconds / ROUNDS)
-    print(f"{'contestant':<14}{'64 in flight calls/s':>22}{'seq p50 µs':>12}{'CPU µs/call':>13}")
-    for row in (raw, ours):
-        print(f"{row.name:<14}{row.throughput:>22,.0f}{row.p50:>12,.0f}{row.cpu_per_call:>13,.0f}")
-    cpu = ours.cpu_per_call / raw.cpu_per_call
+                await call()
+        sequential = await best_of_interleaved(calls, 1, seconds / 2, ROUNDS)
+        parallel = await best_of_interleaved(calls, IN_FLIGHT, seconds / 2, ROUNDS)
+    print(f"{'contestant':<14}{'seq p50 µs':>12}{'seq calls/s':>13}{'64 in flight calls/s':>22}")
+    for name in calls:
+        one, many = sequential[name], parallel[name]
+        print(f"{name:<14}{one.p50_us:>12,.0f}{one.throughput:>13,.0f}{many.throughput:>22,.0f}")
+    raw_one, raw_many = sequential["raw aio-pika"], parallel["raw aio-pika"]
+    one, many = sequential["toolbus"], parallel["toolbus"]
     print(
-        f"toolbus / raw: {ours.throughput / raw.throughput:.0%} of the throughput at 64 in "
-        f"flight, p50 {ours.p50 / raw.p50:.2f}x, CPU per call {cpu:.2f}x"
+        f"toolbus / raw: {one.throughput / raw_one.throughput:.0%} sequentially "
+        f"(p50 {one.p50_us / raw_one.p50_us:.2f}x), "
+        f"{many.throughput / raw_many.throughput:.0%} at {IN_FLIGHT} in flight"
     )
 
 
@@ -152,10 +118,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=12.0)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="bench-rabbitmq-") as workdir:
-        server = RabbitMQServer(Path(workdir))
-        try:
-            with server.running() as node:
-                asyncio.run(main(node, args.seconds))
-        finally:
-            server.close()
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-rabbitmq-") as workdir,
+        rabbitmq_node(Path(workdir)) as node,
+    ):
+        asyncio.run(main(node, args.seconds))

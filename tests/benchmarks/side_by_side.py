@@ -87,14 +87,10 @@ def kafka_broker(workdir: Path) -> Iterator[str]:
 
 @contextmanager
 def rabbitmq_broker(workdir: Path) -> Iterator[str]:
-    from tests.rabbitmq.server import RabbitMQServer
+    from tests.rabbitmq.server import rabbitmq_node
 
-    server = RabbitMQServer(workdir)
-    try:
-        with server.running() as url:
-            yield url
-    finally:
-        server.close()
+    with rabbitmq_node(workdir) as url:
+        yield url
 
 
 BROKERS: dict[str, Callable[[Path], AbstractAsyncContextManager[str] | Any]] = {

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,6 +11,7 @@ import anyio
 import pytest
 
 from tests.nats.server import nats_server_binary
+from tests.support.certificates import make_certificates
 from tests.support.servers import LOOPBACK, free_port, server_process
 from toolbus.domain.errors import BusClosed
 from toolbus.testing.conformance import fresh_queue, next_delivery
@@ -56,25 +56,9 @@ async def test_user_and_password(tmp_path: Path) -> None:
             await round_trip(f"nats://alice:nope@{LOOPBACK}:{port}")
 
 
-def make_certificates(directory: Path) -> None:
-    """A throw-away CA and a server certificate for 127.0.0.1."""
-
-    def openssl(*args: str) -> None:
-        subprocess.run(["openssl", *args], cwd=directory, check=True, capture_output=True)
-
-    key = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
-    openssl("req", "-x509", *key, "-keyout", "ca.key", "-out", "ca.pem", "-days", "1",
-            "-subj", "/CN=toolbus test CA")  # fmt: skip
-    openssl("req", *key, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=nats")
-    (directory / "san.ext").write_text(f"subjectAltName=IP:{LOOPBACK}\n")
-    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-            "-CAcreateserial", "-out", "server.pem", "-days", "1",
-            "-extfile", "san.ext")  # fmt: skip
-
-
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
 async def test_tls_with_a_private_certificate_authority(tmp_path: Path) -> None:
-    make_certificates(tmp_path)
+    make_certificates(tmp_path, "nats")
     flags = (
         "--tls",
         "--tlscert",

@@ -6,15 +6,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.rabbitmq.server import RabbitMQServer
+from tests.rabbitmq.server import rabbitmq_node
 
 
 @pytest.fixture(scope="session")
 def rabbitmq_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The AMQP URL of a RabbitMQ node running for the session."""
-    server = RabbitMQServer(tmp_path_factory.mktemp("rabbitmq"))
-    try:
-        with server.running() as url:
-            yield url
-    finally:
-        server.close()
+    with rabbitmq_node(tmp_path_factory.mktemp("rabbitmq")) as url:
+        yield url

@@ -141,6 +141,17 @@ class RabbitMQServer:
             self._epmd = None
 
 
+@contextlib.contextmanager
+def rabbitmq_node(workdir: Path) -> Iterator[str]:
+    """A node of its own in ``workdir`` for the ``with`` block; yields its AMQP URL."""
+    server = RabbitMQServer(workdir)
+    try:
+        with server.running() as url:
+            yield url
+    finally:
+        server.close()
+
+
 def _stop(process: subprocess.Popen[bytes]) -> None:
     """SIGTERM (the node stops cleanly, keeping its data), then the rest of the session it
     was started in (its own: ``start_new_session``)."""

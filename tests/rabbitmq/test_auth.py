@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import anyio
 import pytest
 
 from tests.rabbitmq.server import RabbitMQServer
+from tests.support.certificates import make_certificates
 from tests.support.servers import LOOPBACK, free_port
 from toolbus.domain.errors import BusClosed, MessageTooLarge
 from toolbus.testing.conformance import fresh_queue, next_delivery
@@ -33,27 +33,11 @@ USER, PASSWORD = "alice", "p@ss:w/rd"
 BROKER_LIMIT = 1024 * 1024
 
 
-def make_certificates(directory: Path) -> None:
-    """A throw-away CA and a server certificate for 127.0.0.1."""
-
-    def openssl(*args: str) -> None:
-        subprocess.run(["openssl", *args], cwd=directory, check=True, capture_output=True)
-
-    key = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
-    openssl("req", "-x509", *key, "-keyout", "ca.key", "-out", "ca.pem", "-days", "1",
-            "-subj", "/CN=toolbus test CA")  # fmt: skip
-    openssl("req", *key, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=rabbit")
-    (directory / "san.ext").write_text(f"subjectAltName=IP:{LOOPBACK}\n")
-    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-            "-CAcreateserial", "-out", "server.pem", "-days", "1",
-            "-extfile", "san.ext")  # fmt: skip
-
-
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, int, Path]]:
     """The node's plain and TLS ports, and the CA file."""
     work = tmp_path_factory.mktemp("rabbitmq-secured")
-    make_certificates(work)
+    make_certificates(work, "rabbit")
     tls_port = free_port()
     server = RabbitMQServer(
         work / "node",

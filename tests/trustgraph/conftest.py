@@ -8,7 +8,7 @@ import pytest
 
 from tests.kafka.broker import TANSU_OPTIONS, tansu_broker
 from tests.pulsar.server import pulsar_lite_server
-from tests.rabbitmq.server import RabbitMQServer
+from tests.rabbitmq.server import rabbitmq_node
 
 
 @pytest.fixture(scope="session")
@@ -25,12 +25,8 @@ def kafka_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def rabbitmq_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    server = RabbitMQServer(tmp_path_factory.mktemp("rabbitmq"))
-    try:
-        with server.running() as url:
-            yield url
-    finally:
-        server.close()
+    with rabbitmq_node(tmp_path_factory.mktemp("rabbitmq")) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -19,11 +19,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import aio_pika
-from aio_pika.abc import AbstractRobustChannel
+from aio_pika.abc import AbstractQueue, AbstractRobustChannel
 from pamqp.common import FieldTable
 from yarl import URL
 
@@ -127,42 +127,49 @@ class RabbitMQBus:
         await self._publisher.publish(exchange, persistent, body, properties)
 
     async def subscribe(self, queue: str, group: str | None = None) -> RabbitMQSubscription:
+        def reader(
+            channel: AbstractRobustChannel, amqp_queue: AbstractQueue, persistent: bool
+        ) -> RabbitMQSubscription:
+            return RabbitMQSubscription(channel, amqp_queue, persistent)
+
+        return await self._open(queue, group, reader, f"subscribe to {queue}")
+
+    async def listen(self, queue: str, handler: MessageHandler) -> Listener:
+        """Push every message on ``queue`` to ``handler`` from the consumer's callback."""
+
+        def reader(
+            channel: AbstractRobustChannel, amqp_queue: AbstractQueue, persistent: bool
+        ) -> Listener:
+            return Listener(channel, amqp_queue, persistent, handler)
+
+        return await self._open(queue, None, reader, f"listen on {queue}")
+
+    async def _open(
+        self,
+        queue: str,
+        group: str | None,
+        make: Callable[[AbstractRobustChannel, AbstractQueue, bool], _Reader],
+        doing: str,
+    ) -> _Reader:
+        """A reader of ``queue`` on a channel of its own, consuming before this returns."""
         exchange, persistent = self._route(queue)
-        channel = await self._channel(f"subscribe to {queue}")
+        channel = await self._channel(doing)
         try:
+            # The broker's flow control; a listener of a non-persistent queue takes
+            # its messages unacknowledged, which prefetch does not bound.
             await channel.set_qos(prefetch_count=self.options.prefetch)
             amqp_queue = await declare_queue(
                 channel, await declare_exchange(channel, exchange), group, persistent, self.options
             )
-            subscription = RabbitMQSubscription(channel, amqp_queue, persistent)
-            await subscription.start()
+            reader = make(channel, amqp_queue, persistent)
+            await reader.start()
         except BaseException as exc:
             with contextlib.suppress(Exception):
                 await channel.close()
             if isinstance(exc, Exception):
-                raise translate(exc, f"subscribe to {queue}", self._where) from exc
+                raise translate(exc, doing, self._where) from exc
             raise
-        return self._track(subscription)
-
-    async def listen(self, queue: str, handler: MessageHandler) -> Listener:
-        """Push every message on ``queue`` to ``handler`` from the consumer's callback."""
-        exchange, persistent = self._route(queue)
-        channel = await self._channel(f"listen on {queue}")
-        try:
-            if persistent:
-                await channel.set_qos(prefetch_count=self.options.prefetch)
-            amqp_queue = await declare_queue(
-                channel, await declare_exchange(channel, exchange), None, persistent, self.options
-            )
-            listener = Listener(channel, amqp_queue, persistent, handler)
-            await listener.start()
-        except BaseException as exc:
-            with contextlib.suppress(Exception):
-                await channel.close()
-            if isinstance(exc, Exception):
-                raise translate(exc, f"listen on {queue}", self._where) from exc
-            raise
-        return self._track(listener)
+        return self._track(reader)
 
     async def _channel(self, doing: str) -> AbstractRobustChannel:
         if self._closing:
