@@ -41,6 +41,9 @@ from toolbus_rabbitmq.subscription import Listener, RabbitMQSubscription
 
 log = logging.getLogger("toolbus.rabbitmq")
 
+#: Reconnection intervals between moves to the next node (see RabbitMQBus._next_nodes).
+_NODE_STEP = 1.5
+
 _Reader = TypeVar("_Reader", RabbitMQSubscription, Listener)
 
 
@@ -88,12 +91,19 @@ class RabbitMQBus:
         log.info("reconnected to RabbitMQ at %s", self.connection.url.host)
 
     async def _next_nodes(self) -> None:
-        """While the connection is down, point each attempt at the next node."""
+        """While the connection is down, move the node reconnection attempts go to.
+
+        aio-pika reads the connection's URL at each attempt, one every
+        ``reconnect_interval``, and tells of none that fails. Moving on every
+        one and a half intervals keeps the two out of step, so that attempts
+        reach every node in turn; moving on every interval could lock in step
+        and send every attempt to the node that is gone.
+        """
         try:
             while not self.connection.connected.is_set() and not self._closing:
                 current = self._node_urls.index(self.connection.url)
                 self.connection.url = self._node_urls[(current + 1) % len(self._node_urls)]
-                await asyncio.sleep(self.options.reconnect_interval)
+                await asyncio.sleep(self.options.reconnect_interval * _NODE_STEP)
         finally:
             self._failover = None
 
