@@ -23,6 +23,7 @@ from toolbus.plugins import asyncapi_broker
 from toolbus_kafka.asyncapi import KafkaAsyncApi
 from toolbus_nats.asyncapi import NatsAsyncApi
 from toolbus_pulsar.asyncapi import PulsarAsyncApi
+from toolbus_rabbitmq.asyncapi import RabbitMQAsyncApi
 
 BROKERS: dict[str, AsyncApiBroker | None] = {
     "none": None,
@@ -30,6 +31,7 @@ BROKERS: dict[str, AsyncApiBroker | None] = {
     "nats": NatsAsyncApi("nats://ann:s3cret-pw@nats.example:4222"),
     "kafka": KafkaAsyncApi("kafka://k1.example:9092,k2.example:9092"),
     "pulsar": PulsarAsyncApi("pulsar://pulsar.example:6650"),
+    "rabbitmq": RabbitMQAsyncApi("amqps://ann:s3cret-pw@r1.example,r2.example/production"),
 }
 
 WORKFLOW = Path(__file__).resolve().parents[1] / "data" / "workflow.json"
@@ -164,6 +166,30 @@ def test_each_broker_describes_its_channels_and_servers() -> None:
     }
     assert nats["servers"]["broker"]["host"] == "nats.example:4222"
     assert "s3cret-pw" not in json.dumps(nats)  # credentials never reach the document
+
+
+def test_rabbitmq_channels_are_the_fanout_exchanges_trustgraph_names() -> None:
+    rabbitmq = asyncapi_document(workflow(), BROKERS["rabbitmq"])
+
+    graph = "persistent://tg/request/graph"
+    [channel] = [c for c in rabbitmq["channels"].values() if c["title"] == graph]
+    assert channel["address"] == "tg.request.graph"
+    assert channel["bindings"]["amqp"]["exchange"] == {
+        "name": "tg.request.graph",
+        "type": "fanout",
+        "durable": True,
+        "autoDelete": False,
+        "vhost": "production",
+    }
+    bindings = rabbitmq["operations"]["graph-update"]["bindings"]["amqp"]
+    assert (bindings["deliveryMode"], bindings["ack"]) == (2, True)
+    server = rabbitmq["servers"]["broker"]
+    assert (server["host"], server["protocol"], server["pathname"]) == (
+        "r1.example:5671",
+        "amqps",
+        "/production",
+    )
+    assert "s3cret-pw" not in json.dumps(rabbitmq)
 
 
 def test_a_service_with_no_tool_still_has_an_operation_and_ids_stay_unique() -> None:

@@ -18,8 +18,8 @@ confirms and retries of a publish), ``subscription`` (consumers, acks, and the
 hand-over to readers through the core's ``toolbus._internal.delivery_buffer``),
 ``provisioning`` (declaring exchanges and queues), ``naming`` (queue names to
 exchange and queue names), ``errors`` (aio-pika's exceptions as toolbus
-errors), ``logs`` (aio-pika's log lines, throttled) and ``plugin`` (the entry
-point).
+errors), ``logs`` (aio-pika's log lines, throttled), ``asyncapi`` (RabbitMQ in
+AsyncAPI terms) and ``plugin`` (the entry point).
 """
 
 from toolbus.domain.errors import BrokerOptionError

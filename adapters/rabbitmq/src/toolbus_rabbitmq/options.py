@@ -10,10 +10,13 @@ The path is the virtual host, percent-encoded as in RabbitMQ's own URIs
 (``/%2F`` and no path at all both mean the default vhost ``/``). Every option
 may be given as a query parameter or in the ``options`` mapping handed to
 :func:`toolbus_rabbitmq.connect`; the mapping wins, so secrets can stay out of
-URLs. :class:`RabbitMQOptions` describes them, read by the core's
-:func:`~toolbus._internal.broker_options.parse_broker_options` like every
-broker's: an unknown option name is rejected, so a typo fails loudly, and every
-problem is reported at once. ``docs/adapters/rabbitmq.md`` explains each option.
+URLs. :class:`RabbitMQOptions` describes them, and :func:`parse_options` reads
+the URL like every broker's
+(:func:`~toolbus._internal.broker_options.parse_broker_url`): an unknown option
+name is rejected, so a typo fails loudly, and every problem is reported at
+once. What the TLS and credential options become is
+:mod:`toolbus_rabbitmq.security`'s business; ``docs/adapters/rabbitmq.md``
+explains each option.
 """
 
 from __future__ import annotations
@@ -23,8 +26,6 @@ from typing import Annotated, Any, ClassVar
 from urllib.parse import unquote
 
 from toolbus._internal.broker_options import (
-    BrokerOptions,
-    Flag,
     PositiveInt,
     PositiveSeconds,
     SecretText,
@@ -32,14 +33,11 @@ from toolbus._internal.broker_options import (
     WholeNumber,
     at_least,
     at_most,
-    broker_url_where,
     one_of,
-    parse_broker_options,
+    parse_broker_url,
     server_list,
-    split_url,
-    url_servers,
 )
-from toolbus.domain.errors import Problem
+from toolbus._internal.broker_tls import TlsOptions
 
 DEFAULT_PORT = 5672
 TLS_PORT = 5671
@@ -48,10 +46,18 @@ SCHEMES = ("rabbitmq", "amqp", "amqps")
 BROKER_MAX_MESSAGE = 512 * 1024 * 1024
 
 
-class RabbitMQOptions(BrokerOptions):
+class RabbitMQOptions(TlsOptions):
     """Everything :func:`toolbus_rabbitmq.connect` needs; see ``docs/adapters/rabbitmq.md``."""
 
     broker: ClassVar[str] = "RabbitMQ"
+    schemes: ClassVar[tuple[str, ...]] = SCHEMES
+    tls_schemes: ClassVar[tuple[str, ...]] = ("amqps",)
+    default_port: ClassVar[int] = DEFAULT_PORT
+    tls_default_port: ClassVar[int] = TLS_PORT
+    url_form: ClassVar[str] = (
+        "amqp://host:port[,host:port][/vhost], amqps://... (TLS) or rabbitmq://..."
+    )
+    servers_option: ClassVar[str | None] = "servers"
 
     #: ``host:port``s of the cluster's nodes, tried in turn.
     servers: Annotated[tuple[str, ...], server_list(DEFAULT_PORT)] = ("127.0.0.1:5672",)
@@ -66,13 +72,9 @@ class RabbitMQOptions(BrokerOptions):
     password_env: Text | None = None
     #: The path of a file holding the password (a trailing newline is ignored).
     password_file: Text | None = None
-    # -- TLS ------------------------------------------------------------------------------
-    tls: Flag = False
-    #: CA file to verify the server with (default: the system's trust store).
-    tls_ca: Text | None = None
-    #: Client certificate and key, for mutual TLS.
-    tls_cert: Text | None = None
-    tls_key: Text | None = None
+    # -- TLS (tls, tls_ca, tls_cert, tls_key, tls_check_hostname: TlsOptions) ------------
+    #: The password of an encrypted ``tls_key``.
+    tls_key_password: SecretText = None
     # -- connection -------------------------------------------------------------------------
     connect_timeout: PositiveSeconds = 5.0
     #: Seconds between reconnection attempts while the broker is away (for ever).
@@ -96,7 +98,20 @@ class RabbitMQOptions(BrokerOptions):
         16 * 1024 * 1024
     )
 
+    @classmethod
+    def from_userinfo(cls, user: str, password: str | None) -> dict[str, Any] | str:
+        # amqp://user:password@host, or amqp://user@host with the password given apart
+        return {"user": user, "password": password or None}
+
+    @classmethod
+    def from_path(cls, path: str) -> dict[str, Any] | str:
+        # The vhost, percent-encoded as in RabbitMQ's URIs; none, "/" and "/%2F" are "/".
+        if path in ("", "/"):
+            return {}
+        return {"vhost": unquote(path[1:])}
+
     def conflicts(self) -> Iterator[tuple[str, str]]:
+        yield from super().conflicts()
         given = [
             name
             for name in ("password", "password_env", "password_file")
@@ -106,68 +121,8 @@ class RabbitMQOptions(BrokerOptions):
             yield "", f"sets the password in {len(given)} ways ({', '.join(given)}); pick one"
         if given and self.user is None:
             yield "user", "is missing: a password was given for no user"
-        if self.tls_key and not self.tls_cert:
-            yield "tls_key", "needs 'tls_cert' (the client certificate)"
-        if self.tls_cert and not self.tls_key:
-            yield "tls_cert", "needs 'tls_key' (the client certificate's private key)"
-
-    @property
-    def uses_tls(self) -> bool:
-        return self.tls or self.tls_ca is not None or self.tls_cert is not None
-
-
-OPTION_NAMES = frozenset(RabbitMQOptions.model_fields)
-
-
-def _vhost(path: str) -> str | None:
-    """The vhost a URL's path names, None for none (RabbitMQ's URI rules)."""
-    if path in ("", "/"):
-        return None
-    return unquote(path[1:])
 
 
 def parse_options(url: str, options: Mapping[str, Any] | None = None) -> RabbitMQOptions:
     """Read ``url`` and ``options`` into :class:`RabbitMQOptions` (``options`` wins)."""
-    parts = split_url(url, "RabbitMQ", DEFAULT_PORT)
-    where = broker_url_where(parts)
-    problems: list[Problem] = []
-    if parts.scheme not in SCHEMES:
-        problems.append(
-            Problem(
-                where,
-                "",
-                "is not a RabbitMQ URL; use amqp://host:port[,host:port][/vhost], "
-                "amqps://... (TLS) or rabbitmq://...",
-            )
-        )
-    tls = parts.scheme == "amqps"
-    default_port = TLS_PORT if tls else DEFAULT_PORT
-    userinfo, _, hosts = parts.netloc.rpartition("@")
-    values: dict[str, Any] = {}
-    if hosts:
-        values["servers"], bad = url_servers(
-            hosts,
-            default_port,
-            where,
-            lambda server: (
-                f"RabbitMQ node {server!r} is not host[:port]; list nodes as host:port,host:port"
-            ),
-        )
-        problems += bad
-    elif "servers" not in (options or {}):
-        problems.append(
-            Problem(where, "", "names no node; use amqp://host:port (or the servers option)")
-        )
-    if userinfo:
-        user, colon, password = userinfo.partition(":")
-        values["user"] = unquote(user)
-        if colon and password:
-            values["password"] = unquote(password)
-    vhost = _vhost(parts.path)
-    if vhost is not None:
-        values["vhost"] = vhost
-    if tls:
-        values["tls"] = True
-    return parse_broker_options(
-        RabbitMQOptions, parts.query, options, where=where, url_values=values, problems=problems
-    )
+    return parse_broker_url(RabbitMQOptions, url, options)

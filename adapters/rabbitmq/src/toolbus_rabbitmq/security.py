@@ -54,16 +54,11 @@ def password(options: RabbitMQOptions) -> str:
 
 
 def tls_context(options: RabbitMQOptions) -> ssl.SSLContext | None:
-    """The TLS context the options ask for, or None for plain TCP."""
-    if not options.uses_tls:
-        return None
+    """The TLS context the options ask for (the shared TLS options), or None for plain TCP."""
     try:
-        context = ssl.create_default_context(cafile=options.tls_ca)
-        if options.tls_cert:
-            context.load_cert_chain(options.tls_cert, options.tls_key)
+        return options.ssl_context(options.tls_key_password)
     except (OSError, ssl.SSLError) as exc:
         raise BrokerOptionError(
             f"RabbitMQ TLS files cannot be used ({exc}); check 'tls_ca', 'tls_cert' and "
-            "'tls_key' (PEM files this process may read)"
+            "'tls_key' (PEM files this process may read) and 'tls_key_password'"
         ) from None
-    return context

@@ -56,6 +56,8 @@ class BrokerOptions(pydantic.BaseModel):
     tls_schemes: ClassVar[tuple[str, ...]] = ()
     #: The port of a server written without one.
     default_port: ClassVar[int] = 0
+    #: The same under a TLS scheme, where it differs (``amqps``: 5671); 0 where not.
+    tls_default_port: ClassVar[int] = 0
     #: How to write the URL, for messages: ``kafka://host:port[,host:port]``.
     url_form: ClassVar[str] = ""
     #: The option the URL's servers go to; None where the client reads the URL itself
@@ -67,6 +69,12 @@ class BrokerOptions(pydantic.BaseModel):
         """The options a URL's ``user[:password]@`` stands for (``password`` None without a
         colon), or a sentence saying why the URL may not carry them."""
         return "carries credentials; pass them as options instead"
+
+    @classmethod
+    def from_path(cls, path: str) -> dict[str, Any] | str:
+        """The options a URL's path stands for (AMQP's virtual host), or a sentence saying
+        why the URL may not have it. By default a path means nothing and is left alone."""
+        return {}
 
     def conflicts(self) -> Iterator[tuple[str, str]]:
         """``(option, what is wrong)`` for options each valid alone that do not fit together.
@@ -123,7 +131,8 @@ def parse_broker_url(model: type[Options], url: str, options: Mapping[str, Any] 
     Reads what every broker URL holds the same way: the scheme (one of
     ``model.schemes``; a TLS one sets ``tls``), the comma-separated servers
     (``host[:port]``, to ``model.servers_option``), the user info (as
-    :meth:`BrokerOptions.from_userinfo` says) and the query string; then
+    :meth:`BrokerOptions.from_userinfo` says), the path (as
+    :meth:`BrokerOptions.from_path` says) and the query string; then
     :func:`parse_broker_options`. Every problem comes in one error; the URL is
     named without its password or query.
     """
@@ -136,8 +145,11 @@ def parse_broker_url(model: type[Options], url: str, options: Mapping[str, Any] 
     userinfo, at, hosts = parts.netloc.rpartition("@")
     values: dict[str, Any] = {}
     servers_option = model.servers_option
+    default_port = model.default_port
+    if parts.scheme in model.tls_schemes and model.tls_default_port:
+        default_port = model.tls_default_port
     if hosts:
-        servers, bad = host_ports(hosts.split(","), model.default_port)
+        servers, bad = host_ports(hosts.split(","), default_port)
         problems += [
             Problem(
                 where,
@@ -159,6 +171,11 @@ def parse_broker_url(model: type[Options], url: str, options: Mapping[str, Any] 
             problems.append(Problem(where, "", read))
         else:
             values.update(read)
+    from_path = model.from_path(parts.path)
+    if isinstance(from_path, str):
+        problems.append(Problem(where, "", from_path))
+    else:
+        values.update(from_path)
     if parts.scheme in model.tls_schemes:
         values["tls"] = True
     return parse_broker_options(
