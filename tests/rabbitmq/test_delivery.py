@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -57,11 +58,15 @@ async def test_bodies_and_properties_go_out_as_amqp_body_and_headers(
     queue = f"{'persistent' if persistent else 'non-persistent'}://tg/request/{name}"
     reader = await raw_reader(channel, f"tg.request.{name}")
 
+    before = time.time_ns() // 1_000_000
     await bus.publish(queue, b'{"x": "\xc3\xbc"}', {"id": "call-1", "user": "zoë"})
 
     message = await first_message(reader)
     assert message.body == b'{"x": "\xc3\xbc"}'
-    assert message.headers == {"id": "call-1", "user": "zoë"}
+    headers = dict(message.headers)
+    if persistent:  # stamped with when it was sent, in RabbitMQ's own header for it
+        assert before <= headers.pop("timestamp_in_ms") <= time.time_ns() // 1_000_000
+    assert headers == {"id": "call-1", "user": "zoë"}
     assert message.delivery_mode == delivery_mode
 
 

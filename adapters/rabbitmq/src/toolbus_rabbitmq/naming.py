@@ -17,6 +17,11 @@ and each consumer binds a queue of its own kind to it:
 
 RabbitMQ limits names to 255 bytes; a longer group queue name keeps its
 beginning and ends in a hash of the whole, so it stays unique.
+
+A message on a persistent queue carries the time it was published, in
+milliseconds, in the header :data:`PUBLISHED_AT_HEADER` (the name RabbitMQ's own
+timestamp plugin and message interceptor write, so a broker set up to stamp
+messages itself is read the same way).
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ MAX_NAME_BYTES = 255
 #: Names RabbitMQ keeps for itself.
 RESERVED_PREFIX = "amq."
 _DIGEST_CHARACTERS = 32
+#: The header a persistent message's publish time rides in (Unix milliseconds).
+PUBLISHED_AT_HEADER = "timestamp_in_ms"
 
 
 def exchange_for(queue: QueueName) -> str:

@@ -5,12 +5,12 @@
   handed to the connection; while the connection is down it fails at once
   (at most once: nothing waits for a broker that is away).
 * ``persistent://`` queues: a channel with publisher confirms, messages
-  persistent (delivery mode 2). ``publish`` returns once the broker has
-  confirmed the message (written to disk, or to a quorum of nodes). A
-  confirmation lost with the connection is waited out: the message is sent
-  again once the connection is back, for up to ``publish_timeout`` (at least
-  once: a copy may arrive twice, and toolbus services answer a repeated call
-  from memory).
+  persistent (delivery mode 2) and stamped with the time they were sent.
+  ``publish`` returns once the broker has confirmed the message (written to
+  disk, or to a quorum of nodes). A confirmation lost with the connection is
+  waited out: the message is sent again once the connection is back, for up
+  to ``publish_timeout`` (at least once: a copy may arrive twice, and toolbus
+  services answer a repeated call from memory).
 
 Properties travel as AMQP headers (the ``id`` TrustGraph correlates by among
 them), the body as is. Each channel keeps the order messages were published in,
@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Mapping
 
 import aiormq.exceptions
@@ -38,6 +39,7 @@ from toolbus_rabbitmq.errors import (
     RabbitMQUnavailable,
     translate,
 )
+from toolbus_rabbitmq.naming import PUBLISHED_AT_HEADER
 from toolbus_rabbitmq.options import RabbitMQOptions
 from toolbus_rabbitmq.provisioning import declare_exchange
 
@@ -180,7 +182,9 @@ class Publisher:
     async def _publish_confirmed(
         self, exchange_name: str, body: bytes, headers: HeadersType | None
     ) -> None:
-        message = Message(body, headers=headers, delivery_mode=DeliveryMode.PERSISTENT)
+        # When it was sent, for services that check call tokens as of then.
+        stamped: HeadersType = {**(headers or {}), PUBLISHED_AT_HEADER: time.time_ns() // 1_000_000}
+        message = Message(body, headers=stamped, delivery_mode=DeliveryMode.PERSISTENT)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._options.publish_timeout
         while True:

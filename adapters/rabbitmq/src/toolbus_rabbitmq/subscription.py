@@ -35,6 +35,7 @@ from aio_pika.abc import AbstractIncomingMessage, AbstractQueue, AbstractRobustC
 
 from toolbus._internal.delivery_buffer import BufferClosed, DeliveryBuffer
 from toolbus.ports import Delivery, MessageHandler
+from toolbus_rabbitmq.naming import PUBLISHED_AT_HEADER
 
 log = logging.getLogger("toolbus.rabbitmq")
 
@@ -48,13 +49,16 @@ def properties_of(message: AbstractIncomingMessage) -> Mapping[str, str]:
     """A message's AMQP headers as toolbus properties (``str -> str``).
 
     Headers written by other clients may hold other types, or text that is not
-    UTF-8 (aio-pika then gives bytes): never fail on them.
+    UTF-8 (aio-pika then gives bytes): never fail on them. The publish time is
+    the delivery's ``enqueued_at``, not a property.
     """
     headers = message.headers
     if not headers:
         return _EMPTY
     properties: dict[str, str] = {}
     for key, value in headers.items():
+        if key == PUBLISHED_AT_HEADER:
+            continue
         if isinstance(value, str):
             properties[key] = value
         elif isinstance(value, bytes | bytearray):
@@ -64,10 +68,20 @@ def properties_of(message: AbstractIncomingMessage) -> Mapping[str, str]:
     return properties
 
 
+def published_at(message: AbstractIncomingMessage) -> float | None:
+    """When ``message`` was published (Unix seconds): the time its publisher (or the
+    broker, where set up to stamp messages) wrote into it; None when nobody did."""
+    stamp = (message.headers or _EMPTY).get(PUBLISHED_AT_HEADER)
+    if isinstance(stamp, int | float) and not isinstance(stamp, bool):
+        return stamp / 1000
+    # AMQP's own timestamp property: whole seconds, from other publishers.
+    return message.timestamp.timestamp() if message.timestamp is not None else None
+
+
 class RabbitMQDelivery:
     """One AMQP delivery as the subscriber sees it."""
 
-    __slots__ = ("_message", "_settled", "body", "properties", "redelivered")
+    __slots__ = ("_message", "_settled", "body", "enqueued_at", "properties", "redelivered")
 
     def __init__(self, message: AbstractIncomingMessage, *, manual: bool) -> None:
         self._message = message
@@ -76,6 +90,8 @@ class RabbitMQDelivery:
         self.body = message.body
         self.properties = properties_of(message)
         self.redelivered = bool(message.redelivered)
+        #: When it was published, where that is known (persistent queues).
+        self.enqueued_at = published_at(message)
 
     async def ack(self) -> None:
         if not self._settled:
