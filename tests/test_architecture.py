@@ -388,7 +388,7 @@ CONCERN_ARROWS: dict[str, set[str]] = {
         "toolbus.domain.identity",
     },
     # application (each may use the whole domain and the ports):
-    # tracing, identity <- calls <- agent, live
+    # tracing, identity <- calls <- agent, live <- doors
     "toolbus.application.tracing": set(),
     "toolbus.application.identity": set(),
     "toolbus.application.calls": {"toolbus.application.tracing", "toolbus.application.identity"},
@@ -398,6 +398,13 @@ CONCERN_ARROWS: dict[str, set[str]] = {
         "toolbus.application.tracing",
     },
     "toolbus.application.live": {"toolbus.application.calls"},
+    # front doors compose a caller's session from all of the above
+    "toolbus.application.doors": {
+        "toolbus.application.agent",
+        "toolbus.application.calls",
+        "toolbus.application.identity",
+        "toolbus.application.live",
+    },
 }
 
 

@@ -40,10 +40,11 @@ def _failure(exc: BaseException) -> Answer:
 
 
 class _McpSession(DoorSession):
-    def __init__(self, client: Client, key: str, stack: AsyncExitStack | None = None) -> None:
+    """A named workflow; MCP has no way to end one, so closing leaves it to expire."""
+
+    def __init__(self, client: Client, key: str) -> None:
         self.client = client
         self.meta = {WORKFLOW: key}
-        self.stack = stack
 
     async def call(self, tool: str, arguments: Mapping[str, Any] | None = None) -> Answer:
         try:
@@ -53,8 +54,7 @@ class _McpSession(DoorSession):
         return _result(result)
 
     async def close(self) -> None:
-        if self.stack is not None:
-            await self.stack.aclose()
+        return None
 
 
 class McpDriver(DoorDriver):
@@ -71,16 +71,15 @@ class McpDriver(DoorDriver):
     def _connect(self, caller: Caller) -> Client:
         raise NotImplementedError
 
-    async def _client(self, caller: Caller, stack: AsyncExitStack | None = None) -> Client | Answer:
-        if stack is None and caller in self._clients:
+    async def _client(self, caller: Caller) -> Client | Answer:
+        """One client per caller, kept for the class (a process per caller over stdio)."""
+        if caller in self._clients:
             return self._clients[caller]
-        target = stack if stack is not None else self._stack
         try:
-            found: Client | Answer = await target.enter_async_context(self._connect(caller))
+            found: Client | Answer = await self._stack.enter_async_context(self._connect(caller))
         except Exception as exc:
             found = _failure(exc)
-        if stack is None:
-            self._clients[caller] = found
+        self._clients[caller] = found
         return found
 
     async def tools(self, caller: Caller) -> Answer:
@@ -106,17 +105,15 @@ class McpDriver(DoorDriver):
             return _failure(exc)
 
     async def session(self, caller: Caller) -> DoorSession | Answer:
-        stack = AsyncExitStack()
-        client = await self._client(caller, stack)
+        """A workflow of its own, on the caller's client: named in ``_meta``."""
+        client = await self._client(caller)
         if isinstance(client, Answer):
-            await stack.aclose()
             return client
-        session = _McpSession(client, uuid.uuid4().hex, stack)
+        session = _McpSession(client, uuid.uuid4().hex)
         try:
             # A workflow starts on its first request: a limit refuses it here.
             await client.list_tools(meta=session.meta)
         except Exception as exc:
-            await stack.aclose()
             return _failure(exc)
         return session
 

@@ -9,8 +9,9 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from toolbus import AgentSession, open_tools
+from toolbus.application.agent.session import ToolStream
 from toolbus.application.calls.tools import Tools
-from toolbus.domain.errors import AccessDenied
+from toolbus.domain.errors import AccessDenied, LimitReached, ToolCallError
 from toolbus.testing.doors import Answer, Caller, DoorDriver, DoorSession, DoorSetup
 
 
@@ -21,7 +22,8 @@ def _answer(outcome: Any) -> Answer:
 
 
 def _denied(exc: Exception) -> Answer:
-    return Answer("denied", str(exc), f"{type(exc).__name__}: {exc}")
+    outcome = "limited" if isinstance(exc, LimitReached) else "denied"
+    return Answer(outcome, str(exc), f"{type(exc).__name__}: {exc}")  # type: ignore[arg-type]
 
 
 class PythonDriver(DoorDriver):
@@ -42,7 +44,7 @@ class PythonDriver(DoorDriver):
     async def tools(self, caller: Caller) -> Answer:
         try:
             session = self._session(caller)
-        except AccessDenied as exc:
+        except (AccessDenied, LimitReached) as exc:
             return _denied(exc)
         async with session:
             names = tuple(sorted(tool.name for tool in session.available))
@@ -53,15 +55,33 @@ class PythonDriver(DoorDriver):
     ) -> Answer:
         try:
             session = self._session(caller)
-        except AccessDenied as exc:
+        except (AccessDenied, LimitReached) as exc:
             return _denied(exc)
         async with session:
             return _answer(await session.call(tool, dict(arguments or {})))
 
+    async def stream(
+        self, caller: Caller, tool: str, arguments: Mapping[str, Any] | None = None
+    ) -> Answer | None:
+        try:
+            session = self._session(caller)
+        except (AccessDenied, LimitReached) as exc:
+            return _denied(exc)
+        async with session:
+            prepared = await session.stream(tool, dict(arguments or {}))
+            if not isinstance(prepared, ToolStream):
+                return _answer(prepared)
+            try:
+                chunks = [chunk async for chunk in prepared]
+            except ToolCallError as exc:
+                return Answer("error", exc.message, repr(exc))
+        text = "".join(chunks)
+        return Answer("ok", text, repr(chunks))
+
     async def session(self, caller: Caller) -> DoorSession | Answer:
         try:
             return _PythonSession(self._session(caller))
-        except AccessDenied as exc:
+        except (AccessDenied, LimitReached) as exc:
             return _denied(exc)
 
 
@@ -82,7 +102,9 @@ async def python_door(setup: DoorSetup) -> AsyncIterator[PythonDriver]:
     sys.path.insert(0, str(setup.site))
     importlib.invalidate_caches()
     try:
-        async with open_tools(setup.broker, setup.config_file) as tools:
+        async with open_tools(
+            setup.broker, setup.config_file, settings=setup.settings_file
+        ) as tools:
             yield PythonDriver(setup, tools)
     finally:
         sys.path.remove(str(setup.site))

@@ -34,7 +34,13 @@ def broker_url() -> str:
 @pytest.fixture
 def gateway_settings() -> dict[str, Any]:
     """The [gateway] table; tests change it before the gateway starts."""
-    return {"max-sessions-per-user": 3, "max-body-bytes": 64 * 1024}
+    return {"max-body-bytes": 64 * 1024}
+
+
+@pytest.fixture
+def door_settings() -> dict[str, Any]:
+    """The [doors] table (every front door's limits); tests change it too."""
+    return {"max-sessions-per-user": 3}
 
 
 @pytest.fixture
@@ -49,6 +55,7 @@ async def served(
     tool_services: tuple[Any, ...],
     gateway_settings: dict[str, Any],
     jwt_settings: dict[str, Any],
+    door_settings: dict[str, Any],
     signer: Signer,
     tmp_path: Path,
 ) -> AsyncIterator[RunningGateway]:
@@ -60,6 +67,7 @@ async def served(
                 authenticator=authenticator(signer, tmp_path, jwt_settings),
                 config=snapshot(*tool_services),
                 settings=parse_gateway_settings(gateway_settings),
+                settings_file={"doors": door_settings},
             )
             async with serving(gateway) as server:
                 yield server

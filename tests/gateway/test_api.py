@@ -32,6 +32,7 @@ async def sse_events(response: httpx.Response) -> AsyncIterator[tuple[str, str]]
 # ------------------------------------------------------------------ tools and calls
 
 
+@pytest.mark.parametrize("door_settings", [{"entry-states": ["undefined", "shopping"]}])
 @pytest.mark.parametrize(
     ("format", "name_of"),
     [
@@ -164,9 +165,13 @@ async def test_a_session_moves_through_its_states_and_closes_with_its_audit_reco
         assert [(t["from"], t["to"]) for t in record["state_transitions"]] == [
             ("undefined", "shopping"), ("shopping", "done"),
         ]  # fmt: skip
-        assert [c["status"] for c in record["calls"]] == ["refused", "ok", "ok"]
+        # The refusal was written at once, in a record of its own; the rest at the end.
+        assert [c["status"] for c in record["calls"]] == ["ok", "ok"]
         assert (await http.get(f"/v1/sessions/{sid}")).status_code == 404
-    assert len(served.gateway.sessions) == 0
+    first, last = [r for r in served.gateway.audit.records if r.request_id == sid][::-1]
+    assert [c.refusal for c in first.calls] == ["state"]
+    assert (first.initial_state, last.initial_state) == ("undefined", "undefined")
+    assert served.gateway.held_sessions() == 0
 
 
 async def test_a_session_is_invisible_to_other_users(served: RunningGateway) -> None:
@@ -190,7 +195,7 @@ async def test_a_request_id_names_one_open_session(served: RunningGateway) -> No
     assert first.status_code == 201 and other.status_code == 201
     assert again.status_code == 409 and again.json()["error"] == "session-exists"
     assert first.json()["session_id"] != other.json()["session_id"]
-    assert served.gateway.sessions.count("alice") == 1
+    assert len(await served.gateway.door.owned("alice", "session")) == 1
     assert len(served.gateway.audit.records) == 0  # the refused one never started
 
 
@@ -202,7 +207,8 @@ async def test_the_session_limit_answers_429_with_retry_after(served: RunningGat
         refused = await alice.post("/v1/sessions", json={})
         assert refused.status_code == 429
         assert int(refused.headers["retry-after"]) >= 1
-        assert "3 open sessions" in refused.json()["message"]
+        assert refused.json()["error"] == "too-many-sessions"
+        assert "already has 3 open" in refused.json()["message"]
         assert (await bob.post("/v1/sessions", json={})).status_code == 201  # others unaffected
         await alice.delete(f"/v1/sessions/{opened[0]}")
         assert (await alice.post("/v1/sessions", json={})).status_code == 201
@@ -211,10 +217,10 @@ async def test_the_session_limit_answers_429_with_retry_after(served: RunningGat
         metric(text, "toolbus_gateway_limited_requests_total", {"limit": "sessions-per-user"}) == 1
     )
     # A refused request leaves no half-open session behind.
-    assert served.gateway.sessions.count("alice") == 3
+    assert len(await served.gateway.door.owned("alice", "session")) == 3
 
 
-@pytest.mark.parametrize("gateway_settings", [{"session-idle-timeout": 0.2}])
+@pytest.mark.parametrize("door_settings", [{"session-idle-timeout": 0.2}])
 async def test_idle_sessions_are_closed(served: RunningGateway) -> None:
     async with served.client("alice") as http:
         sid = (await http.post("/v1/sessions", json={})).json()["session_id"]
@@ -243,10 +249,18 @@ async def test_a_tools_chunks_stream_as_server_sent_events(served: RunningGatewa
     assert served.gateway.open_streams == 0
 
 
-async def test_a_stream_of_a_tool_not_offered_is_404(served: RunningGateway) -> None:
+async def test_a_stream_of_a_tool_not_offered_is_404_exactly_as_a_call(
+    served: RunningGateway,
+) -> None:
     async with served.client("alice") as http:
-        answer = await http.post("/v1/tools/research/stream", json={})
-    assert answer.status_code == 404 and answer.json()["error"] == "no-such-tool"
+        streamed = await http.post("/v1/tools/research/stream", json={})
+        called = await http.post("/v1/tools/research/call", json={})
+        unknown = await http.post("/v1/tools/no-such/stream", json={})
+    assert streamed.status_code == called.status_code == unknown.status_code == 404
+    assert streamed.json() == called.json()
+    assert streamed.json()["refusal"] == "unknown"
+    assert unknown.text.replace("no-such", "research") == streamed.text
+    assert served.gateway.open_streams == 0
 
 
 async def test_a_sessions_events_follow_its_calls(served: RunningGateway) -> None:

@@ -18,8 +18,13 @@ async def test_announced_tools_are_served_as_they_come(broker_url: str) -> None:
     bus = await connect(broker_url)
     service = echo_service()
     try:
+        # No permissions anywhere: served only because access control is turned off.
         gateway = Gateway(
-            broker_url, authenticator=authenticator(), live=True, config_fetch_timeout=0.2
+            broker_url,
+            authenticator=authenticator(),
+            live=True,
+            config_fetch_timeout=0.2,
+            access_control=False,
         )
         async with serving(gateway) as served, served.client("alice") as http:
             assert (await http.get("/v1/tools")).json()["tools"] == []

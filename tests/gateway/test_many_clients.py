@@ -24,7 +24,7 @@ async def _until(condition: object, what: str, timeout: float = 20) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("gateway_settings", [{"max-sessions-per-user": SESSIONS}])
+@pytest.mark.parametrize("door_settings", [{"max-sessions-per-user": SESSIONS}])
 async def test_a_thousand_sse_clients_connect_and_leave_without_leaks(
     served: RunningGateway,
 ) -> None:

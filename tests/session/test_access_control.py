@@ -283,7 +283,8 @@ async def test_calls_outside_the_offered_set_are_refused_counted_and_audited(
     assert sum(host.handled for host in hosts) == 0
     assert session.state == "undefined"
     assert [o.status for o in (by_state, by_group, unknown)] == ["refused"] * 3
-    assert [o.refusal for o in (by_state, by_group, unknown)] == ["state", "group", "unknown"]
+    # The outcome says "unknown" for both; the audit record keeps "group" (below).
+    assert [o.refusal for o in (by_state, by_group, unknown)] == ["state", "unknown", "unknown"]
     assert by_state.observation == (
         "The tool 'graph-update' cannot be used in the current state ('undefined'). "
         "No call was made. Tools you can use now: knowledge-query, text-completion."
@@ -301,7 +302,7 @@ async def test_calls_outside_the_offered_set_are_refused_counted_and_audited(
     invalid = "agent_invalid_state_transition_total"
     assert sample(prometheus, invalid, tool="graph-update", reason="state") == 1
     assert sample(prometheus, invalid, tool="complex-analysis", reason="group") == 1
-    assert sample(prometheus, invalid, tool="(unknown)", reason="unknown") == 1
+    assert sample(prometheus, invalid, tool="other", reason="unknown") == 1
     assert sample(prometheus, "agent_privilege_escalation_attempts_total", reason="tool") == 1
     assert (
         sample(

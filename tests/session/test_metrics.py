@@ -193,16 +193,33 @@ def test_the_service_side_records_calls_by_service() -> None:
     ) == pytest.approx(0.03)
 
 
-def test_label_values_from_requests_are_capped() -> None:
+def test_label_values_outside_the_configuration_are_counted_as_other() -> None:
     prometheus = CollectorRegistry()
-    metrics = ToolbusMetrics(prometheus, max_label_values=2)
-    metrics.session_started(["a", "b", "invented-1", "invented-2"], offered=0)
+    metrics = ToolbusMetrics(prometheus)
+    snapshot = workflow_snapshot()
+    metrics.observe_registry(load_registry(snapshot), extra_groups=["granted-only"])
+    metrics.session_started(["read-only", "granted-only", "invented-1", "invented-2"], offered=0)
+    metrics.call_refused("no-such-tool-" + "x" * 1000, "unknown")
+    metrics.state_changed("knowledge-query", "undefined", "x" * 100_000, 1.0, 2)
     requests = "agent_tool_group_requests_total"
-    assert value(prometheus, requests, group="a") == 1
-    assert value(prometheus, requests, group="b") == 1
-    assert value(prometheus, requests, group="(other)") == 2
-    metrics.session_started(["a"], offered=0)
-    assert value(prometheus, requests, group="a") == 2
+    assert value(prometheus, requests, group="read-only") == 1
+    assert value(prometheus, requests, group="granted-only") == 1
+    assert value(prometheus, requests, group="other") == 2
+    invalid = "agent_invalid_state_transition_total"
+    assert value(prometheus, invalid, tool="other", reason="unknown") == 1
+    transitions = "agent_state_transitions_total"
+    assert (
+        value(
+            prometheus,
+            transitions,
+            tool="knowledge-query",
+            from_state="undefined",
+            to_state="other",
+        )
+        == 1
+    )
+    exposed = {sample.labels.get("to_state") for f in prometheus.collect() for sample in f.samples}
+    assert "x" * 100_000 not in exposed
 
 
 def test_disabled_metrics_record_nothing() -> None:
@@ -244,6 +261,7 @@ def test_without_prometheus_client_metrics_are_a_no_op(monkeypatch: pytest.Monke
 def test_the_metrics_endpoint_serves_the_registry() -> None:
     prometheus = CollectorRegistry()
     metrics = ToolbusMetrics(prometheus)
+    metrics.observe_registry(load_registry(workflow_snapshot()), extra_groups=["admin"])
     metrics.access_denied_for(["admin"])
     server = start_metrics_server(0, registry=prometheus)
     try:

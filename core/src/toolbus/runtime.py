@@ -6,6 +6,7 @@ import importlib
 import os
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from toolbus.application.calls.client import ToolServiceClient
@@ -13,6 +14,7 @@ from toolbus.application.calls.host import running
 from toolbus.application.calls.service import ToolService
 from toolbus.application.calls.supervision import plain_errors
 from toolbus.application.calls.tools import Tools
+from toolbus.application.doors.door import FrontDoor
 from toolbus.application.identity.signing import CallSigner
 from toolbus.application.live.config_files import read_snapshot
 from toolbus.application.live.registry import LiveRegistry
@@ -20,8 +22,9 @@ from toolbus.domain.config.descriptors import BUILTIN_TOOL_TYPES
 from toolbus.domain.config.loading import load_registry
 from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import PluginError
+from toolbus.hooks import CodeHooks
 from toolbus.plugins import ToolPlugin, connect, load_tool_plugins
-from toolbus.settings import Settings
+from toolbus.settings import SETTINGS_FILE, Settings, read_settings_file
 
 
 def merged_snapshot(snapshots: Iterable[Mapping[str, Mapping[str, Any]]]) -> dict[str, Any]:
@@ -101,6 +104,22 @@ def registry_from(source: RegistrySource, plugins: Sequence[ToolPlugin] | None =
     return load_registry(snapshot, tool_types=tool_types(plugins))
 
 
+SettingsSource = Settings | Mapping[str, Any] | str | os.PathLike[str] | None
+
+
+def _settings(source: SettingsSource) -> tuple[Mapping[str, Any], Path]:
+    """The parsed ``toolbus.toml`` and the folder its paths are relative to."""
+    if isinstance(source, Settings):
+        base = source.file_path.parent if source.file_path is not None else Path.cwd()
+        return source.file, base
+    if isinstance(source, Mapping):
+        return source, Path.cwd()
+    path = Path(source) if source is not None else Path.cwd() / SETTINGS_FILE
+    if source is None and not path.is_file():
+        return {}, Path.cwd()
+    return read_settings_file(path), path.parent
+
+
 @asynccontextmanager
 async def open_tools(
     broker: str = "memory://",
@@ -110,6 +129,7 @@ async def open_tools(
     options: Mapping[str, Any] | None = None,
     live: bool = False,
     signer: CallSigner | None = None,
+    settings: SettingsSource = None,
 ) -> AsyncIterator[Tools]:
     """Connect to ``broker`` and call configured tools by name; the quickest start.
 
@@ -120,6 +140,14 @@ async def open_tools(
         async with open_tools("memory://", "config.json", serve=[weather]) as tools:
             print(await tools.call("weather-us", {"city": "Boston"}, user="alice"))
 
+    The tools are Python's front door (docs/access-control.md): an
+    ``AgentSession(tools, user=...)`` started with them follows the operator's
+    ``toolbus.toml`` (``settings``: a path, the parsed table, or by default
+    ``toolbus.toml`` in the working directory, if there is one) and ``config``:
+    permissions, entry states, the installed plugins' code hooks, per-user
+    limits, the audit file. ``tools.call`` makes a call of the program's own,
+    outside any session.
+
     With ``live=True`` the tools follow the config service and the tool
     services announcing on the broker, ``config`` being the local layer beneath
     them (docs/configuration.md); ``tools.registry`` is swapped on every change.
@@ -127,6 +155,7 @@ async def open_tools(
     ``signer`` signs every call for services that verify callers (docs/security.md).
     """
     registry = registry_from(config)
+    table, base = _settings(settings)
     async with AsyncExitStack() as stack:
         with plain_errors():
             bus = await connect(broker, options)
@@ -143,4 +172,12 @@ async def open_tools(
                 )
                 await stack.enter_async_context(follower)
                 tools = follower.tools(client)
+            door = FrontDoor.from_files(
+                tools,
+                local=registry.snapshot,
+                settings=table,
+                base_dir=base,
+                code_hooks=CodeHooks.installed(),
+            )
+            stack.callback(door.close)
         yield tools

@@ -33,6 +33,8 @@ class Settings:
     state_options: Mapping[str, Any] = field(default_factory=dict)
     #: The whole ``toolbus.toml``, for features that read their own tables.
     file: Mapping[str, Any] = field(default_factory=dict)
+    #: Where ``toolbus.toml`` was read from (paths in it are relative to its folder).
+    file_path: Path | None = None
 
 
 def read_settings_file(path: Path) -> dict[str, Any]:
@@ -95,4 +97,5 @@ def load_settings(
         state=state or env.get("TOOLBUS_STATE") or state_in_file,
         state_options=file.get("state-options", {}),
         file=file,
+        file_path=file_path if file_path.is_file() else None,
     )

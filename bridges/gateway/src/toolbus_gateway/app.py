@@ -12,17 +12,22 @@ from fastapi.responses import JSONResponse
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from toolbus.domain.errors import AccessDenied, ConfigError, ToolbusError, UnknownTool
-from toolbus_gateway import api, asyncapi, console, health
+from toolbus.domain.errors import (
+    AccessDenied,
+    ConfigError,
+    LimitReached,
+    SessionNotFound,
+    ToolbusError,
+    UnknownTool,
+)
+from toolbus_gateway import asyncapi, console, health, service_routes, session_routes, tool_routes
 from toolbus_gateway.auth import AuthFailure
 from toolbus_gateway.console_sessions import ConsoleSessions
 from toolbus_gateway.gateway import Gateway
 from toolbus_gateway.http_auth import ConsoleForbidden, gateway_of
 from toolbus_gateway.limits import BodySizeLimit
-from toolbus_gateway.sessions import SessionExists, SessionLimit, SessionNotFound
-
-#: Seconds a client is asked to wait when too many event streams are open.
-STREAMS_RETRY_AFTER = 5
+from toolbus_gateway.sessions import SessionExists
+from toolbus_gateway.streams import STREAMS_RETRY_AFTER, StreamLimit
 
 
 def create_app(gateway: Gateway, *, run_gateway: bool = True) -> FastAPI:
@@ -57,7 +62,9 @@ def create_app(gateway: Gateway, *, run_gateway: bool = True) -> FastAPI:
     )
     app.state.gateway = gateway
     app.state.console_sessions = ConsoleSessions.from_settings(gateway.settings)
-    app.include_router(api.router)
+    app.include_router(tool_routes.router)
+    app.include_router(session_routes.router)
+    app.include_router(service_routes.router)
     app.include_router(health.router)
     app.include_router(console.router)
     app.include_router(asyncapi.router)
@@ -85,7 +92,8 @@ def _add_error_answers(app: FastAPI) -> None:
 
     @app.exception_handler(AccessDenied)
     async def denied(request: Request, exc: AccessDenied) -> JSONResponse:
-        return _error(403, "access-denied", str(exc), denied_groups=list(exc.denied))
+        # access-denied (groups) or state-refused (a state that is not an entry state)
+        return _error(403, exc.error_type, str(exc), denied_groups=list(exc.denied))
 
     @app.exception_handler(ConsoleForbidden)
     async def not_operator(request: Request, exc: ConsoleForbidden) -> JSONResponse:
@@ -96,15 +104,15 @@ def _add_error_answers(app: FastAPI) -> None:
             "console-users ([gateway]), or with '*' among their groups when that is not set",
         )
 
-    @app.exception_handler(SessionLimit)
-    async def too_many_sessions(request: Request, exc: SessionLimit) -> JSONResponse:
-        gateway_of(request).metrics.limited.labels("sessions-per-user").inc()
-        response = _error(429, "too-many-sessions", str(exc))
+    @app.exception_handler(LimitReached)
+    async def too_many(request: Request, exc: LimitReached) -> JSONResponse:
+        gateway_of(request).metrics.limited.labels(f"{exc.kind}-per-user").inc()
+        response = _error(429, f"too-many-{exc.kind}", str(exc))
         response.headers["Retry-After"] = str(exc.retry_after)
         return response
 
-    @app.exception_handler(api.StreamLimit)
-    async def too_many_streams(request: Request, exc: api.StreamLimit) -> JSONResponse:
+    @app.exception_handler(StreamLimit)
+    async def too_many_streams(request: Request, exc: StreamLimit) -> JSONResponse:
         gateway_of(request).metrics.limited.labels("event-streams").inc()
         response = _error(429, "too-many-streams", str(exc))
         response.headers["Retry-After"] = str(STREAMS_RETRY_AFTER)

@@ -53,6 +53,14 @@ def gateway(
             "that verify callers; default sign-key in \\[gateway]. Needs toolbus\\[signing].",
         ),
     ] = None,
+    no_access_control: Annotated[
+        bool,
+        typer.Option(
+            "--no-access-control",
+            help="Serve even though no permissions are configured: every caller may then use "
+            "every tool. Without it, the gateway refuses to start without \\[permissions].",
+        ),
+    ] = False,
     verbose: VerboseOption = False,
 ) -> None:
     r"""Serve tools and agent sessions over HTTP to authenticated users, with a live console.
@@ -102,6 +110,8 @@ def gateway(
             settings_file=settings.file,
             broker_options=settings.broker_options,
             signer=signer,
+            access_control=not no_access_control,
+            base_dir=settings.file_path.parent if settings.file_path is not None else base,
         )
     except ConfigError as exc:
         fail(str(exc))
@@ -118,6 +128,8 @@ def gateway(
         # Connect before serving: a broker that is down, or a bad configuration,
         # is one line on stderr rather than an ASGI start-up traceback.
         async with served:
+            if served.warning is not None:
+                typer.echo(f"warning: {served.warning}", err=True)
             server = uvicorn.Server(
                 uvicorn.Config(
                     create_app(served, run_gateway=False),

@@ -23,7 +23,6 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sse_starlette import EventSourceResponse
 
 from toolbus.application.identity.credentials import Secret
-from toolbus_gateway.api import open_stream, sse
 from toolbus_gateway.asyncapi import CONSOLE_PATH as ASYNCAPI_PATH
 from toolbus_gateway.auth import AuthFailure, Principal
 from toolbus_gateway.console_sessions import (
@@ -43,6 +42,7 @@ from toolbus_gateway.http_auth import (
     console_sessions,
     gateway_of,
 )
+from toolbus_gateway.streams import open_stream, sse, take_stream
 from toolbus_gateway.workflow import build_workflow, render_svg
 
 router = APIRouter(prefix="/console", include_in_schema=False)
@@ -51,6 +51,13 @@ STATIC = Path(__file__).parent / "static"
 ConsoleCaller = Annotated[Principal, Depends(console_caller)]
 #: Audit records shown in the console.
 AUDIT_ROWS = 50
+#: How the console names each kind of refused call; every refusal is highlighted.
+REFUSALS = {
+    "group": "outside the groups",
+    "unknown": "unknown tool",
+    "state": "wrong state",
+    "hook": "denied by a hook",
+}
 
 
 # ------------------------------------------------------------------ pages
@@ -149,6 +156,7 @@ async def fragment(request: Request, name: str, caller: ConsoleCaller) -> HTMLRe
 async def events(request: Request, caller: ConsoleCaller) -> EventSourceResponse:
     """Which panels changed: one event per change, named after the panel."""
     gateway = gateway_of(request)
+    leave = take_stream(gateway, caller.user)
 
     async def changes() -> AsyncIterator[dict[str, Any]]:
         async with gateway.console.subscribe() as received:
@@ -156,7 +164,7 @@ async def events(request: Request, caller: ConsoleCaller) -> EventSourceResponse
             async for event in received:
                 yield sse(event)
 
-    return open_stream(gateway, changes())
+    return open_stream(gateway, changes(), leave)
 
 
 # ------------------------------------------------------------------ panels
@@ -226,16 +234,21 @@ def _audit(gateway: Gateway) -> str:
     for record in records:
         denied = record.access_denied
         outcome = record.outcome
-        detail = (
-            f"denied {', '.join(denied.denied_groups)}"
-            if denied is not None
-            else f"{len(record.calls)} calls, {record.initial_state} → {record.final_state}"
-        )
+        refusals = sorted({REFUSALS[c.refusal] for c in record.calls if c.refusal is not None})
+        if denied is not None and denied.state is not None:
+            detail = f"denied: state {denied.state!r} is not an entry state"
+        elif denied is not None:
+            detail = f"denied: groups {', '.join(denied.denied_groups)}"
+        else:
+            detail = f"{len(record.calls)} calls, {record.initial_state} → {record.final_state}"
+            if refusals:
+                detail += f"; refused: {', '.join(refusals)}"
         requested = (
             "default" if record.requested_groups is None else ", ".join(record.requested_groups)
         )
+        kind = "denied" if denied is not None else "refused" if refusals else escape(outcome)
         rows.append(
-            f'<tr class="{"denied" if denied is not None else escape(outcome)}">'
+            f'<tr class="{kind}">'
             f"<td>{record.started_at:%H:%M:%S}</td><td>{escape(record.user)}</td>"
             f"<td>{escape(outcome)}</td><td>{escape(requested or '(none)')}</td>"
             f"<td>{escape(detail)}</td></tr>"
@@ -269,7 +282,7 @@ def _status(gateway: Gateway) -> str:
     state = "ready" if readiness.ready else "not-ready"
     return (
         f'<span class="badge {state}">{"ready" if readiness.ready else "not ready"}</span> '
-        f"{checks} · {len(gateway.sessions)} open sessions · "
+        f"{checks} · {gateway.held_sessions()} open sessions · "
         f"{gateway.open_streams} event streams"
     )
 

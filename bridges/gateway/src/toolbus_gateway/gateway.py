@@ -22,18 +22,22 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from toolbus import LiveRegistry, Registry, Tools, ToolServiceClient, connect
 from toolbus.application.agent.audit import AuditRecord, LoggingAuditSink
+from toolbus.application.agent.code_hooks import CompiledHooks
 from toolbus.application.calls.metrics import ToolbusMetrics
+from toolbus.application.doors.door import FrontDoor
+from toolbus.application.doors.holding import InProcessHolder
 from toolbus.application.identity.signing import CallSigner
 from toolbus.application.live.registry import DEFAULT_FETCH_TIMEOUT
-from toolbus.domain.access.permissions import Permissions, load_permissions
+from toolbus.domain.access.permissions import Permissions
 from toolbus.domain.errors import ConfigError, Problem
+from toolbus.hooks import CodeHooks
 from toolbus.plugins import load_tool_plugins
 from toolbus.ports import Bus
 from toolbus.runtime import registry_from, tool_types
 from toolbus_gateway.auth import Authenticator
 from toolbus_gateway.events import Event, Topic
 from toolbus_gateway.services import ServiceWatch
-from toolbus_gateway.sessions import SessionStore
+from toolbus_gateway.sessions import SessionChannels
 from toolbus_gateway.settings import GatewaySettings
 from toolbus_gateway.stats import CallStats
 
@@ -140,13 +144,18 @@ class Gateway:
             the local layer beneath them.
         authenticator: API keys and/or JWTs.
         settings: the ``[gateway]`` table.
-        settings_file: the whole ``toolbus.toml`` (for ``[permissions]``).
+        settings_file: the whole ``toolbus.toml`` (``[permissions]``, ``[doors]``).
         broker_options: adapter options.
         metrics_registry: where metrics go; default a registry of this gateway's own.
         config_fetch_timeout: with ``live``, how long starting waits for the config
             service before going on without it.
         signer: signs every call with the authenticated user and the groups granted
             to the request, for services that verify callers (docs/security.md).
+        code_hooks: the code hooks every session runs; default the installed
+            plugins' (``CodeHooks.installed()``).
+        access_control: refuse to start without configured permissions (the
+            default); ``False`` is ``--no-access-control``.
+        base_dir: the folder paths in ``settings_file`` are relative to.
     """
 
     def __init__(
@@ -163,6 +172,9 @@ class Gateway:
         clock: Callable[[], float] = time.monotonic,
         config_fetch_timeout: float = DEFAULT_FETCH_TIMEOUT,
         signer: CallSigner | None = None,
+        code_hooks: CompiledHooks | None = None,
+        access_control: bool = True,
+        base_dir: Path | None = None,
     ) -> None:
         if config is None and not live:
             raise ConfigError(
@@ -190,12 +202,14 @@ class Gateway:
         self.changes = ConsoleChanges(self.console)
         self.audit = RecentAudit(self.changes)
         self.stats = CallStats(clock)
-        self.sessions = SessionStore(
-            idle_timeout=self.settings.session_idle_timeout,
-            per_user=self.settings.max_sessions_per_user,
-            clock=clock,
-        )
-        self.metrics.sessions_open.set_function(lambda: len(self.sessions))
+        self.code_hooks = code_hooks
+        self.access_control = access_control
+        self.base_dir = base_dir or Path.cwd()
+        #: The front door every session is opened through (made when the gateway starts).
+        self.door: FrontDoor | None = None
+        #: Locks and event topics of the held sessions, in this process.
+        self.channels = SessionChannels()
+        self.metrics.sessions_open.set_function(lambda: self.held_sessions())
         self.open_streams = 0
         self.metrics.event_streams.set_function(lambda: self.open_streams)
         self.started = clock()
@@ -203,9 +217,10 @@ class Gateway:
         self.tools: Tools | None = None
         self.live_registry: LiveRegistry | None = None
         self.watch: ServiceWatch | None = None
-        self._permissions: tuple[Registry | None, Permissions] = (None, Permissions.unrestricted())
         self._stack: AsyncExitStack | None = None
         self._local: Registry | None = None
+        #: Printed at start when access control is off (``--no-access-control``).
+        self.warning: str | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -213,8 +228,6 @@ class Gateway:
         plugins = load_tool_plugins()
         if self._config is not None:
             self._local = registry_from(self._config, plugins)
-            # Permissions are checked now, so that a bad section stops the start.
-            self.permissions_for(self._local)
         async with AsyncExitStack() as stack:
             if isinstance(self.broker, str):
                 self.bus = await connect(self.broker, self._broker_options)
@@ -226,7 +239,6 @@ class Gateway:
             )
             tasks = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(tasks.cancel_scope.cancel)
-            stack.push_async_callback(self.sessions.close_all)
             stack.callback(self.console.close)
             tasks.start_soon(self.changes.run)
             self.watch = ServiceWatch(
@@ -252,9 +264,54 @@ class Gateway:
                 assert self._local is not None
                 self.tools = Tools(client, self._local)
                 await self.watch.probe()
-            tasks.start_soon(self.sessions.run_expiry)
+            self.door = self._front_door(self.tools)
+            stack.callback(self.door.close)
+            stack.push_async_callback(self._close_sessions)
+            tasks.start_soon(self._expire_sessions)
             self._stack = stack.pop_all()
         return self
+
+    def _front_door(self, tools: Tools) -> FrontDoor:
+        """Permissions, entry states, hooks and limits from the operator's local files."""
+        door = FrontDoor.from_files(
+            tools,
+            local=None if self._local is None else self._local.snapshot,
+            settings=self.settings_file,
+            base_dir=self.base_dir,
+            code_hooks=CodeHooks.installed() if self.code_hooks is None else self.code_hooks,
+            audit=self.audit,
+            metrics=self.metrics.toolbus,
+            timeout=self.settings.call_timeout,
+            clock=self.clock,
+        )
+        self.warning = door.require_access_control(
+            "toolbus gateway", allow_off=not self.access_control
+        )
+        return door
+
+    def held_sessions(self) -> int:
+        holder = None if self.door is None else self.door.holder
+        return len(holder) if isinstance(holder, InProcessHolder) else 0
+
+    async def _expire_sessions(self) -> None:
+        """Close the sessions left idle, ending their event streams."""
+        assert self.door is not None
+        every = max(0.05, min(self.door.settings.session_idle_timeout / 4, 30.0))
+        while True:
+            await anyio.sleep(every)
+            for held in await self.door.expire():
+                self.channels.ended(held.key.id, "idle")
+                self.changes.mark("sessions")
+
+    async def _close_sessions(self) -> None:
+        """Stopping: close the sessions this process holds, writing their records."""
+        door = self.door
+        if door is None or not isinstance(door.holder, InProcessHolder):
+            return  # held elsewhere: another replica serves them on
+        with anyio.CancelScope(shield=True):
+            for held in door.holder.all():
+                await door.release(held.key.owner, held.key.kind, held.key.id)
+                self.channels.ended(held.key.id, "gateway stopping")
 
     async def __aexit__(
         self,
@@ -280,20 +337,23 @@ class Gateway:
         """The adapter options the broker was connected with."""
         return self._broker_options
 
-    def permissions_for(self, registry: Registry) -> Permissions:
-        """The permissions in ``registry``'s snapshot or toolbus.toml; parsed once per registry."""
-        cached_for, permissions = self._permissions
-        if cached_for is not registry:
-            permissions = load_permissions(registry.snapshot, self.settings_file)
-            self._permissions = (registry, permissions)
+    def permissions(self) -> Permissions:
+        """The permissions the gateway applies now (its front door's)."""
+        if self.door is None:
+            raise RuntimeError("the gateway is not running")
+        permissions = self.door.rules(self.registry, places=False).permissions
+        assert permissions is not None
         return permissions
 
-    def may_use_console(self, user: str) -> bool:
-        """Operators only: the users listed in ``console-users``, else those allowed ``"*"``."""
+    def is_operator(self, user: str) -> bool:
+        """Operators: the users listed in ``console-users``, else those allowed ``"*"``."""
         if self.settings.console_users is not None:
             return user in self.settings.console_users
-        permissions = self.permissions_for(self.registry)
-        return "*" in permissions.allowed(user)
+        return "*" in self.permissions().allowed(user)
+
+    def may_use_console(self, user: str) -> bool:
+        """Operators only (:meth:`is_operator`)."""
+        return self.is_operator(user)
 
     def readiness(self) -> Readiness:
         """Broker connected and configuration loaded, each with a reason."""

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from toolbus.application.live.announcements import ANNOUNCEMENTS_QUEUE, PROBE_QUEUE
+from toolbus.domain.config.descriptors import DEFAULT_GROUP
 from toolbus.domain.live import announcements as messages
 from toolbus.domain.live.announcements import Announcement, AnnouncementTable, Probe, Withdrawal
 from toolbus.ports import Bus, Subscription
@@ -32,6 +33,8 @@ class LiveService:
     expires_in: float
     request_queue: str | None
     tools: tuple[str, ...]
+    #: Each announced tool's groups, by tool name.
+    groups: dict[str, tuple[str, ...]]
 
 
 class ServiceWatch:
@@ -72,6 +75,10 @@ class ServiceWatch:
                     tools=tuple(
                         str(tool.get("name", key)) for key, tool in announcement.tools.items()
                     ),
+                    groups={
+                        str(tool.get("name", key)): announced_groups(tool.get("group"))
+                        for key, tool in announcement.tools.items()
+                    },
                 )
             )
         return found
@@ -114,3 +121,10 @@ class ServiceWatch:
         live = {(s, i) for s in self._table.services() for i in self._table.instances(s)}
         for key in [key for key in self._heard if key not in live]:
             del self._heard[key]
+
+
+def announced_groups(value: object) -> tuple[str, ...]:
+    """An announced tool's ``group``: a list of names, else the default group."""
+    if isinstance(value, list) and all(isinstance(group, str) for group in value):
+        return tuple(value)
+    return (DEFAULT_GROUP,)

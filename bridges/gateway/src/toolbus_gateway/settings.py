@@ -4,8 +4,6 @@
 
     [gateway]
     listen = "127.0.0.1:8080"
-    session-idle-timeout = 600      # seconds a session may sit unused before it is closed
-    max-sessions-per-user = 16      # beyond this, opening one answers 429
     max-body-bytes = 1048576        # larger request bodies answer 413
     max-event-streams = 10000       # open SSE streams in all; beyond this, 429
     call-timeout = 30               # seconds per tool call
@@ -15,6 +13,8 @@
     console-key-env = "CONSOLE_KEY" # signs console sessions (default: a key of this process;
                                     # give replicas one key so that each reads the others')
     tls-proxy-header = "X-Forwarded-Proto"  # a proxy that ends TLS says "https" here
+    metrics = "redacted"            # /metrics without a credential, tool, group, state and
+                                    # service names left out; "operators": full, for operators
     sign-key = "env:GATEWAY_KEY"    # sign each call for services that verify callers
                                     # (a key source: a JWK or PEM file, or env:NAME)
 
@@ -28,13 +28,14 @@
     max-age = 3600                      # optional: refuse tokens issued longer ago
 
 API keys live in ``[[credentials.api-keys]]`` (see
-:mod:`toolbus.application.identity.credentials`).
+:mod:`toolbus.application.identity.credentials`). Per-user limits and idle
+sessions are every front door's: ``[doors]`` (docs/access-control.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -65,8 +66,6 @@ class GatewaySettings(_Table):
     """Limits and authentication of one gateway. Every field has a sensible default."""
 
     listen: str = DEFAULT_LISTEN
-    session_idle_timeout: float = Field(600.0, alias="session-idle-timeout", gt=0)
-    max_sessions_per_user: int = Field(16, alias="max-sessions-per-user", ge=1)
     max_body_bytes: int = Field(1024 * 1024, alias="max-body-bytes", ge=1024)
     max_event_streams: int = Field(10_000, alias="max-event-streams", ge=1)
     call_timeout: float = Field(30.0, alias="call-timeout", gt=0)
@@ -75,6 +74,7 @@ class GatewaySettings(_Table):
     console_session_ttl: float = Field(8 * 3600.0, alias="console-session-ttl", gt=0)
     console_key_env: str | None = Field(None, alias="console-key-env", min_length=1)
     tls_proxy_header: str | None = Field(None, alias="tls-proxy-header", min_length=1)
+    metrics: Literal["redacted", "operators"] = "redacted"
     sign_key: str | None = Field(None, alias="sign-key", min_length=1)
     jwt: JwtSettings | None = None
 
@@ -92,7 +92,13 @@ def parse_gateway_settings(
         ) from None
 
 
+#: Settings every front door shares now live in ``[doors]``.
+MOVED_TO_DOORS = ("max-sessions-per-user", "session-idle-timeout")
+
+
 def _message(error: Any) -> str:
     if error["type"] == "extra_forbidden":
+        if error["loc"] and error["loc"][-1] in MOVED_TO_DOORS:
+            return "is a setting of every front door now: move it to [doors]"
         return "is not a gateway setting; see docs/gateway.md for the list"
     return str(error["msg"])

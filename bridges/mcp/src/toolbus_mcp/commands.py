@@ -66,7 +66,9 @@ def serve_bus_tools(
             "--group", "-g", help="stdio: a tool group to offer (repeat); default: default."
         ),
     ] = None,
-    state: Annotated[str | None, typer.Option(help="stdio: the initial workflow state.")] = None,
+    state: Annotated[
+        str | None, typer.Option(help="stdio: the initial workflow state, an entry state.")
+    ] = None,
     timeout: Annotated[float, typer.Option(help="Seconds each tool call may take.")] = 60.0,
     sign_key: Annotated[
         str | None,
@@ -77,6 +79,14 @@ def serve_bus_tools(
             show_default=False,
         ),
     ] = None,
+    no_access_control: Annotated[
+        bool,
+        typer.Option(
+            "--no-access-control",
+            help="http: serve even though no permissions are configured (every caller may "
+            "then use every tool); without it, http refuses to start without \\[permissions].",
+        ),
+    ] = False,
     loop: LoopOption = EventLoop.AUTO,
     verbose: VerboseOption = False,
 ) -> None:
@@ -104,6 +114,7 @@ def serve_bus_tools(
         state=state,
         timeout=timeout,
         signer=signer,
+        no_access_control=no_access_control,
     )
     run(serve_bus, options, loop=loop)
 

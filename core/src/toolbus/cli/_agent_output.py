@@ -69,6 +69,8 @@ class EventPrinter:
             parts.append(f"{event.iterations} iteration{'s' * (event.iterations != 1)}")
         if event.usage is not None:
             parts.append(f"{event.usage.input_tokens}+{event.usage.output_tokens} tokens")
+        if event.session:
+            parts.append(f"continue with --session {event.session}")
         if parts:
             summary = typer.style(f"[{' · '.join(parts)}]", dim=True)
             typer.echo(self.indent + summary, err=True)

@@ -6,6 +6,7 @@ import os
 import signal
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
 from typing import Annotated
 
 import anyio
@@ -28,6 +29,8 @@ from toolbus.application.agent.service import (
 from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.calls.host import running
 from toolbus.application.calls.tools import Tools
+from toolbus.application.doors.conversations import DoorConversations
+from toolbus.application.doors.door import FrontDoor
 from toolbus.application.tracing.export import export_from_environment
 from toolbus.cli._agent_output import EventPrinter
 from toolbus.cli._app import app
@@ -77,6 +80,14 @@ ConfigOpt = Annotated[
         "else the installed plugins' tools.",
     ),
 ]
+NoAccessControl = Annotated[
+    bool,
+    typer.Option(
+        "--no-access-control",
+        help="Serve even though no permissions are configured: every caller may then use "
+        "every tool. Without it, a broker-facing agent without \\[permissions] refuses to start.",
+    ),
+]
 RequestQueue = Annotated[str, typer.Option(help="The queue agent requests go to.")]
 ResponseQueue = Annotated[str, typer.Option(help="The queue agent events come back on.")]
 
@@ -94,6 +105,18 @@ def _plan(broker: str | None, config: str | None) -> tuple[Settings, list[ToolPl
         fail(str(exc))
 
 
+def _door(settings: Settings, registry: Registry, tools: Tools) -> FrontDoor:
+    """The front door of the agent: permissions, entry states, hooks, limits, audit."""
+    base = settings.file_path.parent if settings.file_path is not None else Path.cwd()
+    return FrontDoor.from_files(
+        tools,
+        local=registry.snapshot,
+        settings=settings.file,
+        base_dir=base,
+        code_hooks=CodeHooks.installed(),
+    )
+
+
 @asynccontextmanager
 async def _agent(
     stack: AsyncExitStack,
@@ -104,21 +127,34 @@ async def _agent(
     llm_url: str,
     limits: AgentLimits,
     system_prompt: str | None,
+    *,
+    access_control: bool | None = None,
 ) -> AsyncIterator[AgentLoop]:
-    """A loop over ``bus`` with the installed plugins' code hooks; on memory:// the
-    installed plugins' services run in this process too."""
+    """A loop over ``bus`` whose sessions the front door opens; on memory:// the
+    installed plugins' services run in this process too.
+
+    ``access_control``: for a door on a broker (``None`` on memory://), whether
+    serving without configured permissions must be refused (``True``) or was
+    allowed with ``--no-access-control`` (``False``).
+    """
     if settings.broker.startswith("memory:"):
         services = [service for plugin in plugins for service in plugin.services]
         await stack.enter_async_context(running(bus, *services, drain_timeout=0))
+    client = await stack.enter_async_context(ToolServiceClient(bus))
+    door = _door(settings, registry, Tools(client, registry))
+    stack.callback(door.close)
+    if access_control is not None:
+        warning = door.require_access_control("toolbus agent serve", allow_off=not access_control)
+        if warning is not None:
+            typer.echo(f"warning: {warning}", err=True)
     llm: LLM = await connect_llm(llm_url)
     stack.push_async_callback(llm.aclose)
-    client = await stack.enter_async_context(ToolServiceClient(bus))
     yield AgentLoop(
         llm,
-        Tools(client, registry),
+        DoorConversations(door),
         limits=limits,
         system_prompt=system_prompt,
-        code_hooks=CodeHooks.installed(),
+        metrics=door.metrics,
     )
 
 
@@ -149,6 +185,7 @@ def serve_agent(
     drain_timeout: Annotated[
         float, typer.Option(help="Seconds requests in flight may take to finish on shutdown.")
     ] = DEFAULT_DRAIN_TIMEOUT,
+    no_access_control: NoAccessControl = False,
     request_queue: RequestQueue = DEFAULT_REQUEST_QUEUE,
     response_queue: ResponseQueue = DEFAULT_RESPONSE_QUEUE,
     event_loop: LoopOption = EventLoop.AUTO,
@@ -170,8 +207,21 @@ def serve_agent(
         async with AsyncExitStack() as stack:
             bus = await connect(settings.broker, settings.broker_options)
             stack.push_async_callback(bus.close)
+            # Requests come over a broker from anyone who may publish there: without
+            # permissions, every one of them could use every tool.
+            guarded = None if settings.broker.startswith("memory:") else not no_access_control
             loop = await stack.enter_async_context(
-                _agent(stack, bus, settings, plugins, registry, url, limits, system_prompt)
+                _agent(
+                    stack,
+                    bus,
+                    settings,
+                    plugins,
+                    registry,
+                    url,
+                    limits,
+                    system_prompt,
+                    access_control=guarded,
+                )
             )
             service = AgentService(
                 bus,
@@ -218,8 +268,15 @@ def ask(
         ),
     ] = None,
     state: Annotated[
-        str, typer.Option(help="The workflow state to start in (a previous answer's state).")
+        str, typer.Option(help="The workflow state to start in: an entry state (\\[doors]).")
     ] = "",
+    session: Annotated[
+        str | None,
+        typer.Option(
+            help="Continue the conversation an earlier answer named, in the state it reached.",
+            show_default=False,
+        ),
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print each event as a JSON line.")
     ] = False,
@@ -253,7 +310,9 @@ def ask(
             "broker where 'toolbus agent serve' runs"
         )
     limits = _limits(max_iterations, DEFAULT_TIME_LIMIT)
-    request = AgentRequest(question=question, user=user, group=group, state=state, streaming=True)
+    request = AgentRequest(
+        question=question, user=user, group=group, state=state, session=session, streaming=True
+    )
     printer = EventPrinter(as_json=as_json)
     failed = False
 

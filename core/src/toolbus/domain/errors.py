@@ -130,6 +130,56 @@ class AccessDenied(ToolCallError):
         )
 
 
+class StateRefused(AccessDenied):
+    """A caller asked to start in a state it has not earned.
+
+    A front door lets a caller ask for the states the operator marks as entry
+    states; any other state is reached by calls, and resumed only through a
+    session the door holds (docs/access-control.md).
+    """
+
+    error_type = "state-refused"
+
+    def __init__(self, user: str, state: str, entry_states: Iterable[str]) -> None:
+        self.state = state
+        entries = ", ".join(map(repr, entry_states)) or "none"
+        super().__init__(
+            f"user {user!r} may not start in state {state!r}: the entry states are {entries}. "
+            "Start in one of them, or continue the session that reached the state",
+            user=user,
+        )
+
+
+class SessionNotFound(ToolbusError, LookupError):
+    """No session of this user has this id: closed, expired, or someone else's."""
+
+    def __init__(self, session_id: str, fix: str) -> None:
+        self.session_id = session_id
+        super().__init__(
+            f"no open session {session_id[:200]!r}; it was closed, expired after being idle, "
+            f"or belongs to someone else. {fix}"
+        )
+
+
+class LimitReached(ToolbusError):
+    """A user holds as many places of one kind as a front door allows.
+
+    ``kind`` is ``sessions``, ``streams`` or ``workflows``; ``retry_after`` the
+    seconds after which one is likely free again. HTTP doors answer 429 with
+    ``Retry-After``; MCP answers a protocol error.
+    """
+
+    def __init__(self, kind: str, user: str, limit: int, retry_after: int, fix: str) -> None:
+        self.kind = kind
+        self.user = user
+        self.limit = limit
+        self.retry_after = retry_after
+        super().__init__(
+            f"too many {kind}: user {user!r} already has {limit} open, the most allowed; "
+            f"{fix}, or retry after {retry_after} s"
+        )
+
+
 class Unauthorized(ToolCallError):
     """The call carried no valid call token, and the service requires one."""
 

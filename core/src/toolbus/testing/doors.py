@@ -437,9 +437,8 @@ class DoorConformance:
 
     @pytest.fixture(scope="class")
     @classmethod
-    async def door(cls, door_setup: DoorSetup) -> AsyncIterator[DoorDriver]:
+    def door(cls, door_setup: DoorSetup) -> DoorDriver:
         raise NotImplementedError("bind the suite by overriding the 'door' fixture")
-        yield  # pragma: no cover
 
     # ------------------------------------------------------------------ escalation
 

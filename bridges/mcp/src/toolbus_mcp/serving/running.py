@@ -14,6 +14,7 @@ import anyio
 
 from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.calls.tools import Tools
+from toolbus.application.doors.door import FrontDoor
 from toolbus.application.identity.credentials import CredentialTable, load_credentials
 from toolbus.application.identity.signing import CallSigner
 from toolbus.application.live.registry import LiveRegistry
@@ -42,6 +43,8 @@ class ServeOptions:
     timeout: float = 60.0
     #: Signs every call with the caller's user and groups (services that verify need it).
     signer: CallSigner | None = None
+    #: Serve HTTP callers even with no permissions configured (--no-access-control).
+    no_access_control: bool = False
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
@@ -103,15 +106,23 @@ async def serve_bus(options: ServeOptions) -> None:
         credentials = credential_table(local.snapshot, settings)
         caller = None
     async with bus_tools(options, settings, local, plugins) as (tools, live):
-        server = BusMcpServer(
+        door = FrontDoor.from_files(
             tools,
-            live=live,
-            caller=caller,
-            timeout=options.timeout,
+            local=local.snapshot,
+            settings=settings.file,
+            base_dir=settings.file_path.parent if settings.file_path is not None else Path.cwd(),
             code_hooks=CodeHooks.installed(),
+            timeout=options.timeout,
         )
+        if credentials is not None:
+            warning = door.require_access_control(
+                "toolbus mcp serve --transport http", allow_off=options.no_access_control
+            )
+            if warning is not None:
+                print(f"warning: {warning}", file=sys.stderr, flush=True)
+        server = BusMcpServer(door, live=live, caller=caller)
         if caller is not None:
-            # The first tools/list checks the groups; refuse them before serving instead.
+            # The first tools/list checks the groups and state; refuse them before serving.
             server.admit(caller)
         try:
             async with anyio.create_task_group() as tasks:
@@ -134,3 +145,4 @@ async def serve_bus(options: ServeOptions) -> None:
         finally:
             with anyio.CancelScope(shield=True):
                 await server.close()
+                door.close()

@@ -2,18 +2,23 @@
 
 :class:`BusMcpServer` is an MCP server (the SDK's low-level ``Server``) whose
 tools are what an :class:`~toolbus.application.agent.session.AgentSession` would
-offer its caller: the caller's user, groups and state, checked against the
-configuration's ``permissions``. A ``tools/call`` goes over the bus through
-that session, so argument options, code hooks, deadlines, trace context,
-audit records and metrics all apply, and a successful call moves the state.
+offer its caller, opened by the process's front door
+(:class:`~toolbus.application.doors.door.FrontDoor`): the caller's user, groups
+and state, checked against the operator's permissions and entry states. A
+``tools/call`` goes over the bus through that session, so argument options,
+code hooks, deadlines, trace context, signing, audit records and metrics all
+apply, and a successful call moves the state.
 
 Each MCP client has a :class:`Workflow` of its own: its user and groups, its
-state, and the agent session it calls through. Over stdio the process serves
-one client, so there is one workflow. Over HTTP the bearer token names the
-user; clients of the 2025 protocol revisions have a session (``Mcp-Session-Id``)
-and get a workflow each; the 2026-07-28 revision has no session, so a client
-names its workflow in each request's ``_meta`` (:data:`WORKFLOW_META_KEY`),
-and requests that name none share their user's default workflow.
+state, and the agent session it calls through, which the door holds as data
+under the user (:func:`workflow_key`) and resumes for every request. Over
+stdio the process serves one client, so there is one workflow. Over HTTP the
+bearer token names the user; clients of the 2025 protocol revisions have a
+session (``Mcp-Session-Id``) and get a workflow each; the 2026-07-28 revision
+has no session, so a client names its workflow in each request's ``_meta``
+(:data:`WORKFLOW_META_KEY`), and requests that name none share their user's
+(and groups') default workflow. A user holds at most ``max-workflows-per-user``
+workflows; beyond that a new one is refused, and nobody's is closed to make room.
 
 Tracing: a ``tools/call`` continues the trace whose context the client sent
 in the request's ``_meta`` (``traceparent``, ``tracestate``), as MCP's
@@ -30,11 +35,10 @@ the way its protocol revision says: a ``ToolsListChanged`` event on its
 
 from __future__ import annotations
 
+import json
 import logging
-import time
-from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,18 +53,14 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Too
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from toolbus.application.agent.audit import AuditSink
-from toolbus.application.agent.code_hooks import CompiledHooks
 from toolbus.application.agent.session import AgentSession
-from toolbus.application.calls.metrics import ToolbusMetrics
-from toolbus.application.calls.tools import Tools
+from toolbus.application.doors.door import WORKFLOW, FrontDoor
+from toolbus.application.doors.holding import Held, HeldKey
 from toolbus.application.live.registry import LiveRegistry
 from toolbus.application.tracing import conventions
 from toolbus.application.tracing import propagation as tracing
-from toolbus.domain.access.permissions import Permissions, load_permissions
-from toolbus.domain.config.registry import Registry
 from toolbus.domain.config.schemas import export_tools
-from toolbus.domain.errors import AccessDenied, UnknownTool
+from toolbus.domain.errors import AccessDenied, LimitReached, UnknownTool
 from toolbus_mcp.serving.arguments import ArgumentCheck
 
 log = logging.getLogger("toolbus.mcp")
@@ -69,13 +69,6 @@ log = logging.getLogger("toolbus.mcp")
 WORKFLOW_META_KEY = "dev.toolbus/workflow"
 #: Where the HTTP gate leaves the authenticated caller in the ASGI scope.
 CALLER_SCOPE_KEY = "toolbus.caller"
-#: Workflows kept at most; the least recently used one is closed beyond this.
-MAX_WORKFLOWS = 10_000
-#: Calls one audit record covers: a client connected for days gets a record
-#: (and a fresh session, in the same state) every this many calls.
-CALLS_PER_RECORD = 1_000
-#: Seconds a workflow may go unused before it is closed and its record written.
-IDLE_TIMEOUT = 900.0
 #: Characters of a client's workflow name that count.
 MAX_WORKFLOW_NAME = 200
 
@@ -89,19 +82,30 @@ class McpCaller:
     state: str | None = None
 
 
-class Workflow:
-    """One MCP client's agent session, kept across requests and configuration changes.
+def workflow_key(caller: McpCaller, name: str) -> HeldKey:
+    """A workflow's key: its user, then the groups and the client's name for it.
 
-    The session is replaced (its audit record written, the state carried over
-    into the new one) when the configuration changes and every
-    :data:`CALLS_PER_RECORD` calls, so that no record grows without bound.
+    The user comes first so that one user's names never meet another's; the
+    groups are part of it, so that a client asking for other groups gets a
+    workflow of its own rather than another one's state.
+    """
+    groups = None if caller.groups is None else list(caller.groups)
+    return HeldKey(caller.user, WORKFLOW, json.dumps([groups, name[:MAX_WORKFLOW_NAME]]))
+
+
+class Workflow:
+    """One MCP client's workflow in this process: what belongs to its connections.
+
+    The workflow's session is held by the front door as data under
+    :attr:`key`; here are a lock (its calls run one at a time, so its state
+    moves in order), its ``subscriptions/listen`` streams, and the tool list
+    it was last sent, to tell when it changed.
     """
 
-    def __init__(self, server: BusMcpServer, caller: McpCaller) -> None:
-        self.caller = caller
+    def __init__(self, server: BusMcpServer, key: HeldKey) -> None:
+        self.key = key
         self._server = server
-        self.session = server.start_session(caller, caller.state)
-        self._calls = 0
+        self.lock = anyio.Lock()
         #: When the client last used this workflow (the server's clock).
         self.used = server.clock()
         #: Open ``subscriptions/listen`` streams: a listening client is not idle.
@@ -113,30 +117,19 @@ class Workflow:
         #: The session of a 2025-revision client, for its list-changed notifications.
         self.legacy_session: ServerSession | None = None
 
-    async def current(self) -> AgentSession:
-        """The session to use now: a new one (same state) after a change or a full record."""
-        session = self.session
+    async def held(self) -> Held | None:
         self.used = self._server.clock()
-        if (
-            session.registry is not self._server.tools.registry
-            or self._calls >= self._server.calls_per_record
-        ):
-            self.session = self._server.start_session(self.caller, session.state)
-            self._calls = 0
-            await session.close()
-        return self.session
+        return await self._server.door.holder.get(self.key)
 
-    def counted(self) -> None:
-        """One more call made through the current session."""
-        self._calls += 1
-
-    def tool_list(self) -> list[dict[str, Any]]:
-        """What would be offered now, in MCP's shape."""
-        session = self.session
-        registry = self._server.tools.registry
-        if session.registry is registry:
-            return session.tools("mcp")
-        return _exported(registry, session.groups, session.state)
+    async def tool_list(self) -> list[dict[str, Any]] | None:
+        """What would be offered now, in MCP's shape (``None``: the workflow ended)."""
+        held = await self._server.door.holder.get(self.key)
+        if held is None:
+            return None
+        try:
+            return self._server.door.resumed(held.session).tools("mcp")
+        except AccessDenied:
+            return []
 
     async def listen(
         self, ctx: ServerRequestContext[Any, Any], params: mcp.SubscriptionsListenRequestParams
@@ -150,7 +143,7 @@ class Workflow:
 
     async def notify_if_changed(self) -> bool:
         """Tell the client when its tool list differs from the one it was sent last."""
-        if self.offered is None or self.tool_list() == self.offered:
+        if self.offered is None or await self.tool_list() == self.offered:
             return False
         self.offered = None  # told once; the next tools/list sets it again
         await self._events.publish(ToolsListChanged())
@@ -162,57 +155,39 @@ class Workflow:
                 log.debug("could not notify an MCP client of a tool list change: %s", exc)
         return True
 
-    async def close(self) -> None:
+    def close(self) -> None:
         self._listen.close()
-        await self.session.close()
 
 
 class BusMcpServer:
-    """An MCP server over the tools of a bus.
+    """An MCP server over the tools of a bus, its callers' sessions opened by a front door.
 
     Args:
-        tools: the tools facade to call through; its ``registry`` is the
-            configuration (attach it to a :class:`LiveRegistry` to follow changes).
-        live: the live registry ``tools`` follows, if any: its changes notify clients.
+        door: the front door (:class:`~toolbus.application.doors.door.FrontDoor`):
+            its tools (attach them to a :class:`LiveRegistry` to follow changes),
+            permissions, entry states, hooks, limits, audit and metrics.
+        live: the live registry the tools follow, if any: its changes notify clients.
         caller: the one caller of a stdio server (user, groups, state). HTTP
             servers take callers from the HTTP gate instead.
         name: the server name MCP clients see.
-        timeout, audit, metrics, code_hooks: as for :class:`AgentSession`.
-        max_workflows: workflows kept; the least recently used is closed beyond it.
-        calls_per_record: calls one session (one audit record) covers at most.
-        idle_timeout: seconds after which an unused workflow is closed.
-        clock: monotonic seconds, for idleness.
+        clock: monotonic seconds, for idleness (the door's by default).
     """
 
     def __init__(
         self,
-        tools: Tools,
+        door: FrontDoor,
         *,
         live: LiveRegistry | None = None,
         caller: McpCaller | None = None,
         name: str = "toolbus",
-        timeout: float | None = None,
-        audit: AuditSink | None = None,
-        metrics: ToolbusMetrics | None = None,
-        code_hooks: CompiledHooks | None = None,
-        max_workflows: int = MAX_WORKFLOWS,
-        calls_per_record: int = CALLS_PER_RECORD,
-        idle_timeout: float = IDLE_TIMEOUT,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] | None = None,
     ) -> None:
-        self.tools = tools
+        self.door = door
+        self.tools = door.tools
         self.live = live
         self.caller = caller
-        self.timeout = timeout
-        self._audit = audit
-        self._metrics = metrics
-        self._code_hooks = code_hooks
-        self._max_workflows = max_workflows
-        self.calls_per_record = calls_per_record
-        self.idle_timeout = idle_timeout
-        self.clock = clock
-        self._workflows: OrderedDict[tuple[Any, ...], Workflow] = OrderedDict()
-        self._permissions: tuple[Registry, Permissions] | None = None
+        self.clock = door.clock if clock is None else clock
+        self._workflows: dict[HeldKey, Workflow] = {}
         self._arguments = ArgumentCheck()
         self._changes = anyio.Event()
         if live is not None:
@@ -225,46 +200,34 @@ class BusMcpServer:
             on_subscriptions_listen=self._listen,
         )
 
+    @property
+    def idle_timeout(self) -> float:
+        return self.door.settings.session_idle_timeout
+
     # ------------------------------------------------------------- callers
 
-    def start_session(self, caller: McpCaller, state: str | None) -> AgentSession:
-        """An agent session for ``caller`` in ``state``; raises :class:`AccessDenied` (audited)."""
-        return AgentSession(
-            self.tools,
-            user=caller.user,
-            groups=caller.groups,
-            state=state,
-            timeout=self.timeout,
-            audit=self._audit,
-            metrics=self._metrics,
-            code_hooks=self._code_hooks,
-        )
-
     def admit(self, caller: McpCaller) -> None:
-        """Check ``caller``'s groups against the permissions; :class:`AccessDenied` if beyond.
+        """Check ``caller``'s groups and state; :class:`AccessDenied` (or ``StateRefused``).
 
         A refusal is audited and counted exactly as an agent session's is.
         """
-        registry = self.tools.registry
-        if self._permissions is None or self._permissions[0] is not registry:
-            self._permissions = (registry, load_permissions(registry.snapshot))
-        try:
-            self._permissions[1].check(caller.user, caller.groups)
-        except AccessDenied:
-            self.start_session(caller, caller.state)  # raises again, after auditing
-            raise
+        self.door.admit(caller.user, caller.groups, caller.state)
 
     async def workflow(self, caller: McpCaller, name: str = "") -> Workflow:
-        """The workflow of ``caller`` called ``name``, started on first use."""
-        key = (caller, name)
+        """The workflow of ``caller`` called ``name``; its session starts on first use.
+
+        Raises :class:`AccessDenied` (audited) for groups or a state the caller
+        may not have, and :class:`LimitReached` when the user holds as many
+        workflows as allowed: nobody's workflow is closed to make room.
+        """
+        key = workflow_key(caller, name)
+        if await self.door.holder.get(key) is None:
+            await self.door.check_room(caller.user, WORKFLOW)
+            session = self.door.open(caller.user, caller.groups, caller.state, counted=False)
+            await self.door.hold(session, WORKFLOW, key.id)
         found = self._workflows.get(key)
-        if found is not None:
-            self._workflows.move_to_end(key)
-            return found
-        found = self._workflows[key] = Workflow(self, caller)
-        while len(self._workflows) > self._max_workflows:
-            _, dropped = self._workflows.popitem(last=False)
-            await dropped.close()
+        if found is None:
+            found = self._workflows[key] = Workflow(self, key)
         return found
 
     async def _workflow_for(self, ctx: ServerRequestContext[Any, Any]) -> Workflow:
@@ -283,41 +246,50 @@ class BusMcpServer:
             meta = ctx.meta or {}
             name = str(meta.get(WORKFLOW_META_KEY, "") if isinstance(meta, Mapping) else "")
         try:
-            workflow = await self.workflow(caller, name[:MAX_WORKFLOW_NAME])
-        except AccessDenied as exc:  # the configuration changed under a running client
+            workflow = await self.workflow(caller, name)
+        except (AccessDenied, LimitReached) as exc:
             raise MCPError(mcp.INVALID_REQUEST, str(exc)) from None
         if legacy:
             workflow.legacy_session = ctx.session
         return workflow
 
+    @asynccontextmanager
     async def _session_for(
         self, ctx: ServerRequestContext[Any, Any]
-    ) -> tuple[Workflow, AgentSession]:
+    ) -> AsyncIterator[tuple[Workflow, AgentSession]]:
+        """The workflow's session, resumed for one request and kept after it."""
         workflow = await self._workflow_for(ctx)
-        try:
-            return workflow, await workflow.current()
-        except AccessDenied as exc:  # the new configuration no longer grants the groups
-            raise MCPError(mcp.INVALID_REQUEST, str(exc)) from None
+        async with workflow.lock:
+            held = await workflow.held()
+            if held is None:  # it ended between the two lookups: start again
+                workflow = await self._workflow_for(ctx)
+                held = await workflow.held()
+                assert held is not None
+            try:
+                session = self.door.resumed(held.session)
+            except AccessDenied as exc:  # the configuration no longer grants the groups
+                raise MCPError(mcp.INVALID_REQUEST, str(exc)) from None
+            yield workflow, session
+            await self.door.keep(held, session)
 
     # ------------------------------------------------------------- MCP handlers
 
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: mcp.PaginatedRequestParams | None
     ) -> mcp.ListToolsResult:
-        workflow, session = await self._session_for(ctx)
-        offered = session.tools("mcp")
+        async with self._session_for(ctx) as (workflow, session):
+            offered = session.tools("mcp")
         workflow.offered = offered
         return mcp.ListToolsResult(tools=[mcp.Tool.model_validate(tool) for tool in offered])
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: mcp.CallToolRequestParams
     ) -> mcp.CallToolResult:
-        workflow, session = await self._session_for(ctx)
-        arguments = params.arguments or {}
-        self._arguments.check(session, params.name, arguments)
-        with _continued(ctx):
-            outcome = await session.call(params.name, arguments)
-        workflow.counted()
+        async with self._session_for(ctx) as (workflow, session):
+            arguments = params.arguments or {}
+            self._arguments.check(session, params.name, arguments)
+            with _continued(ctx):
+                outcome = await session.call(params.name, arguments)
         if outcome.transition is not None:
             await workflow.notify_if_changed()
         return mcp.CallToolResult(
@@ -346,7 +318,7 @@ class BusMcpServer:
         self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         """Until cancelled: tell clients about configuration changes that change their
-        tools, and close workflows left unused for ``idle_timeout`` seconds."""
+        tools, and close workflows left unused for the idle timeout."""
         task_status.started()
         while True:
             with anyio.move_on_after(self.idle_timeout / 4):
@@ -359,22 +331,25 @@ class BusMcpServer:
                 await workflow.notify_if_changed()
 
     async def close_idle(self) -> int:
-        """Close the workflows unused for ``idle_timeout`` seconds; how many were."""
-        cutoff = self.clock() - self.idle_timeout
-        idle = [
-            key
-            for key, workflow in self._workflows.items()
-            if workflow.used <= cutoff and not workflow.listening
-        ]
-        for key in idle:
-            await self._workflows.pop(key).close()
-        return len(idle)
+        """Close the workflows unused for the idle timeout (their records are written);
+        how many were. A workflow a client listens to is in use."""
+        for workflow in self._workflows.values():
+            if workflow.listening:
+                held = await self.door.holder.get(workflow.key)
+                if held is not None:
+                    await self.door.touch(held)
+        expired = await self.door.expire()
+        for held in expired:
+            if held.key in self._workflows:
+                self._workflows.pop(held.key).close()
+        return len(expired)
 
     async def close(self) -> None:
         """Close every workflow's session (writing their audit records)."""
-        while self._workflows:
-            _, workflow = self._workflows.popitem(last=False)
-            await workflow.close()
+        for key, workflow in list(self._workflows.items()):
+            workflow.close()
+            await self.door.release(key.owner, key.kind, key.id)
+        self._workflows.clear()
 
 
 class _ListChangingServer(Server[Any]):
@@ -411,7 +386,3 @@ def _continued(ctx: ServerRequestContext[Any, Any]) -> AbstractContextManager[No
     carried = {key: value for key, value in meta.items() if isinstance(value, str)}
     parent = tracing.received(carried)
     return tracing.activated(parent) if parent is not None else nullcontext()
-
-
-def _exported(registry: Registry, groups: Sequence[str], state: str) -> list[dict[str, Any]]:
-    return export_tools(registry.availability(groups, state).available, "mcp")

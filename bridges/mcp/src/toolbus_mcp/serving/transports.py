@@ -8,7 +8,9 @@ Over HTTP every request passes :class:`CallerGate` before MCP sees it:
 * ``Toolbus-Groups: a,b`` (optional; absent means ``default``, as in an agent
   session) must be within the user's permissions (beyond them: ``403``,
   audited like a refused agent session);
-* ``Toolbus-State`` (optional) is the workflow's initial state.
+* ``Toolbus-State`` (optional) is a new workflow's initial state, and must be
+  an entry state (otherwise ``403``, audited); a workflow that exists keeps
+  the state it reached.
 
 Then :class:`~toolbus_mcp.serving.malformed.MalformedRequests` answers a
 malformed request (an ``id`` JSON-RPC does not allow, a body too large or not

@@ -15,7 +15,10 @@ Sinks are anything with ``emit(record)``. The default,
 from __future__ import annotations
 
 import logging
+import threading
+from collections.abc import Iterable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
@@ -24,6 +27,8 @@ AUDIT_LOGGER = "toolbus.audit"
 
 SessionOutcome = Literal["completed", "failed", "cancelled", "denied"]
 CallStatus = Literal["ok", "error", "refused", "failed", "cancelled"]
+#: Why a call was refused: not offered in this state, outside the session's groups,
+#: no such tool, or a code hook's ``Deny``. Callers are told ``unknown`` for ``group``.
 Refusal = Literal["state", "group", "unknown", "hook"]
 
 
@@ -74,10 +79,16 @@ class CallRecord(_Model):
 
 
 class AccessDenial(_Model):
-    """Why a session request was refused before anything ran."""
+    """Why a session request was refused before anything ran.
+
+    ``denied_groups`` are the groups beyond the user's permissions (``wildcard``:
+    ``"*"`` among them); ``state`` is set instead when the request asked to start
+    in a state that is not an entry state.
+    """
 
     denied_groups: list[str]
     wildcard: bool
+    state: str | None = None
 
 
 class AgentRun(_Model):
@@ -173,3 +184,43 @@ class ListAuditSink:
             if record.request_id == request_id:
                 return record
         raise KeyError(f"no audit record for request id {request_id!r}")
+
+
+class JsonLinesAuditSink:
+    """Appends each record to a file as one line of JSON (``audit-file`` in ``[doors]``).
+
+    The file is opened once and every line is flushed as it is written, so a
+    reader (a log shipper, a test) sees each record as soon as the session ends.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._file = self.path.open("a", encoding="utf-8")
+
+    def emit(self, record: AuditRecord) -> None:
+        line = record.to_json() + "\n"
+        with self._lock:
+            self._file.write(line)
+            self._file.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            self._file.close()
+
+
+class AuditSinks:
+    """Hands each record to several sinks, in order; one failing does not stop the rest."""
+
+    def __init__(self, sinks: Iterable[AuditSink]) -> None:
+        self.sinks = tuple(sinks)
+
+    def emit(self, record: AuditRecord) -> None:
+        failed: Exception | None = None
+        for sink in self.sinks:
+            try:
+                sink.emit(record)
+            except Exception as exc:
+                failed = exc
+        if failed is not None:
+            raise failed

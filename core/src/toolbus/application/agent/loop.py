@@ -6,8 +6,11 @@ One :meth:`AgentLoop.run` answers one :class:`~toolbus.domain.agent.wire.AgentRe
     result = await loop.run(AgentRequest(question="...", user="alice"), emit=send)
 
 Each request gets its own :class:`~toolbus.application.agent.session.AgentSession`
-(access check, groups and states, audit record). The configured
-``on_request_start`` hooks run once, before the first turn. Every iteration
+(access check, groups and states, audit record), opened by the loop's
+:class:`Sessions`: a front door's (``toolbus.application.doors``), which also
+continues a conversation an earlier request ended in, or :class:`PlainSessions`
+over a tools facade. The configured ``on_request_start`` hooks run once,
+before the first turn. Every iteration
 offers the model the session's tools *for the current state*, so a transition
 made by one call changes what the model sees on the next turn. The tool calls
 of one turn run concurrently; their observations go back to the model in the
@@ -37,7 +40,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import anyio
 
@@ -64,7 +67,7 @@ from toolbus.domain.agent.decisions import (
 )
 from toolbus.domain.agent.turns import ModelTurn, TextDelta, ToolCall, Usage
 from toolbus.domain.agent.wire import AgentEvent, AgentRequest, EventError, EventUsage
-from toolbus.domain.errors import AccessDenied
+from toolbus.domain.errors import AccessDenied, LimitReached, SessionNotFound
 
 log = logging.getLogger("toolbus.agent")
 
@@ -123,25 +126,80 @@ async def _discard(event: AgentEvent) -> None:
     return None
 
 
+class Sessions(Protocol):
+    """Where an agent loop gets each request's session, and hands it back when it ends."""
+
+    async def open(self, request: AgentRequest, request_id: str) -> AgentSession:
+        """The request's session; raises ``AccessDenied`` (``StateRefused``),
+        ``LimitReached`` or ``SessionNotFound`` to refuse it."""
+        ...
+
+    async def keep(self, request: AgentRequest, session: AgentSession) -> str | None:
+        """The request is about to end where ``session`` stands: hold what a later
+        request may continue from, and return the id to name then (or ``None``)."""
+        ...
+
+
+class PlainSessions:
+    """Sessions straight from a tools facade, with the given parts; nothing is held."""
+
+    def __init__(
+        self,
+        tools: Tools,
+        *,
+        audit: AuditSink | None = None,
+        metrics: ToolbusMetrics | None = None,
+        permissions: Permissions | None = None,
+        code_hooks: CompiledHooks | None = None,
+        timeout: float | None = None,
+        default_user: str = "anonymous",
+    ) -> None:
+        self.tools = tools
+        self.audit = audit
+        self.metrics = metrics
+        self.permissions = permissions
+        self.code_hooks = code_hooks
+        self.timeout = timeout
+        self.default_user = default_user
+
+    async def open(self, request: AgentRequest, request_id: str) -> AgentSession:
+        if request.session:
+            raise SessionNotFound(request.session, "This agent holds no sessions")
+        return AgentSession(
+            self.tools,
+            user=request.user or self.default_user,
+            groups=request.group,
+            state=request.state,
+            request_id=request_id,
+            permissions=self.permissions,
+            audit=self.audit,
+            metrics=self.metrics,
+            code_hooks=self.code_hooks,
+            timeout=self.timeout,
+        )
+
+    async def keep(self, request: AgentRequest, session: AgentSession) -> str | None:
+        return None
+
+
 class AgentLoop:
-    """Answers agent requests with ``llm`` and the tools of ``tools``.
+    """Answers agent requests with ``llm`` and the sessions ``sessions`` opens.
 
     Args:
         llm: the model (any :class:`~toolbus.application.agent.llm.LLM`).
-        tools: the tools facade (client and configuration) sessions call through.
+        sessions: a front door's :class:`Sessions`, or a tools facade (then
+            :class:`PlainSessions` with the options below).
         limits: iterations, wall-clock limit, held-back text.
         system_prompt: sent first in every chat, when given.
-        audit, metrics, permissions, code_hooks: passed to each session
-            (:class:`~toolbus.application.agent.session.AgentSession`); the loop
-            records its own metrics (requests, iterations, tokens) in ``metrics`` too.
-        tool_timeout: per-call time limit in seconds; default the client's.
-        default_user: the user of requests that name none.
+        metrics: the loop records its own metrics (requests, iterations, tokens) here.
+        audit, permissions, code_hooks, tool_timeout, default_user: with a tools
+            facade, for :class:`PlainSessions` (a door has its own).
     """
 
     def __init__(
         self,
         llm: LLM,
-        tools: Tools,
+        sessions: Sessions | Tools,
         *,
         limits: AgentLimits | None = None,
         system_prompt: str | None = None,
@@ -153,24 +211,31 @@ class AgentLoop:
         default_user: str = "anonymous",
     ) -> None:
         self.llm = llm
-        self.tools = tools
         self.limits = limits or AgentLimits()
         self.system_prompt = system_prompt
-        self._audit = audit
         self.metrics = default_metrics() if metrics is None else metrics
-        self._permissions = permissions
-        self._code_hooks = code_hooks
-        self._tool_timeout = tool_timeout
-        self._default_user = default_user
+        self.metrics.know_models(llm.model)
+        if isinstance(sessions, Tools):
+            sessions = PlainSessions(
+                sessions,
+                audit=audit,
+                metrics=self.metrics,
+                permissions=permissions,
+                code_hooks=code_hooks,
+                timeout=tool_timeout,
+                default_user=default_user,
+            )
+        self.sessions: Sessions = sessions
 
     async def run(
         self, request: AgentRequest, *, emit: Emit = _discard, request_id: str | None = None
     ) -> AgentResult:
         """Answer ``request``, reporting each step through ``emit``; returns how it ended.
 
-        Refused access, model failures, the iteration and time limits all end in
-        an ``error`` event (and ``result.error``), never an exception. Failures of
-        the bus itself propagate, as from :meth:`AgentSession.call`.
+        Refused access or state, too many sessions, an unknown session, model
+        failures, the iteration and time limits all end in an ``error`` event
+        (and ``result.error``), never an exception. Failures of the bus itself
+        propagate, as from :meth:`AgentSession.call`.
         """
         request_id = request_id or str(uuid.uuid4())
         model, provider = self.llm.model, provider_of(self.llm)
@@ -185,23 +250,18 @@ class AgentLoop:
         return result
 
     async def _run(self, run: _Run, request: AgentRequest, request_id: str) -> AgentResult:
+        state = request.state or "undefined"
         try:
-            session = AgentSession(
-                self.tools,
-                user=request.user or self._default_user,
-                groups=request.group,
-                state=request.state,
-                request_id=request_id,
-                permissions=self._permissions,
-                audit=self._audit,
-                metrics=self.metrics,
-                code_hooks=self._code_hooks,
-                timeout=self._tool_timeout,
-            )
+            session = await self.sessions.open(request, request_id)
         except AccessDenied as exc:
-            return await run.stop(
-                Stop("access-denied", str(exc)), state=request.state or "undefined"
+            reason: StopReason = (
+                "state-refused" if exc.error_type == "state-refused" else "access-denied"
             )
+            return await run.stop(Stop(reason, str(exc)), state=state)
+        except LimitReached as exc:
+            return await run.stop(Stop("too-many-sessions", str(exc)), state=state)
+        except SessionNotFound as exc:
+            return await run.stop(Stop("no-such-session", str(exc)), state=state)
         async with session:
             return await run.answer(session)
 
@@ -218,6 +278,8 @@ class _Run:
         self.request_id = request_id
         self.iterations = 0
         self.usage = Usage()
+        #: The session a later request continues this one with, once it ends.
+        self.held: str | None = None
         #: Answer text of the current turn already sent in chunks.
         self._streamed = ""
         self._pending: tuple[TextKind, str] | None = None
@@ -240,6 +302,7 @@ class _Run:
                 f"the request ran out of time after {seconds:.1f} s (the limit is "
                 f"{self.limits.time_limit:g} s); tool calls in flight were cancelled",
             )
+        self.held = await self.loop.sessions.keep(self.request, session)
         if isinstance(outcome, Stop):
             return await self.stop(outcome, state=session.state)
         text = outcome.text
@@ -409,6 +472,7 @@ class _Run:
             usage=EventUsage(
                 input_tokens=self.usage.input_tokens, output_tokens=self.usage.output_tokens
             ),
+            session=self.held,
         )
 
     def _result(

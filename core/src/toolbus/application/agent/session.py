@@ -10,13 +10,17 @@ request::
 
 It applies docs/groups-and-states.md and docs/access-control.md: the requested
 groups are checked against the user's permissions before anything runs
-(:class:`~toolbus.domain.errors.AccessDenied`), only tools offered for (groups,
-current state) can be called, and a *successful* call moves the session to the tool's ``state``.
+(:class:`~toolbus.domain.errors.AccessDenied`), so is the requested state
+against the entry states a front door allows
+(:class:`~toolbus.domain.errors.StateRefused`); only tools offered for (groups,
+current state) can be called, and a *successful* call moves the session to the
+tool's ``state``.
 
 What reaches the caller, and how:
 
 * a tool not offered now (unknown, outside the groups, or not in this state):
-  a refusal observation for the LLM; no call is made and the state is unchanged;
+  a refusal observation for the LLM; no call is made and the state is unchanged.
+  Unknown and outside the groups read the same; the audit record tells them apart;
 * a tool error, a timeout included (any :class:`~toolbus.domain.errors.ToolCallError`):
   an error observation for the LLM, state unchanged. The model can retry or
   choose another tool, as it would with a human-facing API;
@@ -30,28 +34,29 @@ a configuration reload never changes a running session's tools or rules.
 Hooks (docs/hooks.md): :meth:`AgentSession.start` runs the configured
 ``on_request_start`` hooks and returns the history with their results
 injected; code hooks (:class:`~toolbus.application.agent.code_hooks.CompiledHooks`)
-act around every executed call and see the audit record when the session ends.
+act around every executed call, streamed ones included, and see the audit
+record when the session ends.
+
+A session a front door keeps between requests is plain data
+(:class:`~toolbus.application.agent.held.HeldSession`, from :meth:`held`);
+``AgentSession(tools, resume=held)`` continues it where it stood.
 """
 
 from __future__ import annotations
 
-import json
-import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
 import anyio
 
 from toolbus.application.agent.audit import (
-    AUDIT_LOGGER,
     AccessDenial,
     AgentRun,
     AuditRecord,
     AuditSink,
-    CallRecord,
     CallStatus,
     LoggingAuditSink,
     Refusal,
@@ -62,31 +67,33 @@ from toolbus.application.agent.audit import (
 from toolbus.application.agent.caches import SNAPSHOT_HOOKS, SNAPSHOT_PERMISSIONS, tool_list
 from toolbus.application.agent.code_hooks import NO_HOOKS, CompiledHooks, Deny
 from toolbus.application.agent.configured_hooks import run_request_start_hooks
+from toolbus.application.agent.held import HeldSession
+from toolbus.application.agent.observations import (
+    failed,
+    not_in_state,
+    not_offered,
+    parse_arguments,
+    unusable_arguments,
+)
 from toolbus.application.agent.outcomes import CallOutcome
+from toolbus.application.agent.recording import SessionRecorder
+from toolbus.application.agent.rules import Leave, SessionRules, rules_of
 from toolbus.application.calls.client import CallResult, ToolServiceClient
 from toolbus.application.calls.metrics import ToolbusMetrics, default_metrics
 from toolbus.application.calls.tools import Tools
 from toolbus.application.identity.caller import granting
 from toolbus.domain.access.permissions import Permissions, load_permissions
-from toolbus.domain.calls.arguments import AppliedOptions, apply_options
+from toolbus.domain.calls.arguments import apply_options
 from toolbus.domain.config.descriptors import ToolDescriptor
 from toolbus.domain.config.registry import WILDCARD, Availability, Registry, normalize_state
 from toolbus.domain.config.schemas import ExportFormat
-from toolbus.domain.errors import AccessDenied, ToolCallError, UnknownTool
+from toolbus.domain.errors import AccessDenied, StateRefused, ToolCallError, UnknownTool
 from toolbus.domain.hooks.configured import HookConfig, ToolCallHook, load_hooks
 
-_audit_log = logging.getLogger(AUDIT_LOGGER)
-
-#: How many tool names a refusal observation lists before "and N more".
-MAX_NAMES_IN_OBSERVATION = 20
 # A model may invent any name; the audit record keeps a bounded prefix of it.
 _MAX_AUDITED_NAME = 64
 
-
 _DEFAULT_SINK = LoggingAuditSink()
-
-
-# ------------------------------------------------------------------ the session
 
 
 class AgentSession:
@@ -101,8 +108,13 @@ class AgentSession:
             means no tools at all. ``"*"`` asks for every tool.
         state: initial state; ``None`` or ``""`` mean ``"undefined"``.
         request_id: the agent request's id; a UUID when not given.
-        permissions: who may request which groups. Default: the snapshot's
-            ``permissions`` section, or no restriction if it has none.
+        rules: what a front door fixes (:class:`~toolbus.application.agent.rules.SessionRules`);
+            default the rules of the door governing ``tools``, if any. The
+            arguments below, when given, take precedence over them.
+        permissions: who may request which groups. Default: the rules', else the
+            snapshot's ``permissions`` section, or no restriction if it has none.
+        entry_states: the states a caller may ask to start in; default the
+            rules', else any state.
         audit: where the audit record goes; default the ``toolbus.audit`` logger.
         metrics: default :func:`~toolbus.application.calls.metrics.default_metrics`.
         timeout: per-call time limit in seconds; default the client's.
@@ -110,14 +122,21 @@ class AgentSession:
             seconds, for durations.
         hooks: configured hooks (:func:`~toolbus.domain.hooks.configured.parse_hooks`,
             :func:`~toolbus.domain.hooks.configured.load_hooks`) for :meth:`start`.
-            Default: the snapshot's ``hooks`` section, or none.
+            Default: the rules', else the snapshot's ``hooks`` section, or none.
         code_hooks: code hooks, compiled once at start-up
-            (:class:`toolbus.hooks.CodeHooks`); default none.
+            (:class:`toolbus.hooks.CodeHooks`); default the rules', else none.
+        resume: a :class:`~toolbus.application.agent.held.HeldSession` to continue:
+            its user, groups, state and record so far (``user``, ``groups``,
+            ``state`` and ``request_id`` are then taken from it). Its groups are
+            checked against the permissions again; its state is not an entry
+            state question, since the session earned it.
 
     Raises :class:`AccessDenied` (after counting and auditing the denial) when
-    the groups exceed the user's permissions, and
-    :class:`~toolbus.domain.errors.ConfigError` when the snapshot's ``hooks``
-    section is invalid.
+    the groups exceed the user's permissions, :class:`StateRefused` (audited)
+    for a state that is not an entry state,
+    :class:`~toolbus.domain.errors.LimitReached` when the user holds as many
+    sessions as the rules allow, and :class:`~toolbus.domain.errors.ConfigError`
+    when the snapshot's ``hooks`` section is invalid.
     """
 
     def __init__(
@@ -125,11 +144,13 @@ class AgentSession:
         tools: Tools | ToolServiceClient,
         registry: Registry | None = None,
         *,
-        user: str,
+        user: str | None = None,
         groups: Sequence[str] | None = None,
         state: str | None = None,
         request_id: str | None = None,
+        rules: SessionRules | None = None,
         permissions: Permissions | None = None,
+        entry_states: Collection[str] | None = None,
         audit: AuditSink | None = None,
         metrics: ToolbusMetrics | None = None,
         timeout: float | None = None,
@@ -137,9 +158,12 @@ class AgentSession:
         timer: Callable[[], float] = time.perf_counter,
         hooks: Sequence[HookConfig] | None = None,
         code_hooks: CompiledHooks | None = None,
+        resume: HeldSession | None = None,
     ) -> None:
         if isinstance(tools, Tools):
             registry = tools.registry if registry is None else registry
+            if rules is None:
+                rules = rules_of(tools, registry)
         elif registry is None:
             raise TypeError(
                 "AgentSession needs the configuration: pass registry=... with a "
@@ -147,6 +171,12 @@ class AgentSession:
             )
         else:
             tools = Tools(tools, registry)
+        rules = rules or _NO_RULES
+        if resume is not None:
+            user, state, request_id = resume.user, resume.state, resume.request_id
+            groups = resume.requested_groups
+        if user is None:
+            raise TypeError("AgentSession needs the user the request is for: user=...")
         if isinstance(groups, str):
             raise TypeError(f"groups must be a list of group names, not the string {groups!r}")
         self.registry: Registry = registry
@@ -154,44 +184,66 @@ class AgentSession:
         self.request_id = request_id or str(uuid.uuid4())
         #: The groups as requested: ``None`` (absent) and ``()`` (empty) differ.
         self.requested_groups: tuple[str, ...] | None = None if groups is None else tuple(groups)
-        self.initial_state = normalize_state(state)
+        self.initial_state = normalize_state(state if resume is None else resume.initial_state)
         self.permissions = (
             permissions
             if permissions is not None
+            else rules.permissions
+            if rules.permissions is not None
             else SNAPSHOT_PERMISSIONS.get(registry, "", lambda r: load_permissions(r.snapshot))
         )
-        self.timeout = timeout
+        self.timeout = timeout if timeout is not None else rules.timeout
         #: The configured hooks :meth:`start` runs, in order.
         self.hooks: tuple[HookConfig, ...] = (
-            SNAPSHOT_HOOKS.get(registry, "", lambda r: load_hooks(r.snapshot))
-            if hooks is None
-            else _checked_hooks(hooks)
+            _checked_hooks(hooks)
+            if hooks is not None
+            else rules.hooks
+            if rules.hooks is not None
+            else SNAPSHOT_HOOKS.get(registry, "", lambda r: load_hooks(r.snapshot))
         )
-        self._code = NO_HOOKS if code_hooks is None else code_hooks
+        code = code_hooks if code_hooks is not None else rules.code_hooks
+        self._code = NO_HOOKS if code is None else code
         # Every call names this session's registry, so a Tools given is used as it is.
         self._tools = tools
-        self._audit = _DEFAULT_SINK if audit is None else audit
-        self._metrics = default_metrics() if metrics is None else metrics
+        self._metrics = metrics if metrics is not None else rules.metrics or default_metrics()
         self._clock = clock
         self._timer = timer
-        self._started_at = clock()
-        self._started = timer()
         self._closed = False
-        self._transitions: list[StateTransition] = []
-        self._calls: list[CallRecord] = []
         self._lists: dict[str, list[dict[str, Any]]] = {}
-        self._agent_run: tuple[str, int, int, int] | None = None
+        self._leave: Leave | None = None
+        self._record = SessionRecorder(
+            request_id=self.request_id,
+            user=user,
+            requested_groups=self.requested_groups,
+            initial_state=self.initial_state,
+            started_at=clock() if resume is None else resume.started_at,
+            sink=audit if audit is not None else rules.audit or _DEFAULT_SINK,
+            timer=timer,
+            calls=() if resume is None else resume.calls,
+            transitions=() if resume is None else resume.transitions,
+            agent=None if resume is None else resume.agent,
+        )
 
+        # Every label a refusal or a call records is one the configuration names.
+        self._metrics.observe_registry(registry)
         try:
             #: The groups tools are filtered with: the request after defaulting.
             self.groups: tuple[str, ...] = self.permissions.check(user, self.requested_groups)
         except AccessDenied as exc:
             self._deny(exc)
             raise
+        current = normalize_state(state)
+        entries = entry_states if entry_states is not None else rules.entry_states
+        if resume is None and entries is not None and current not in entries:
+            refused = StateRefused(user, current, sorted(entries))
+            self._deny(refused, state=current)
+            raise refused
         self._initial = registry.availability(self.groups, self.initial_state)
-        self._enter(self.initial_state, self._initial)
-        self._metrics.observe_registry(registry)
-        self._metrics.session_started(self.groups, len(self._initial.available))
+        self._enter(current, registry.availability(self.groups, current))
+        if rules.places is not None:
+            self._leave = rules.places.take(user)  # last: nothing to undo if refused
+        if resume is None:
+            self._metrics.session_started(self.groups, len(self._availability.available))
 
     def __repr__(self) -> str:
         return (
@@ -209,7 +261,7 @@ class AgentSession:
     @property
     def transitions(self) -> tuple[StateTransition, ...]:
         """State changes so far, oldest first."""
-        return tuple(self._transitions)
+        return tuple(self._record.transitions)
 
     @property
     def availability(self) -> Availability:
@@ -226,6 +278,11 @@ class AgentSession:
         """True once the audit record has been written."""
         return self._closed
 
+    @property
+    def calls(self) -> int:
+        """Calls the session was asked to make so far (its record holds each)."""
+        return len(self._record.calls)
+
     def tools(self, format: ExportFormat = "openai") -> list[dict[str, Any]]:
         """The tools offered now, as an LLM API takes them: ``openai``, ``mcp`` or ``anthropic``.
 
@@ -237,6 +294,21 @@ class AgentSession:
         if found is None:
             found = self._lists[format] = tool_list(self._availability, format)
         return list(found)
+
+    def held(self) -> HeldSession:
+        """The session as plain data, to keep between requests and resume later."""
+        return HeldSession(
+            request_id=self.request_id,
+            user=self.user,
+            requested_groups=self.requested_groups,
+            groups=self.groups,
+            initial_state=self.initial_state,
+            state=self._state,
+            started_at=self._record.started_at,
+            transitions=tuple(self._record.transitions),
+            calls=tuple(self._record.calls),
+            agent=self._record.agent,
+        )
 
     # ------------------------------------------------------------- starting
 
@@ -253,10 +325,7 @@ class AgentSession:
         move the session's state. A hook that fails is logged and skipped: this
         raises only ``RuntimeError`` once the session is closed.
         """
-        if self._closed:
-            raise RuntimeError(
-                f"agent session {self.request_id} is closed; start a new AgentSession"
-            )
+        self._check_open()
         history = [m if isinstance(m, dict) else dict(m) for m in messages]
         if self.hooks:
             history = await run_request_start_hooks(
@@ -296,10 +365,48 @@ class AgentSession:
         observation for the LLM. Raises when the bus fails (see the module
         docs), and ``RuntimeError`` once the session is closed.
         """
+        checked = self._checked(name, arguments, tool_call_id)
+        if isinstance(checked, CallOutcome):
+            return checked
+        return await self._run(checked[0], checked[1], tool_call_id)
+
+    async def stream(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | str | None = None,
+        tool_call_id: str | None = None,
+    ) -> CallOutcome | ToolStream:
+        """Call tool ``name`` and stream its answer: a :class:`ToolStream`, or why not.
+
+        The checks of :meth:`call` come first, then the ``on_pre_tool_use`` code
+        hooks: a refusal or a hook's ``Deny`` is returned as a
+        :class:`CallOutcome` before anything is sent. The stream is recorded,
+        counted and moves the state like a call. With ``on_post_tool_use`` hooks
+        installed, the answer is gathered and comes as one chunk, rewritten by
+        them: a hook must see the whole answer to redact it.
+        """
+        checked = self._checked(name, arguments, tool_call_id)
+        if isinstance(checked, CallOutcome):
+            return checked
+        tool, parsed = checked
+        if self._code.on_pre_tool_use:
+            decision = await self._code.pre_tool_use(self, tool, parsed)
+            if isinstance(decision, Deny):
+                return self._denied(tool, decision.reason, tool_call_id)
+            parsed = decision
+        return ToolStream(self, tool, parsed, tool_call_id)
+
+    def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError(
                 f"agent session {self.request_id} is closed; start a new AgentSession"
             )
+
+    def _checked(
+        self, name: str, arguments: Mapping[str, Any] | str | None, tool_call_id: str | None
+    ) -> CallOutcome | tuple[ToolDescriptor, dict[str, Any]]:
+        """The tool and its arguments when the call may go ahead, else the refusal."""
+        self._check_open()
         # The single path every call takes: resolve, check, then execute. Code
         # hooks (pre/post tool use) run around _execute (in _run), so that
         # refusals stay out of their reach and every executed call is audited
@@ -308,10 +415,10 @@ class AgentSession:
         if refusal is not None:
             return self._refuse(name, tool, refusal, tool_call_id)
         assert tool is not None
-        parsed = _parse_arguments(arguments)
+        parsed = parse_arguments(arguments)
         if isinstance(parsed, str):
             return self._unusable_arguments(tool, parsed, tool_call_id)
-        return await self._run(tool, parsed, tool_call_id)
+        return tool, parsed
 
     async def _run(
         self,
@@ -356,15 +463,7 @@ class AgentSession:
         timeout: float | None = None,
         advance: bool = True,
     ) -> CallOutcome:
-        state = self._state
-        at = self._clock()
-        started = self._timer()
-        service = tool.service or tool.type
-        context = {
-            "request_id": self.request_id,
-            "tool_call_id": tool_call_id or "",
-            "state": state,
-        }
+        state, at, started = self._state, self._clock(), self._timer()
         try:
             # A signing client vouches for the groups this session was granted.
             with granting(self.groups):
@@ -373,43 +472,78 @@ class AgentSession:
                     arguments,
                     user=self.user,
                     timeout=self.timeout if timeout is None else timeout,
-                    context=context,
+                    context=self._context(tool_call_id, state),
                     registry=self.registry,
                 )
         except ToolCallError as exc:
-            seconds = self._timer() - started
-            self._metrics.tool_call(tool.name, service, seconds, exc.error_type)
-            self._record(
-                tool.name,
-                tool_call_id,
-                "error",
-                state,
-                at,
-                seconds,
-                exc.error_type,
-                applied=apply_options(arguments, tool.options, {}),
-            )
-            return CallOutcome(
-                name=tool.llm_name,
-                observation=f"Error: tool {tool.llm_name!r} failed ({exc.error_type}): "
-                f"{exc.message}",
-                status="error",
-                state=self._state,
-                tool=tool.name,
-                tool_call_id=tool_call_id,
-                error_type=exc.error_type,
-            )
+            return self._failed(tool, arguments, tool_call_id, exc, state, at, started)
         except BaseException as exc:
-            seconds = self._timer() - started
-            cancelled = isinstance(exc, anyio.get_cancelled_exc_class())
-            if not cancelled:
-                self._metrics.tool_call(tool.name, service, seconds, type(exc).__name__)
-            status: CallStatus = "cancelled" if cancelled else "failed"
-            self._record(tool.name, tool_call_id, status, state, at, seconds, type(exc).__name__)
+            self._broke(tool, tool_call_id, exc, state, at, started)
             raise
+        return self._succeeded(tool, tool_call_id, invocation, state, at, started, advance)
+
+    def _context(self, tool_call_id: str | None, state: str) -> dict[str, str]:
+        return {"request_id": self.request_id, "tool_call_id": tool_call_id or "", "state": state}
+
+    def _failed(
+        self,
+        tool: ToolDescriptor,
+        arguments: dict[str, Any],
+        tool_call_id: str | None,
+        exc: ToolCallError,
+        state: str,
+        at: float,
+        started: float,
+    ) -> CallOutcome:
         seconds = self._timer() - started
-        self._metrics.tool_call(tool.name, service, seconds, None)
-        self._record(tool.name, tool_call_id, "ok", state, at, seconds, None, invocation=invocation)
+        self._metrics.tool_call(tool.name, tool.service or tool.type, seconds, exc.error_type)
+        applied = apply_options(arguments, tool.options, {})
+        self._record.call(
+            tool.name, tool_call_id, "error", state, at, seconds, exc.error_type, applied=applied
+        )
+        return CallOutcome(
+            name=tool.llm_name,
+            observation=failed(tool, exc.error_type, exc.message),
+            status="error",
+            state=self._state,
+            tool=tool.name,
+            tool_call_id=tool_call_id,
+            error_type=exc.error_type,
+        )
+
+    def _broke(
+        self,
+        tool: ToolDescriptor,
+        tool_call_id: str | None,
+        exc: BaseException,
+        state: str,
+        at: float,
+        started: float,
+    ) -> None:
+        seconds = self._timer() - started
+        cancelled = isinstance(exc, anyio.get_cancelled_exc_class())
+        if not cancelled:
+            self._metrics.tool_call(
+                tool.name, tool.service or tool.type, seconds, type(exc).__name__
+            )
+        status: CallStatus = "cancelled" if cancelled else "failed"
+        self._record.call(tool.name, tool_call_id, status, state, at, seconds, type(exc).__name__)
+
+    def _succeeded(
+        self,
+        tool: ToolDescriptor,
+        tool_call_id: str | None,
+        invocation: CallResult,
+        state: str,
+        at: float,
+        started: float,
+        advance: bool,
+    ) -> CallOutcome:
+        seconds = self._timer() - started
+        self._metrics.tool_call(tool.name, tool.service or tool.type, seconds, None)
+        self._record.call(
+            tool.name, tool_call_id, "ok", state, at, seconds, None, invocation=invocation
+        )
         # Another call of this session may have moved the state while this one
         # ran; the transition starts from the state as it is now.
         transition = self._advance(tool) if advance else None
@@ -435,7 +569,7 @@ class AgentSession:
             to_state=following,
             timestamp=timestamp(self._clock()),
         )
-        self._transitions.append(transition)
+        self._record.transitions.append(transition)
         seconds_in_state = self._timer() - self._entered
         self._enter(following, self.registry.availability(self.groups, following))
         self._metrics.state_changed(
@@ -454,32 +588,34 @@ class AgentSession:
     ) -> CallOutcome:
         self._metrics.call_refused(None if tool is None else tool.name, refusal)
         audited = tool.name if tool is not None else name[:_MAX_AUDITED_NAME]
-        self._record(
+        self._record.call(
             audited, tool_call_id, "refused", self._state, self._clock(), 0.0, None, refusal
         )
         if refusal == "state":
             assert tool is not None
-            why = (
-                f"The tool {tool.llm_name!r} cannot be used in the current state ({self._state!r})."
+            return CallOutcome(
+                name=name,
+                observation=not_in_state(tool, self._state, self.available),
+                status="refused",
+                state=self._state,
+                tool=tool.name,
+                tool_call_id=tool_call_id,
+                refusal="state",
             )
-        else:
-            # Outside the session's groups looks exactly like unknown: the model
-            # learns nothing about tools it was not offered.
-            why = f"There is no tool named {name!r} available to you."
-        observation = f"{why} No call was made. {self._offer_text()}"
+        # Outside the session's groups looks exactly like unknown, to the model and
+        # to whoever reads the outcome: only the audit record keeps the difference.
         return CallOutcome(
             name=name,
-            observation=observation,
+            observation=not_offered(name, self.available),
             status="refused",
             state=self._state,
-            tool=tool.name if tool is not None and refusal == "state" else None,
             tool_call_id=tool_call_id,
-            refusal=refusal,
+            refusal="unknown",
         )
 
     def _denied(self, tool: ToolDescriptor, reason: str, tool_call_id: str | None) -> CallOutcome:
         """A code hook denied the call: refused, with its reason as the observation."""
-        self._record(
+        self._record.call(
             tool.name, tool_call_id, "refused", self._state, self._clock(), 0.0, None, "hook"
         )
         return CallOutcome(
@@ -494,59 +630,17 @@ class AgentSession:
     def _unusable_arguments(
         self, tool: ToolDescriptor, problem: str, tool_call_id: str | None
     ) -> CallOutcome:
-        self._record(
+        self._record.call(
             tool.name, tool_call_id, "error", self._state, self._clock(), 0.0, "bad-request"
         )
         return CallOutcome(
             name=tool.llm_name,
-            observation=f"Error: the arguments for tool {tool.llm_name!r} {problem}. No call was "
-            "made; call it again with a JSON object of arguments.",
+            observation=unusable_arguments(tool, problem),
             status="error",
             state=self._state,
             tool=tool.name,
             tool_call_id=tool_call_id,
             error_type="bad-request",
-        )
-
-    def _offer_text(self) -> str:
-        names = [tool.llm_name for tool in self.available]
-        if not names:
-            return "No tools are available now."
-        shown = ", ".join(names[:MAX_NAMES_IN_OBSERVATION])
-        more = len(names) - MAX_NAMES_IN_OBSERVATION
-        return f"Tools you can use now: {shown}{f', and {more} more' if more > 0 else ''}."
-
-    def _record(
-        self,
-        tool: str,
-        tool_call_id: str | None,
-        status: CallStatus,
-        state: str,
-        at: float,
-        seconds: float,
-        error_type: str | None,
-        refusal: Refusal | None = None,
-        *,
-        invocation: CallResult | None = None,
-        applied: AppliedOptions | None = None,
-    ) -> None:
-        if invocation is not None:
-            applied = invocation.applied
-        self._calls.append(
-            CallRecord(
-                tool=tool,
-                tool_call_id=tool_call_id,
-                status=status,
-                refusal=refusal,
-                error_type=error_type,
-                state=state,
-                timestamp=timestamp(at),
-                duration_seconds=seconds,
-                defaulted_arguments=list(applied.defaulted) if applied else [],
-                fixed_arguments=list(applied.fixed) if applied else [],
-                env_arguments=list(applied.env) if applied else [],
-                after_execution=invocation.after_execution if invocation else None,
-            )
         )
 
     # ------------------------------------------------------------- ending
@@ -559,8 +653,12 @@ class AgentSession:
         An agent loop calls it after every model turn, so that a session that is
         cancelled or times out still records what it cost.
         """
-        # Kept as plain values: this runs every turn, the record is built once.
-        self._agent_run = (model, iterations, input_tokens, output_tokens)
+        self._record.agent = AgentRun(
+            model=model,
+            iterations=iterations,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+        )
 
     async def close(self) -> None:
         """End the session and write its audit record (once; later calls do nothing)."""
@@ -592,82 +690,122 @@ class AgentSession:
         if self._closed:
             return None
         self._closed = True
+        if self._leave is not None:
+            self._leave()
         self._metrics.session_closed(self._state, self._timer() - self._entered)
         initial = self._initial
-        return self._emit(
+        return self._record.emit(
             outcome=outcome,
             error=error,
             granted=list(self.groups),
+            allowed=list(self.permissions.allowed(self.user)),
             final_state=self._state,
             available=[t.name for t in initial.available],
             by_group=list(initial.filtered_by_group),
             by_state=list(initial.filtered_by_state),
         )
 
-    def _deny(self, exc: AccessDenied) -> None:
-        self._metrics.access_denied_for(exc.denied)
+    def _deny(self, exc: AccessDenied, *, state: str | None = None) -> None:
+        if state is None:
+            self._metrics.access_denied_for(exc.denied)
         self._closed = True
-        self._state = self.initial_state
+        self._state = self.initial_state if state is None else state
         self.groups = ()
-        self._emit(
+        self._record.initial_state = self._state
+        self._record.emit(
             outcome="denied",
             error=None,
             granted=[],
-            final_state=self.initial_state,
+            allowed=list(self.permissions.allowed(self.user)),
+            final_state=self._state,
             available=[],
             by_group=[],
             by_state=[],
-            denial=AccessDenial(denied_groups=list(exc.denied), wildcard=WILDCARD in exc.denied),
+            denial=AccessDenial(
+                denied_groups=list(exc.denied), wildcard=WILDCARD in exc.denied, state=state
+            ),
         )
 
-    def _emit(
+
+class ToolStream:
+    """A streamed call that passed its session's checks; ``async for chunk in stream``.
+
+    When the chunks end, :attr:`outcome` holds the call's outcome (the whole
+    observation), as :meth:`AgentSession.call` would have returned it. A tool
+    error raises its :class:`~toolbus.domain.errors.ToolCallError` after it is
+    recorded; with post-use hooks installed, its message is what they made of it.
+    """
+
+    def __init__(
         self,
-        *,
-        outcome: SessionOutcome,
-        error: str | None,
-        granted: list[str],
-        final_state: str,
-        available: list[str],
-        by_group: list[str],
-        by_state: list[str],
-        denial: AccessDenial | None = None,
-    ) -> AuditRecord:
-        record = AuditRecord(
-            request_id=self.request_id,
-            user=self.user,
-            requested_groups=None if self.requested_groups is None else list(self.requested_groups),
-            granted_groups=granted,
-            allowed_groups=list(self.permissions.allowed(self.user)),
-            initial_state=self.initial_state,
-            final_state=final_state,
-            available_tools=available,
-            filtered_by_group=by_group,
-            filtered_by_state=by_state,
-            state_transitions=list(self._transitions),
-            calls=list(self._calls),
-            access_denied=denial,
-            agent=None
-            if self._agent_run is None
-            else AgentRun(
-                model=self._agent_run[0],
-                iterations=self._agent_run[1],
-                input_tokens=self._agent_run[2],
-                output_tokens=self._agent_run[3],
-            ),
-            outcome=outcome,
-            error=error,
-            started_at=timestamp(self._started_at),
-            duration_seconds=self._timer() - self._started,
-        )
+        session: AgentSession,
+        tool: ToolDescriptor,
+        arguments: dict[str, Any],
+        tool_call_id: str | None,
+    ) -> None:
+        self.session = session
+        self.tool = tool
+        self.arguments = arguments
+        self.tool_call_id = tool_call_id
+        #: The outcome, once the stream has ended.
+        self.outcome: CallOutcome | None = None
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._chunks()
+
+    async def _chunks(self) -> AsyncIterator[str]:
+        session, tool = self.session, self.tool
+        post = session._code.post_tool_use if session._code.on_post_tool_use else None
+        state, at, started = session._state, session._clock(), session._timer()
+        chunks: list[str] = []
         try:
-            self._audit.emit(record)
-        except Exception:
-            # The request has run (or been refused) already; failing it now would
-            # hide its result without undoing anything. Make the loss loud instead.
-            _audit_log.exception(
-                "could not write the audit record of agent session %s", self.request_id
+            stream = session._tools.stream(
+                tool.name,
+                self.arguments,
+                user=session.user,
+                timeout=session.timeout,
+                context=session._context(self.tool_call_id, state),
+                registry=session.registry,
             )
-        return record
+            # The request, and the call token vouching for the granted groups, go
+            # out with the first step; no yield inside the block keeps the context ours.
+            with granting(session.groups):
+                first = await anext(stream, None)
+            if first is not None:
+                chunks.append(first)
+                if post is None:
+                    yield first
+                async for chunk in stream:
+                    chunks.append(chunk)
+                    if post is None:
+                        yield chunk
+        except ToolCallError as exc:
+            outcome = session._failed(
+                tool, self.arguments, self.tool_call_id, exc, state, at, started
+            )
+            if post is not None:
+                outcome = await post(session, tool, self.arguments, outcome)
+                self.outcome = outcome
+                raise ToolCallError(outcome.observation, error_type=exc.error_type) from None
+            self.outcome = outcome
+            raise
+        except BaseException as exc:
+            session._broke(tool, self.tool_call_id, exc, state, at, started)
+            raise
+        answer = CallResult(
+            "".join(chunks),
+            tool.after_execution,
+            apply_options(self.arguments, tool.options, {}),
+            "",
+        )
+        outcome = session._succeeded(tool, self.tool_call_id, answer, state, at, started, True)
+        if post is not None:
+            outcome = await post(session, tool, self.arguments, outcome)
+            yield outcome.observation
+        self.outcome = outcome
+
+
+_NO_RULES = SessionRules()
 
 
 def _checked_hooks(hooks: Sequence[HookConfig]) -> tuple[HookConfig, ...]:
@@ -681,19 +819,3 @@ def _checked_hooks(hooks: Sequence[HookConfig]) -> tuple[HookConfig, ...]:
                 "build them with toolbus.hooks.parse_hooks(...)"
             )
     return found
-
-
-def _parse_arguments(arguments: Mapping[str, Any] | str | None) -> dict[str, Any] | str:
-    """The arguments as a dict, or a description of what is wrong with them."""
-    if arguments is None:
-        return {}
-    if isinstance(arguments, str):
-        if not arguments.strip():
-            return {}  # some models send "" for a call without arguments
-        try:
-            arguments = json.loads(arguments)
-        except json.JSONDecodeError as exc:
-            return f"are not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
-    if not isinstance(arguments, Mapping):
-        return f"must be a JSON object, not {type(arguments).__name__}"
-    return dict(arguments)

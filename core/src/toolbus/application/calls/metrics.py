@@ -3,10 +3,11 @@
 prometheus-client is an optional extra (``pip install 'toolbus[metrics]'``).
 Without it every recording method is a no-op, so code can record
 unconditionally. Which metrics there are, their labels and when each moves:
-docs/audit-and-metrics.md. Label values that come from requests (groups,
-states, error types) are capped per label: past :data:`MAX_LABEL_VALUES`
-distinct values, new ones are counted as ``"(other)"``, so that a client
-inventing group names cannot grow the metrics without bound.
+docs/audit-and-metrics.md. Every label value comes from a set the
+configuration defines (tools, services, groups and states of the registry and
+the front door's permissions and entry states; the wire protocol's error
+types; the models in use); anything else is counted as ``"other"``, so that no
+request can add a series, let alone grow the metrics without bound.
 """
 
 from __future__ import annotations
@@ -21,15 +22,33 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 from toolbus.application.calls.health import Readiness
 from toolbus.application.calls.service_metrics import ServiceCallCollector, ServiceCallRecorder
 from toolbus.domain.config.registry import UNDEFINED_STATE, WILDCARD
-from toolbus.domain.errors import ToolbusError
+from toolbus.domain.errors import ERROR_TYPES, ToolbusError
 
 if TYPE_CHECKING:
     from toolbus.domain.config.registry import Registry
 
-MAX_LABEL_VALUES = 200
-OTHER = "(other)"
-#: Label for a tool name the registry does not know (a model's invention).
-UNKNOWN_TOOL = "(unknown)"
+#: What every label value outside its known set is counted as.
+OTHER = "other"
+#: Error types a label names: the wire protocol's, and the failures a caller sees.
+KNOWN_ERROR_TYPES = frozenset(ERROR_TYPES) | {
+    "config-rejected",
+    "connection",
+    "BusClosed",
+    "MessageTooLarge",
+    "ToolTimeout",
+    "TimeoutError",
+    "ConnectionError",
+    "OSError",
+}
+#: How an agent request ends: an answer, or why not.
+KNOWN_OUTCOMES = KNOWN_ERROR_TYPES | {
+    "answer",
+    "max-iterations",
+    "deadline",
+    "model-error",
+    "state-refused",
+    "too-many-sessions",
+}
 OK = "ok"
 ERROR = "error"
 
@@ -87,24 +106,16 @@ class _Noop:
 _NOOP = _Noop()
 
 
-class _CappedLabel:
-    """Keeps at most ``limit`` distinct values of one label; later ones become ``"(other)"``."""
+class _Bounded:
+    """One label's known values; any other value is counted as :data:`OTHER`."""
 
-    __slots__ = ("_limit", "_lock", "_seen")
+    __slots__ = ("known",)
 
-    def __init__(self, limit: int) -> None:
-        self._limit = limit
-        self._seen: set[str] = set()
-        self._lock = threading.Lock()  # the host may record from worker threads
+    def __init__(self, known: Iterable[str] = ()) -> None:
+        self.known: frozenset[str] = frozenset(known)
 
-    def __call__(self, value: str) -> str:
-        if value in self._seen:
-            return value
-        with self._lock:
-            if len(self._seen) >= self._limit:
-                return OTHER
-            self._seen.add(value)
-        return value
+    def __call__(self, value: str | None) -> str:
+        return value if value is not None and value in self.known else OTHER
 
 
 class ToolbusMetrics:
@@ -122,14 +133,18 @@ class ToolbusMetrics:
         registry: Any | None = None,
         *,
         enabled: bool = True,
-        max_label_values: int = MAX_LABEL_VALUES,
     ) -> None:
         self.enabled = enabled and prometheus_available()
         self.registry: Any | None = None
-        self._group = _CappedLabel(max_label_values)
-        self._state = _CappedLabel(max_label_values)
-        self._error_type = _CappedLabel(max_label_values)
-        self._model = _CappedLabel(max_label_values)
+        self._tool = _Bounded()
+        self._service = _Bounded()
+        self._group = _Bounded((WILDCARD,))
+        self._state = _Bounded((UNDEFINED_STATE,))
+        self._error_type = _Bounded(KNOWN_ERROR_TYPES)
+        self._outcome = _Bounded(KNOWN_OUTCOMES)
+        self._model = _Bounded()
+        self._extra_groups: frozenset[str] = frozenset()
+        self._extra_states: frozenset[str] = frozenset()
         self._last_registry: Registry | None = None
         self._registry_lock = threading.Lock()
         self._service_calls: ServiceCallCollector | None = None
@@ -287,24 +302,49 @@ class ToolbusMetrics:
 
     # ------------------------------------------------------------- configuration
 
-    def observe_registry(self, registry: Registry) -> None:
-        """Set the per-group and per-state availability gauges from ``registry``.
+    def observe_registry(
+        self,
+        registry: Registry,
+        *,
+        extra_groups: Iterable[str] = (),
+        extra_states: Iterable[str] = (),
+    ) -> None:
+        """Take the label values ``registry`` defines, and set the availability gauges.
 
-        Cheap to call repeatedly: the gauges are recomputed only when a
-        different registry (a new configuration snapshot) is seen.
+        A front door adds the groups its permissions name and its entry states.
+        Cheap to call repeatedly: the work is done only for a registry (a new
+        configuration snapshot) not seen last time, or new extras.
         """
-        if not self.enabled or registry is self._last_registry:
+        groups, states = frozenset(extra_groups), frozenset(extra_states)
+        if (
+            registry is self._last_registry
+            and groups <= self._extra_groups
+            and states <= self._extra_states
+        ):
             return
         with self._registry_lock:
-            if registry is self._last_registry:
-                return
             self._last_registry = registry
+            self._extra_groups |= groups
+            self._extra_states |= states
+            per_state = _tools_per_state(registry)
+            self._tool = _Bounded(registry.tools)
+            self._service = _Bounded(
+                [*registry.services, *(tool.type for tool in registry.tools.values())]
+            )
+            self._group = _Bounded([WILDCARD, *registry.groups(), *self._extra_groups])
+            self._state = _Bounded([*per_state, *self._extra_states])
+            if not self.enabled:
+                return
             self.group_availability.clear()
             for group, members in registry.groups().items():
                 self.group_availability.labels(group=group).set(len(members))
             self.state_availability.clear()
-            for state, count in _tools_per_state(registry).items():
+            for state, count in per_state.items():
                 self.state_availability.labels(state=state).set(count)
+
+    def know_models(self, *models: str) -> None:
+        """Models the process uses (an agent loop's): their names may be label values."""
+        self._model = _Bounded(self._model.known | set(models))
 
     # ------------------------------------------------------------- agent sessions
 
@@ -328,7 +368,7 @@ class ToolbusMetrics:
         A tool outside the session's groups also counts as an escalation attempt:
         the caller reached for something its request did not cover.
         """
-        self.invalid_transitions.labels(tool=tool or UNKNOWN_TOOL, reason=reason).inc()
+        self.invalid_transitions.labels(tool=self._tool(tool), reason=reason).inc()
         if reason == "group":
             self.escalations.labels(reason="tool").inc()
 
@@ -337,7 +377,9 @@ class ToolbusMetrics:
     ) -> None:
         """A successful call moved a session from one state to another."""
         self.transitions.labels(
-            tool=tool, from_state=self._state(from_state), to_state=self._state(to_state)
+            tool=self._tool(tool),
+            from_state=self._state(from_state),
+            to_state=self._state(to_state),
         ).inc()
         self.state_duration.labels(state=self._state(from_state)).observe(seconds_in_from)
         self.filtered_tools.observe(offered)
@@ -350,7 +392,7 @@ class ToolbusMetrics:
 
     def agent_request_ended(self, outcome: str, iterations: int) -> None:
         """The agent loop finished a request: ``outcome`` is ``answer`` or the error type."""
-        self.loop_requests.labels(outcome=self._error_type(outcome)).inc()
+        self.loop_requests.labels(outcome=self._outcome(outcome)).inc()
         self.loop_iterations.observe(iterations)
 
     def model_turn(
@@ -378,6 +420,7 @@ class ToolbusMetrics:
     def tool_call(self, tool: str, service: str, seconds: float, error_type: str | None) -> None:
         """An agent session's call went over the bus; ``error_type`` ``None`` means success."""
         outcome = OK if error_type is None else ERROR
+        tool, service = self._tool(tool), self._service(service)
         self.tool_calls.labels(tool=tool, service=service, outcome=outcome).inc()
         self.tool_call_duration.labels(tool=tool, service=service).observe(seconds)
         if error_type is not None:

@@ -150,27 +150,31 @@ class Tools:
 
     async def stream(
         self,
-        name: str,
+        tool: str | ToolDescriptor,
         arguments: Mapping[str, Any] | None = None,
         *,
         user: str = "",
         timeout: float | None = None,
         properties: Mapping[str, str] | None = None,
+        context: Mapping[str, str] | None = None,
+        registry: Registry | None = None,
     ) -> AsyncIterator[str]:
-        """Call the tool ``name`` and yield its answer's chunks as they arrive.
+        """Call a tool (a name, or a descriptor of ``registry``) and yield its answer's chunks.
 
-        A stream continues the current trace but is not a span of its own: a
-        span held open across ``yield`` would leak into the consumer's context.
+        ``context`` fills placeholders as for :meth:`invoke`. A stream continues
+        the current trace but is not a span of its own: a span held open across
+        ``yield`` would leak into the consumer's context.
         """
-        tool = self.registry.tool(name)
-        service = self._service(tool, self.registry)
+        registry = registry or self.registry
+        descriptor = registry.tool(tool) if isinstance(tool, str) else tool
+        service = self._service(descriptor, registry)
         trace = tracing.outgoing(tracing.parent_of(properties))
         applied, properties = self._prepare(
-            tool, arguments, user, None, trace, _with_trace(properties, trace)
+            descriptor, arguments, user, context, trace, _with_trace(properties, trace)
         )
         async for chunk in self.client.stream(
             service=service,
-            config=tool.config,
+            config=descriptor.config,
             user=user,
             arguments=applied.arguments,
             timeout=timeout,

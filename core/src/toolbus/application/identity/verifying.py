@@ -79,27 +79,12 @@ class CallVerifier:
     ) -> None:
         if not max_queue_age > 0:
             raise ValueError(f"max_queue_age is {max_queue_age}; it must be a positive number")
-        _, jws = jose()
-        self._keys: dict[str, Key] = {}
-        self._algorithms: dict[str, str] = {}
-        for given in keys:
-            key = as_key(given)
-            key.ensure_kid()
-            kid = str(key.kid)
-            if kid in self._keys:
-                raise SigningKeyError(f"key id {kid!r} is given twice; every key needs its own")
-            self._keys[kid] = key
-            self._algorithms[kid] = algorithm_for(key)
-        if not self._keys:
-            raise SigningKeyError("a verifier needs at least one key")
+        self._signatures = Signatures(keys, what="call token")
         self.required = required
         self.leeway = leeway
         self.clock = clock
         self.replay_memory = replay_memory
         self.max_queue_age = max_queue_age
-        self._registries = {a: jws.JWSRegistry(algorithms=[a]) for a in self._algorithms.values()}
-        self._extract = jws.extract_compact
-        self._validate = jws.validate_compact
         #: Token ids seen on at-most-once queues -> their expiry, oldest first.
         self._seen: OrderedDict[str, float] = OrderedDict()
 
@@ -116,7 +101,7 @@ class CallVerifier:
 
     @property
     def key_ids(self) -> tuple[str, ...]:
-        return tuple(self._keys)
+        return self._signatures.key_ids
 
     def verify(
         self,
@@ -146,7 +131,7 @@ class CallVerifier:
             if self.required:
                 raise Unauthorized(UNSIGNED)
             return Caller(user)
-        key_id, claims = self._verified_claims(token)
+        key_id, claims = self._signatures.verified(token)
         now = self.clock()
         # At-most-once queues hold nothing back: there "now" is when it was sent.
         valid_at = now if once or enqueued_at is None else enqueued_at
@@ -174,39 +159,6 @@ class CallVerifier:
             self._use_once(f"{call_id} {attempt}", float(claims["exp"]) + self.leeway, now)
         return caller
 
-    def _verified_claims(self, token: str) -> tuple[str, dict[str, Any]]:
-        try:
-            signed = self._extract(token.encode())
-            header = signed.headers()
-        except Exception:
-            raise Unauthorized("call token is malformed (not a JWS compact token)") from None
-        key_id = header.get("kid")
-        key = self._keys.get(key_id) if isinstance(key_id, str) else None
-        if key is None:
-            raise Unauthorized(
-                f"call token is signed by an unknown key (kid {_shown(key_id)}); "
-                "add the signer's public key to this service's verification keys"
-            )
-        algorithm = self._algorithms[key_id]
-        if header.get("alg") != algorithm:
-            raise Unauthorized(
-                f"call token's algorithm {_shown(header.get('alg'))} is not key "
-                f"{key_id!r}'s ({algorithm})"
-            )
-        try:
-            valid = self._validate(signed, key, registry=self._registries[algorithm])
-        except Exception:
-            valid = False
-        if not valid:
-            raise Unauthorized(f"call token's signature does not verify with key {key_id!r}")
-        try:
-            claims = json.loads(signed.payload)
-        except ValueError:
-            claims = None
-        if not isinstance(claims, dict):
-            raise Unauthorized("call token's claims are not a JSON object")
-        return key_id, claims
-
     def _use_once(self, use: str, until: float, now: float) -> None:
         seen = self._seen
         if use in seen:
@@ -218,4 +170,72 @@ class CallVerifier:
         seen[use] = until
 
     def __repr__(self) -> str:
-        return f"<CallVerifier keys={list(self._keys)!r} required={self.required}>"
+        return f"<CallVerifier keys={list(self.key_ids)!r} required={self.required}>"
+
+
+class Signatures:
+    """Trusted keys by key id, and the check of a JWS compact token against them.
+
+    Shared by every verifier of signed things (call tokens, signed configuration):
+    the token must name a known key, use that key's one algorithm, and verify.
+    Every failure is :class:`~toolbus.domain.errors.Unauthorized`, naming ``what``
+    was refused and never quoting the token.
+    """
+
+    def __init__(self, keys: Iterable[Key | Mapping[str, Any]], *, what: str) -> None:
+        _, jws = jose()
+        self.what = what
+        self._keys: dict[str, Key] = {}
+        self._algorithms: dict[str, str] = {}
+        for given in keys:
+            key = as_key(given)
+            key.ensure_kid()
+            kid = str(key.kid)
+            if kid in self._keys:
+                raise SigningKeyError(f"key id {kid!r} is given twice; every key needs its own")
+            self._keys[kid] = key
+            self._algorithms[kid] = algorithm_for(key)
+        if not self._keys:
+            raise SigningKeyError("a verifier needs at least one key")
+        self._registries = {a: jws.JWSRegistry(algorithms=[a]) for a in self._algorithms.values()}
+        self._extract = jws.extract_compact
+        self._validate = jws.validate_compact
+
+    @property
+    def key_ids(self) -> tuple[str, ...]:
+        return tuple(self._keys)
+
+    def verified(self, token: str) -> tuple[str, dict[str, Any]]:
+        """The signing key's id and the token's JSON payload, once the signature verifies."""
+        what = self.what
+        try:
+            signed = self._extract(token.encode())
+            header = signed.headers()
+        except Exception:
+            raise Unauthorized(f"{what} is malformed (not a JWS compact token)") from None
+        key_id = header.get("kid")
+        key = self._keys.get(key_id) if isinstance(key_id, str) else None
+        if key is None:
+            raise Unauthorized(
+                f"{what} is signed by an unknown key (kid {_shown(key_id)}); "
+                "add the signer's public key to the verification keys"
+            )
+        algorithm = self._algorithms[key_id]
+        if header.get("alg") != algorithm:
+            raise Unauthorized(
+                f"{what}'s algorithm {_shown(header.get('alg'))} is not key "
+                f"{key_id!r}'s ({algorithm})"
+            )
+        try:
+            valid = self._validate(signed, key, registry=self._registries[algorithm])
+        except Exception:
+            valid = False
+        if not valid:
+            raise Unauthorized(f"{what}'s signature does not verify with key {key_id!r}")
+        try:
+            payload = json.loads(signed.payload)
+        except ValueError:
+            payload = None
+        if not isinstance(payload, dict):
+            raise Unauthorized(f"{what}'s claims are not a JSON object")
+        return key_id, payload

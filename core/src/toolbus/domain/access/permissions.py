@@ -22,6 +22,8 @@ the same shape wherever they live::
 * Where no ``permissions`` section exists at all, access control is off
   (:meth:`Permissions.unrestricted`): everyone may request anything. Adding the
   section, even an empty one, turns it on.
+* ``signed`` (on the bus only) carries the section as a document signed by an
+  operator key; it grants nothing by itself (:func:`signed_permissions`).
 
 Parsing reports every problem at once, as one :class:`ConfigError` naming the
 user and the field.
@@ -44,7 +46,10 @@ from toolbus.domain.errors import AccessDenied, ConfigError, Problem
 SECTION = "permissions"
 USERS = "users"
 FALLBACK = "fallback"
-_KEYS = (USERS, FALLBACK)
+#: On the bus only: the section as a document signed by an operator key (a JWS
+#: string). Only a front door told to trust the operator's keys reads it.
+SIGNED = "signed"
+_KEYS = (USERS, FALLBACK, SIGNED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +162,11 @@ def parse_permissions(section: Any, *, where: str = SECTION) -> Permissions:
             if parsed is not None:
                 users[user] = parsed
 
+    if SIGNED in section and not isinstance(section[SIGNED], str):
+        problems.append(
+            Problem(where, SIGNED, "must be the signed permissions document, a JWS string")
+        )
+
     fallback: tuple[str, ...] = ()
     if FALLBACK in section:
         parsed = _groups(
@@ -235,3 +245,12 @@ def _describe(value: Any) -> str:
     if isinstance(value, str):
         return f"the string {json.dumps(value)}"
     return f"the value {value!r}"
+
+
+def signed_permissions(snapshot: Mapping[str, Any] | None) -> str | None:
+    """The signed permissions document a snapshot carries (``permissions.signed``), if any."""
+    section = (snapshot or {}).get(SECTION)
+    if not isinstance(section, Mapping):
+        return None
+    token = section.get(SIGNED)
+    return token if isinstance(token, str) else None

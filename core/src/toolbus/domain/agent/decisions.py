@@ -13,7 +13,15 @@ from typing import Literal
 from toolbus.domain.agent.turns import ModelTurn, ToolCall
 
 #: Why an agent request ended without an answer.
-StopReason = Literal["max-iterations", "deadline", "model-error", "access-denied"]
+StopReason = Literal[
+    "max-iterations",
+    "deadline",
+    "model-error",
+    "access-denied",
+    "state-refused",
+    "too-many-sessions",
+    "no-such-session",
+]
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,7 +47,9 @@ class AgentRequest(_Model):
     ``""`` means ``"undefined"``. ``history`` replays earlier steps; ``messages``
     (a toolbus addition) gives an OpenAI-style chat history instead, for callers
     that keep one. ``streaming``: send the answer's text as the model writes it
-    (otherwise each message comes whole).
+    (otherwise each message comes whole). ``session`` (a toolbus addition):
+    continue the conversation an earlier request's last event named, in the
+    state it reached.
     """
 
     question: str = ""
@@ -57,6 +59,7 @@ class AgentRequest(_Model):
     state: str = ""
     history: list[AgentStep] = Field(default_factory=list)
     streaming: bool = False
+    session: str | None = None
 
 
 class EventError(_Model):
@@ -78,7 +81,9 @@ class AgentEvent(_Model):
     chunks; ``end_of_message`` marks its last. The request's last event has
     ``end_of_dialog`` and ``end_of_stream`` set (the same thing, under
     TrustGraph's name and toolbus's), and carries the final ``state``, the
-    ``model``, the ``iterations`` made and the token ``usage``.
+    ``model``, the ``iterations`` made and the token ``usage``; when the
+    request ended in a state a new request may not start in, also the
+    ``session`` to name to continue from there.
 
     ``action`` and ``observation`` events name the ``tool``, the model's
     ``tool_call_id`` and (``action`` only) the ``arguments``; ``observation``
@@ -99,6 +104,7 @@ class AgentEvent(_Model):
     model: str | None = None
     iterations: int | None = None
     usage: EventUsage | None = None
+    session: str | None = None
 
     @property
     def last(self) -> bool:

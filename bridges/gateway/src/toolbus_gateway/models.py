@@ -1,0 +1,145 @@
+"""What the HTTP API takes and answers: request bodies and answers, as pydantic models."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from toolbus import CallOutcome
+
+Format = Literal["openai", "anthropic", "mcp"]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ToolList(BaseModel):
+    """The tools offered to the caller for these groups in this state."""
+
+    format: Format
+    groups: list[str]
+    state: str
+    tools: list[dict[str, Any]]
+
+
+class CallRequest(_Body):
+    """A single tool call, outside any session."""
+
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    groups: list[str] | None = Field(
+        None, description="Requested tool groups; absent means ['default'], [] means none."
+    )
+    state: str | None = Field(
+        None,
+        description="The state to call in: absent means 'undefined'; any other must be an "
+        "entry state ([doors] entry-states). Other states are reached in a session.",
+    )
+
+
+class Transition(BaseModel):
+    tool: str
+    from_state: str = Field(serialization_alias="from")
+    to_state: str = Field(serialization_alias="to")
+
+
+class CallOutcomeView(BaseModel):
+    """How a call came out; ``observation`` is what a model would be shown."""
+
+    name: str
+    tool: str | None
+    status: Literal["ok", "error", "refused"]
+    observation: str
+    state: str
+    refusal: str | None = None
+    error_type: str | None = None
+    tool_call_id: str | None = None
+    transition: Transition | None = None
+    after_execution: str | None = None
+
+
+class OpenSession(_Body):
+    """Open an agent session: the request's groups, initial state and history."""
+
+    groups: list[str] | None = Field(
+        None, description="Requested tool groups; absent means ['default'], [] means none."
+    )
+    state: str | None = Field(None, description="An entry state ([doors] entry-states).")
+    messages: list[dict[str, Any]] = Field(
+        default_factory=list, description="The history so far; hooks add their results to it."
+    )
+    format: Format = "openai"
+    request_id: str | None = Field(None, min_length=1, max_length=200)
+
+
+class SessionView(BaseModel):
+    session_id: str
+    user: str
+    groups: list[str]
+    state: str
+    format: Format
+    tools: list[dict[str, Any]]
+    messages: list[dict[str, Any]] | None = None
+
+
+class SessionCall(_Body):
+    """A tool call in a session, as an LLM produced it."""
+
+    name: str = Field(min_length=1)
+    arguments: dict[str, Any] | str | None = Field(
+        None, description="An object, or the JSON text a model produced."
+    )
+    tool_call_id: str | None = None
+
+
+class ServiceView(BaseModel):
+    service: str
+    replicas: list[str]
+    age_seconds: float
+    expires_in_seconds: float
+    request_queue: str | None
+    tools: list[str]
+
+
+class ServicesView(BaseModel):
+    """Running services (from their announcements) and the configured service ids,
+    as far as the caller's groups reach."""
+
+    live: list[ServiceView]
+    configured: list[str]
+    announced_tools: list[str]
+
+
+def outcome_view(outcome: CallOutcome) -> CallOutcomeView:
+    transition = outcome.transition
+    return CallOutcomeView(
+        name=outcome.name,
+        tool=outcome.tool,
+        status=outcome.status,
+        observation=outcome.observation,
+        state=outcome.state,
+        refusal=outcome.refusal,
+        error_type=outcome.error_type,
+        tool_call_id=outcome.tool_call_id,
+        transition=None
+        if transition is None
+        else Transition(
+            tool=transition.tool, from_state=transition.from_state, to_state=transition.to_state
+        ),
+        after_execution=outcome.after_execution,
+    )
+
+
+def call_status(outcome: CallOutcome) -> int:
+    """The HTTP status of a call outside a session."""
+    if outcome.ok:
+        return 200
+    if outcome.status == "error":
+        # Unusable arguments are the caller's to fix; any other error is the tool's.
+        return 422 if outcome.error_type == "bad-request" else 502
+    if outcome.refusal == "unknown":
+        return 404  # unknown, or outside the caller's groups: the same answer
+    if outcome.refusal == "state":
+        return 409
+    return 403  # denied by a code hook

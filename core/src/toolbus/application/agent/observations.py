@@ -1,0 +1,68 @@
+"""What the model reads when a call does not run: refusals, denials, unusable arguments.
+
+Every text here says what happened and what the model can do next, and no more:
+a tool outside the session's groups reads exactly like a tool that does not
+exist, so a caller learns nothing about tools it was not offered.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from toolbus.domain.config.descriptors import ToolDescriptor
+
+#: How many tool names a refusal observation lists before "and N more".
+MAX_NAMES_IN_OBSERVATION = 20
+
+
+def offer_text(available: Sequence[ToolDescriptor]) -> str:
+    """The tools the model may use now, for a refusal's last sentence."""
+    names = [tool.llm_name for tool in available]
+    if not names:
+        return "No tools are available now."
+    shown = ", ".join(names[:MAX_NAMES_IN_OBSERVATION])
+    more = len(names) - MAX_NAMES_IN_OBSERVATION
+    return f"Tools you can use now: {shown}{f', and {more} more' if more > 0 else ''}."
+
+
+def not_offered(name: str, available: Sequence[ToolDescriptor]) -> str:
+    """An unknown tool, or one outside the session's groups: the same words for both."""
+    return f"There is no tool named {name!r} available to you. No call was made. " + offer_text(
+        available
+    )
+
+
+def not_in_state(tool: ToolDescriptor, state: str, available: Sequence[ToolDescriptor]) -> str:
+    return (
+        f"The tool {tool.llm_name!r} cannot be used in the current state ({state!r}). "
+        f"No call was made. {offer_text(available)}"
+    )
+
+
+def unusable_arguments(tool: ToolDescriptor, problem: str) -> str:
+    return (
+        f"Error: the arguments for tool {tool.llm_name!r} {problem}. No call was "
+        "made; call it again with a JSON object of arguments."
+    )
+
+
+def failed(tool: ToolDescriptor, error_type: str, message: str) -> str:
+    return f"Error: tool {tool.llm_name!r} failed ({error_type}): {message}"
+
+
+def parse_arguments(arguments: Mapping[str, Any] | str | None) -> dict[str, Any] | str:
+    """The arguments as a dict, or a description of what is wrong with them."""
+    if arguments is None:
+        return {}
+    if isinstance(arguments, str):
+        if not arguments.strip():
+            return {}  # some models send "" for a call without arguments
+        try:
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError as exc:
+            return f"are not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
+    if not isinstance(arguments, Mapping):
+        return f"must be a JSON object, not {type(arguments).__name__}"
+    return dict(arguments)

@@ -1,0 +1,140 @@
+"""What a session's audit record says, gathered as the session runs: :class:`SessionRecorder`.
+
+An :class:`~toolbus.application.agent.session.AgentSession` notes every call
+and state change here; when the session ends (or is refused at the door) the
+recorder builds the one :class:`~toolbus.application.agent.audit.AuditRecord`
+and hands it to the sink. A sink that fails is logged, never raised: by then
+the request has run (or been refused), and failing it would hide its result
+without undoing anything.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+
+from toolbus.application.agent.audit import (
+    AUDIT_LOGGER,
+    AccessDenial,
+    AgentRun,
+    AuditRecord,
+    AuditSink,
+    CallRecord,
+    CallStatus,
+    Refusal,
+    SessionOutcome,
+    StateTransition,
+    timestamp,
+)
+from toolbus.application.calls.client import CallResult
+from toolbus.domain.calls.arguments import AppliedOptions
+
+_audit_log = logging.getLogger(AUDIT_LOGGER)
+
+
+class SessionRecorder:
+    """The calls, transitions and agent run of one session, and its audit record."""
+
+    def __init__(
+        self,
+        *,
+        request_id: str,
+        user: str,
+        requested_groups: tuple[str, ...] | None,
+        initial_state: str,
+        started_at: float,
+        sink: AuditSink,
+        timer: Callable[[], float],
+        calls: Iterable[CallRecord] = (),
+        transitions: Iterable[StateTransition] = (),
+        agent: AgentRun | None = None,
+    ) -> None:
+        self.request_id = request_id
+        self.user = user
+        self.requested_groups = requested_groups
+        self.initial_state = initial_state
+        self.started_at = started_at
+        self._sink = sink
+        self._timer = timer
+        self._started = timer()
+        self.calls: list[CallRecord] = list(calls)
+        self.transitions: list[StateTransition] = list(transitions)
+        self.agent = agent
+
+    def call(
+        self,
+        tool: str,
+        tool_call_id: str | None,
+        status: CallStatus,
+        state: str,
+        at: float,
+        seconds: float,
+        error_type: str | None,
+        refusal: Refusal | None = None,
+        *,
+        invocation: CallResult | None = None,
+        applied: AppliedOptions | None = None,
+    ) -> None:
+        """Note one call the session was asked to make (no arguments, ever)."""
+        if invocation is not None:
+            applied = invocation.applied
+        self.calls.append(
+            CallRecord(
+                tool=tool,
+                tool_call_id=tool_call_id,
+                status=status,
+                refusal=refusal,
+                error_type=error_type,
+                state=state,
+                timestamp=timestamp(at),
+                duration_seconds=seconds,
+                defaulted_arguments=list(applied.defaulted) if applied else [],
+                fixed_arguments=list(applied.fixed) if applied else [],
+                env_arguments=list(applied.env) if applied else [],
+                after_execution=invocation.after_execution if invocation else None,
+            )
+        )
+
+    def emit(
+        self,
+        *,
+        outcome: SessionOutcome,
+        error: str | None,
+        granted: list[str],
+        allowed: list[str],
+        final_state: str,
+        available: list[str],
+        by_group: list[str],
+        by_state: list[str],
+        denial: AccessDenial | None = None,
+    ) -> AuditRecord:
+        """Build the audit record and hand it to the sink."""
+        record = AuditRecord(
+            request_id=self.request_id,
+            user=self.user,
+            requested_groups=None if self.requested_groups is None else list(self.requested_groups),
+            granted_groups=granted,
+            allowed_groups=allowed,
+            initial_state=self.initial_state,
+            final_state=final_state,
+            available_tools=available,
+            filtered_by_group=by_group,
+            filtered_by_state=by_state,
+            state_transitions=list(self.transitions),
+            calls=list(self.calls),
+            access_denied=denial,
+            agent=self.agent,
+            outcome=outcome,
+            error=error,
+            started_at=timestamp(self.started_at),
+            duration_seconds=self._timer() - self._started,
+        )
+        try:
+            self._sink.emit(record)
+        except Exception:
+            # The request has run (or been refused) already; failing it now would
+            # hide its result without undoing anything. Make the loss loud instead.
+            _audit_log.exception(
+                "could not write the audit record of agent session %s", self.request_id
+            )
+        return record

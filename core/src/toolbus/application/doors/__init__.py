@@ -1,0 +1,14 @@
+"""Front doors: one composition of a caller's session for every way in.
+
+The HTTP gateway, ``toolbus mcp serve``, the agent service and ``toolbus
+ask``, and ``open_tools`` in Python all open their callers' sessions through a
+:class:`~toolbus.application.doors.door.FrontDoor`, built once per process from
+the operator's local files (docs/access-control.md):
+
+* :mod:`~toolbus.application.doors.settings`: the ``[doors]`` table;
+* :mod:`~toolbus.application.doors.policy`: permissions from local files (and
+  signed live ones, when the operator opts in);
+* :mod:`~toolbus.application.doors.holding`: sessions held between requests,
+  as plain data, behind a small holder interface;
+* :mod:`~toolbus.application.doors.limits`: per-user places.
+"""

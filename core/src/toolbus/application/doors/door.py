@@ -1,0 +1,371 @@
+"""The one composition of a caller's session: :class:`FrontDoor`.
+
+Every front door (the HTTP gateway, ``toolbus mcp serve``, the agent service
+and ``toolbus ask``, ``open_tools`` in Python) builds one :class:`FrontDoor`
+per process from the operator's local files, and opens every caller's session
+through it::
+
+    door = FrontDoor.from_files(tools, local=snapshot, settings=toolbus_toml, ...)
+    session = door.open("alice", groups=["default"], state=None)   # an AgentSession
+
+so that each session gets, the same way at every door: the permissions
+(:mod:`toolbus.application.doors.policy`), the entry states, configured hooks
+and code hooks, per-user limits, the audit sinks and the metrics, and its
+calls signed by the door's client. Sessions a door keeps between requests
+(gateway sessions, MCP workflows, agent conversations) are held as plain data
+(:mod:`toolbus.application.doors.holding`) and resumed per request.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from toolbus.application.agent.audit import (
+    AuditRecord,
+    AuditSink,
+    AuditSinks,
+    JsonLinesAuditSink,
+    LoggingAuditSink,
+)
+from toolbus.application.agent.code_hooks import CompiledHooks
+from toolbus.application.agent.held import HeldSession
+from toolbus.application.agent.rules import SessionRules, govern
+from toolbus.application.agent.session import AgentSession
+from toolbus.application.calls.metrics import ToolbusMetrics, default_metrics
+from toolbus.application.calls.tools import Tools
+from toolbus.application.doors.holding import Held, HeldKey, InProcessHolder, SessionHolder
+from toolbus.application.doors.limits import UserPlaces, check
+from toolbus.application.doors.policy import AccessPolicy
+from toolbus.application.doors.settings import DoorSettings, parse_door_settings
+from toolbus.application.identity.documents import DocumentVerifier
+from toolbus.domain.config.registry import Registry, normalize_state
+from toolbus.domain.errors import AccessDenied, ConfigError, Problem
+
+log = logging.getLogger("toolbus.doors")
+
+#: Kinds of held sessions, and the setting that limits each.
+SESSION = "session"
+WORKFLOW = "workflow"
+CONVERSATION = "conversation"
+
+
+class AccessControlOff(ConfigError):
+    """A door that accepts network callers was started with no permissions configured."""
+
+
+class FrontDoor:
+    """Opens, holds and resumes callers' sessions the same way at every door.
+
+    Args:
+        tools: the tools facade sessions call through (its client signs calls
+            when it has a signer); its registry may follow live configuration.
+        policy: the permissions (:class:`~toolbus.application.doors.policy.AccessPolicy`).
+        settings: the ``[doors]`` table.
+        code_hooks: compiled once at start-up (``CodeHooks.installed()``).
+        audit: where audit records go, besides ``settings.audit_file``;
+            default the ``toolbus.audit`` logger.
+        metrics, timeout: for every session.
+        holder: where held sessions are kept; default this process's memory.
+        clock: monotonic seconds, for idleness.
+    """
+
+    def __init__(
+        self,
+        tools: Tools,
+        *,
+        policy: AccessPolicy,
+        settings: DoorSettings | None = None,
+        code_hooks: CompiledHooks | None = None,
+        audit: AuditSink | None = None,
+        metrics: ToolbusMetrics | None = None,
+        timeout: float | None = None,
+        holder: SessionHolder | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.tools = tools
+        self.policy = policy
+        self.settings = settings or DoorSettings.model_validate({})
+        self.code_hooks = code_hooks
+        self.metrics = default_metrics() if metrics is None else metrics
+        self.timeout = timeout
+        self.clock = clock
+        self.holder: SessionHolder = holder or InProcessHolder(clock)
+        sinks: list[AuditSink] = [LoggingAuditSink() if audit is None else audit]
+        self._file: JsonLinesAuditSink | None = None
+        if self.settings.audit_file is not None:
+            self._file = JsonLinesAuditSink(self.settings.audit_file)
+            sinks.append(self._file)
+        self.audit: AuditSink = sinks[0] if len(sinks) == 1 else AuditSinks(sinks)
+        #: Sessions open in this process (agent requests, Python sessions), per user.
+        self.sessions = UserPlaces("sessions", self.settings.max_sessions_per_user)
+        #: Event streams open in this process, per user.
+        self.streams = UserPlaces("streams", self.settings.max_streams_per_user)
+        self._rules: tuple[Registry | None, SessionRules, SessionRules] | None = None
+        govern(tools, lambda registry: self.rules(registry))
+
+    @classmethod
+    def from_files(
+        cls,
+        tools: Tools,
+        *,
+        local: Mapping[str, Any] | None,
+        settings: Mapping[str, Any] | None,
+        base_dir: Path | None = None,
+        environ: Mapping[str, str] | None = None,
+        **options: Any,
+    ) -> FrontDoor:
+        """The door the operator's files describe: ``local`` is the configuration given
+        locally (a snapshot), ``settings`` the parsed ``toolbus.toml``; paths in it are
+        relative to ``base_dir``. :class:`ConfigError` names every problem."""
+        table = parse_door_settings((settings or {}).get("doors"))
+        base = base_dir or Path.cwd()
+        live_keys = None
+        if table.live_permissions is not None:
+            sources = [
+                source if source.startswith("env:") else str(base / source)
+                for source in table.live_permissions
+            ]
+            try:
+                live_keys = DocumentVerifier.load(sources, environ)
+            except ValueError as exc:
+                raise ConfigError(
+                    [Problem("toolbus.toml [doors]", "live-permissions", str(exc))]
+                ) from None
+        if table.audit_file is not None:
+            table = table.model_copy(update={"audit_file": str(base / table.audit_file)})
+        policy = AccessPolicy(local, settings, live_keys=live_keys)
+        return cls(tools, policy=policy, settings=table, **options)
+
+    def close(self) -> None:
+        """Close the audit file, if the door writes one."""
+        if self._file is not None:
+            self._file.close()
+
+    # ------------------------------------------------------------------ rules
+
+    @property
+    def entry_states(self) -> frozenset[str]:
+        return frozenset(self.settings.entry_states)
+
+    def require_access_control(self, door: str, *, allow_off: bool) -> str | None:
+        """For a door that accepts network callers: refuse to start with access control
+        unconfigured unless ``allow_off`` (``--no-access-control``); returns the warning
+        to print when it is off."""
+        if self.policy.configured:
+            return None
+        if not allow_off:
+            raise AccessControlOff(
+                [
+                    Problem(
+                        door,
+                        "",
+                        "access control is not configured: every caller could use every "
+                        "tool. Add a [permissions] table to toolbus.toml (or a permissions "
+                        "section to the configuration), or pass --no-access-control to "
+                        "serve without it",
+                    )
+                ]
+            )
+        return (
+            f"{door}: access control is OFF (--no-access-control): every caller may use every tool"
+        )
+
+    def rules(self, registry: Registry, *, places: bool = True) -> SessionRules:
+        """What every session on ``registry`` follows; worked out once per registry."""
+        cached = self._rules
+        if cached is None or cached[0] is not registry:
+            base = SessionRules(
+                permissions=self.policy.permissions(registry),
+                entry_states=self.entry_states,
+                code_hooks=self.code_hooks,
+                audit=self.audit,
+                metrics=self.metrics,
+                timeout=self.timeout,
+            )
+            counted = dataclasses.replace(base, places=self.sessions)
+            self.metrics.observe_registry(
+                registry, extra_groups=_groups_of(base), extra_states=self.entry_states
+            )
+            cached = self._rules = (registry, base, counted)
+        return cached[2] if places else cached[1]
+
+    # ------------------------------------------------------------------ sessions
+
+    def open(
+        self,
+        user: str,
+        groups: Sequence[str] | None = None,
+        state: str | None = None,
+        *,
+        request_id: str | None = None,
+        counted: bool = True,
+    ) -> AgentSession:
+        """A session for ``user``: checked, audited if refused, hooks installed.
+
+        ``counted``: the session takes one of the user's places until it closes
+        (agent requests, Python sessions); a door that holds the session as data
+        counts held sessions instead (:meth:`hold`).
+        """
+        registry = self.tools.registry
+        return AgentSession(
+            self.tools,
+            registry,
+            user=user,
+            groups=groups,
+            state=state,
+            request_id=request_id,
+            rules=self.rules(registry, places=counted),
+        )
+
+    def admit(
+        self, user: str, groups: Sequence[str] | None = None, state: str | None = None
+    ) -> tuple[str, ...]:
+        """The groups granted to a request that opens no session (a tool list, a gate).
+
+        A refusal is counted and audited exactly as a session's: the session it
+        would have been is opened to write the record, and refuses.
+        """
+        rules = self.rules(self.tools.registry, places=False)
+        assert rules.permissions is not None
+        try:
+            granted = rules.permissions.check(user, groups)
+        except AccessDenied:
+            granted = None
+        if granted is None or normalize_state(state) not in self.entry_states:
+            self.open(user, groups, state, counted=False)  # raises, after auditing
+        assert granted is not None
+        return granted
+
+    def resumed(self, held: HeldSession, *, counted: bool = False) -> AgentSession:
+        """The session ``held`` describes, on the configuration now (groups checked again)."""
+        registry = self.tools.registry
+        return AgentSession(
+            self.tools, registry, resume=held, rules=self.rules(registry, places=counted)
+        )
+
+    # ------------------------------------------------------------------ held sessions
+
+    def _limit(self, kind: str) -> int:
+        if kind == WORKFLOW:
+            return self.settings.max_workflows_per_user
+        return self.settings.max_sessions_per_user
+
+    async def check_room(self, user: str, kind: str) -> None:
+        """:class:`~toolbus.domain.errors.LimitReached` when ``user`` holds the most of ``kind``."""
+        owned = await self.holder.owned(user, kind)
+        if len(owned) < self._limit(kind):
+            return
+        idlest = min(held.last_used for held in owned)
+        wait = idlest + self.settings.session_idle_timeout - self.clock()
+        check(kind + "s", user, len(owned), self._limit(kind), int(wait) + 1)
+
+    async def hold(self, session: AgentSession, kind: str, key: str | None = None) -> Held:
+        """Keep ``session`` (its data) for its user under ``key`` (default its request id)."""
+        await self.check_room(session.user, kind)
+        held = Held(
+            HeldKey(session.user, kind, key or session.request_id),
+            session.held(),
+            self.clock(),
+        )
+        if not await self.holder.put(held, ttl=self.settings.session_idle_timeout):
+            raise ConfigError(
+                [Problem("held session", str(held.key), "is held already; use it or close it")]
+            )
+        return held
+
+    async def get(self, user: str, kind: str, key: str) -> Held | None:
+        """The session ``user`` holds under ``key``; another user's keys never match."""
+        return await self.holder.get(HeldKey(user, kind, key))
+
+    async def keep(self, held: Held, session: AgentSession) -> Held:
+        """Store what ``session`` (resumed from ``held``) reached.
+
+        The audit record so far is written, and a fresh one starts in the same
+        state under the same request id, when a call was refused (a refusal is
+        never kept waiting for the session to end) and every ``calls-per-record``
+        calls (no record grows without bound).
+        """
+        data = session.held()
+        refused = any(call.status == "refused" for call in data.calls)
+        if refused or session.calls >= self.settings.calls_per_record:
+            await session.close()
+            data = data.restarted(data.request_id, time.time())
+        kept = Held(held.key, data, self.clock(), held.version + 1)
+        if not await self.holder.swap(kept, ttl=self.settings.session_idle_timeout):
+            log.warning("held session %s was changed or closed meanwhile; kept as it is", held.key)
+            return held
+        return kept
+
+    async def touch(self, held: Held) -> Held:
+        """Mark ``held`` as used now (a client listening for changes is not idle)."""
+        kept = Held(held.key, held.session, self.clock(), held.version + 1)
+        if await self.holder.swap(kept, ttl=self.settings.session_idle_timeout):
+            return kept
+        return held
+
+    async def release(self, user: str, kind: str, key: str) -> AuditRecord | None:
+        """Stop holding a session and write its audit record; ``None`` if none was held."""
+        held = await self.holder.delete(HeldKey(user, kind, key))
+        if held is None:
+            return None
+        return await self._closed(held)
+
+    async def expire(self) -> list[Held]:
+        """Close the held sessions whose idle time ran out, writing their audit records."""
+        expired = await self.holder.expired()
+        for held in expired:
+            log.info("closing %s: idle for %.0f s", held.key, self.settings.session_idle_timeout)
+            await self._closed(held)
+        return expired
+
+    async def owned(self, user: str, kind: str) -> list[Held]:
+        return await self.holder.owned(user, kind)
+
+    async def _closed(self, held: Held) -> AuditRecord | None:
+        records: list[AuditRecord] = []
+        sink = _Keep(self.audit, records)
+        registry = self.tools.registry
+        rules = self.rules(registry, places=False)
+        try:
+            session = AgentSession(
+                self.tools,
+                registry,
+                resume=held.session,
+                rules=SessionRules(
+                    permissions=rules.permissions,
+                    code_hooks=rules.code_hooks,
+                    audit=sink,
+                    metrics=rules.metrics,
+                ),
+            )
+        except Exception:  # revoked meanwhile: the refusal is the record
+            return records[0] if records else None
+        await session.close()
+        return records[0] if records else None
+
+
+class _Keep:
+    """Passes records on, keeping a copy (the record a closed session answers with)."""
+
+    def __init__(self, sink: AuditSink, kept: list[AuditRecord]) -> None:
+        self._sink = sink
+        self._kept = kept
+
+    def emit(self, record: AuditRecord) -> None:
+        self._kept.append(record)
+        self._sink.emit(record)
+
+
+def _groups_of(rules: SessionRules) -> Collection[str]:
+    permissions = rules.permissions
+    if permissions is None:
+        return ()
+    found = set(permissions.fallback)
+    for groups in permissions.users.values():
+        found.update(groups)
+    return found
