@@ -14,6 +14,12 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.session.support import workflow_snapshot
+from toolbus.application.agent.audit import AuditSink, ListAuditSink
+from toolbus.application.calls.metrics import ToolbusMetrics
+from toolbus.application.calls.tools import Tools
+from toolbus.application.doors.door import FrontDoor
+from toolbus.application.doors.policy import AccessPolicy
+from toolbus.application.doors.settings import parse_door_settings
 
 #: Users, their tokens and their permissions in the HTTP tests.
 ALICE_TOKEN = "alice-token-0123456789abcdef"
@@ -25,6 +31,26 @@ PERMISSIONS = {
 
 MEMORY_SERVER = [sys.executable, "-m", "tests.mcp.memory_server"]
 REPOSITORY = Path(__file__).resolve().parents[2]
+
+
+def front_door(
+    tools: Tools,
+    *,
+    audit: AuditSink | None = None,
+    doors: dict[str, Any] | None = None,
+    clock: Any = None,
+    policy: AccessPolicy | None = None,
+) -> FrontDoor:
+    """A front door over ``tools``: permissions from their snapshot, ``doors`` as [doors]."""
+    options: dict[str, Any] = {} if clock is None else {"clock": clock}
+    return FrontDoor(
+        tools,
+        policy=policy or AccessPolicy(tools.registry.snapshot, None),
+        settings=parse_door_settings(doors),
+        audit=audit if audit is not None else ListAuditSink(),
+        metrics=ToolbusMetrics.disabled(),
+        **options,
+    )
 
 
 def snapshot_with_permissions() -> dict[str, Any]:

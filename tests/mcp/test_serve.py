@@ -23,6 +23,7 @@ from tests.mcp.support import (
     ALICE_TOKEN,
     BOB_TOKEN,
     PERMISSIONS,
+    front_door,
     http_client,
     names,
     next_change,
@@ -32,10 +33,11 @@ from tests.support.servers import free_port
 from toolbus.application.agent.audit import ListAuditSink
 from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.calls.host import running
-from toolbus.application.calls.metrics import ToolbusMetrics
 from toolbus.application.calls.service import tool_service
 from toolbus.application.calls.tools import Tools
+from toolbus.application.doors.policy import AccessPolicy
 from toolbus.application.identity.credentials import ApiKey, CredentialTable
+from toolbus.application.identity.keys import public_jwk
 from toolbus.application.live.announcements import announcing, service_tools
 from toolbus.application.live.registry import LiveRegistry
 from toolbus.domain.config.loading import load_registry
@@ -63,18 +65,19 @@ def bridge(
     *,
     caller: McpCaller | None = RESEARCHER,
     permissions=None,
+    doors: dict[str, Any] | None = None,
+    clock: Any = None,
 ) -> BusMcpServer:
     registry = load_registry(workflow_snapshot(permissions=permissions))
-    return BusMcpServer(
-        kit.tools(registry), caller=caller, audit=audit, metrics=ToolbusMetrics.disabled()
-    )
+    door = front_door(kit.tools(registry), audit=audit, doors=doors, clock=clock)
+    return BusMcpServer(door, caller=caller)
 
 
 async def test_the_tool_list_is_what_an_agent_session_offers(kit: ToolTestKit) -> None:
     server = bridge(kit, ListAuditSink())
     async with Client(server.server) as client:
         listed = await client.list_tools()
-    session = server.start_session(RESEARCHER, None)
+    session = server.door.open(RESEARCHER.user, RESEARCHER.groups)
     assert names(listed) == sorted(tool["name"] for tool in session.tools("mcp"))
     assert names(listed) == ["knowledge-query", "text-completion"]
     query = next(tool for tool in listed.tools if tool.name == "knowledge-query")
@@ -147,27 +150,36 @@ async def test_a_long_lived_workflow_writes_a_record_every_so_many_calls(
     kit: ToolTestKit,
 ) -> None:
     audit = ListAuditSink()
-    registry = load_registry(workflow_snapshot())
-    server = BusMcpServer(kit.tools(registry), caller=RESEARCHER, audit=audit, calls_per_record=2)
+    server = bridge(kit, audit, doors={"calls-per-record": 2})
     async with Client(server.server) as client:
         await client.call_tool("text-completion", {"prompt": "one"})
         await client.call_tool("knowledge-query", {"question": "two"})
         after = await client.call_tool("complex-analysis", {"dataset": "three"})
-    assert not after.is_error  # the state moved in the first session carried over
+    assert not after.is_error  # the state moved in the first record carried over
     [first] = audit.records
     assert [call.tool for call in first.calls] == ["text-completion", "knowledge-query"]
     await server.close()
     assert [call.tool for call in audit.records[1].calls] == ["complex-analysis"]
     assert audit.records[1].initial_state == "analysis"
+    assert audit.records[1].request_id == first.request_id  # one workflow, several records
+
+
+async def test_a_refused_call_is_audited_at_once(kit: ToolTestKit) -> None:
+    audit = ListAuditSink()
+    server = bridge(kit, audit)
+    async with Client(server.server) as client:
+        await client.call_tool("knowledge-query", {"question": "who?"})
+        await client.call_tool("reset-workflow", {})
+        assert [[c.refusal for c in r.calls] for r in audit.records] == [[None, "group"]]
+        await client.call_tool("complex-analysis", {"dataset": "d"})
+    await server.close()
+    assert [c.tool for c in audit.records[1].calls] == ["complex-analysis"]
 
 
 async def test_an_idle_workflow_is_closed_and_its_record_written(kit: ToolTestKit) -> None:
     audit = ListAuditSink()
     now = [0.0]
-    registry = load_registry(workflow_snapshot())
-    server = BusMcpServer(
-        kit.tools(registry), caller=RESEARCHER, audit=audit, idle_timeout=60, clock=lambda: now[0]
-    )
+    server = bridge(kit, audit, doors={"session-idle-timeout": 60}, clock=lambda: now[0])
     async with Client(server.server) as client:
         await client.call_tool("knowledge-query", {"question": "who?"})
         now[0] = 30.0
@@ -180,17 +192,64 @@ async def test_an_idle_workflow_is_closed_and_its_record_written(kit: ToolTestKi
     assert fresh == ["knowledge-query", "text-completion"]  # a new workflow starts over
 
 
-async def test_a_configuration_that_revokes_the_groups_refuses_clearly(kit: ToolTestKit) -> None:
+async def test_signed_live_permissions_that_revoke_the_groups_refuse_clearly(
+    kit: ToolTestKit,
+) -> None:
+    from toolbus.application.identity import generate_key
+    from toolbus.application.identity.documents import (
+        PERMISSIONS_PURPOSE,
+        DocumentVerifier,
+        sign_document,
+    )
+
+    operator = generate_key("Ed25519", kid="operator-1")
     allowed = {"users": {"carol": list(RESEARCHER.groups or ())}, "fallback": []}
     tools = kit.tools(load_registry(workflow_snapshot(permissions=allowed)))
-    server = BusMcpServer(tools, caller=RESEARCHER, audit=ListAuditSink())
+    policy = AccessPolicy(
+        tools.registry.snapshot, None, live_keys=DocumentVerifier([public_jwk(operator)])
+    )
+    server = BusMcpServer(front_door(tools, policy=policy), caller=RESEARCHER)
     async with Client(server.server) as client:
         assert names(await client.list_tools())
         revoked = {"users": {"carol": ["read-only"]}, "fallback": []}
-        tools.registry = load_registry(workflow_snapshot(permissions=revoked))
+        signed = sign_document(revoked, operator, purpose=PERMISSIONS_PURPOSE)
+        tools.registry = load_registry(workflow_snapshot(permissions={"signed": signed}))
         with pytest.raises(MCPError) as refused:
             await client.list_tools()
     assert "may not use group(s)" in str(refused.value)
+
+
+async def test_unsigned_live_permissions_change_nothing(kit: ToolTestKit) -> None:
+    allowed = {"users": {"carol": ["read-only"]}, "fallback": []}
+    tools = kit.tools(load_registry(workflow_snapshot(permissions=allowed)))
+    server = BusMcpServer(front_door(tools), caller=McpCaller("carol", ("read-only",)))
+    async with Client(server.server) as client:
+        before = names(await client.list_tools())
+        # What any publisher could put on the bus: everyone gets everything.
+        tools.registry = load_registry(workflow_snapshot(permissions={"fallback": ["*"]}))
+        escalated = BusMcpServer(server.door, caller=McpCaller("mallory", ("*",)))
+        async with Client(escalated.server) as mallory:
+            with pytest.raises(MCPError) as refused:
+                await mallory.list_tools()
+        after = names(await client.list_tools())
+    assert before == after
+    assert "mallory" in str(refused.value)
+
+
+async def test_workflows_are_limited_per_user_and_none_is_evicted(kit: ToolTestKit) -> None:
+    server = bridge(kit, ListAuditSink(), doors={"max-workflows-per-user": 3})
+    other = BusMcpServer(server.door, caller=McpCaller("dave", RESEARCHER.groups))
+    async with Client(server.server) as client, Client(other.server) as dave:
+        await client.list_tools()  # the default workflow: one of the three
+        await client.call_tool("knowledge-query", {"question": "?"}, meta={WORKFLOW_META_KEY: "a"})
+        await client.list_tools(meta={WORKFLOW_META_KEY: "b"})
+        with pytest.raises(MCPError) as refused:
+            await client.list_tools(meta={WORKFLOW_META_KEY: "c"})
+        # The same name from another user is another workflow, and fits.
+        assert names(await dave.list_tools(meta={WORKFLOW_META_KEY: "a"}))
+        kept = names(await client.list_tools(meta={WORKFLOW_META_KEY: "a"}))
+    assert "too many workflows" in str(refused.value)
+    assert "complex-analysis" in kept  # "a" kept its state
 
 
 async def test_an_announced_service_appearing_notifies_clients(kit: ToolTestKit) -> None:
@@ -202,7 +261,8 @@ async def test_an_announced_service_appearing_notifies_clients(kit: ToolTestKit)
     async with AsyncExitStack() as stack:
         live = LiveRegistry(kit.bus, client=kit.client, follow_config=False)
         await stack.enter_async_context(live)
-        server = BusMcpServer(live.tools(kit.client), live=live, caller=McpCaller("dave"))
+        door = front_door(live.tools(kit.client))
+        server = BusMcpServer(door, live=live, caller=McpCaller("dave"))
         tasks = await stack.enter_async_context(anyio.create_task_group())
         await tasks.start(server.follow_changes)
         async with Client(server.server) as client:
@@ -234,7 +294,8 @@ async def test_a_2025_revision_client_hears_of_a_service_appearing(kit: ToolTest
     async with AsyncExitStack() as stack:
         live = LiveRegistry(kit.bus, client=kit.client, follow_config=False)
         await stack.enter_async_context(live)
-        server = BusMcpServer(live.tools(kit.client), live=live, caller=McpCaller("dave"))
+        door = front_door(live.tools(kit.client))
+        server = BusMcpServer(door, live=live, caller=McpCaller("dave"))
         tasks = await stack.enter_async_context(anyio.create_task_group())
         await tasks.start(server.follow_changes)
         async with (
@@ -381,7 +442,7 @@ async def test_calls_are_signed_with_the_client_s_user_and_groups() -> None:
             ToolServiceClient(bus, signer=keys.signer(), default_timeout=10)
         )
         tools = Tools(client, load_registry(snapshot))
-        server = BusMcpServer(tools, caller=McpCaller("erin", ("team",)), audit=ListAuditSink())
+        server = BusMcpServer(front_door(tools), caller=McpCaller("erin", ("team",)))
         async with Client(server.server) as mcp_client:
             answer = await mcp_client.call_tool(who.service.id, {})
     assert answer.content[0].text == "erin team verified=True"
