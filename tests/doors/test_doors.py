@@ -9,7 +9,7 @@ processes with the scripted model, and Python in this process.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -21,15 +21,6 @@ from tests.support.model_server import ModelServer
 from toolbus.testing.doors import DoorConformance, DoorDriver, DoorSetup
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def doors_nats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    from tests.nats.server import NatsServer
-
-    server = NatsServer(tmp_path_factory.mktemp("doors-nats"))
-    with server.running():
-        yield server.url
 
 
 class _OnNats(DoorConformance):

@@ -143,8 +143,10 @@ class StateRefused(AccessDenied):
     def __init__(self, user: str, state: str, entry_states: Iterable[str]) -> None:
         self.state = state
         entries = ", ".join(map(repr, entry_states)) or "none"
+        # The state is the caller's to choose, any length: quote a bounded prefix.
+        shown = repr(state) if len(state) <= 64 else f"{state[:64]!r}…"
         super().__init__(
-            f"user {user!r} may not start in state {state!r}: the entry states are {entries}. "
+            f"user {user!r} may not start in state {shown}: the entry states are {entries}. "
             "Start in one of them, or continue the session that reached the state",
             user=user,
         )

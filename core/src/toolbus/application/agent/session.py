@@ -236,7 +236,8 @@ class AgentSession:
         entries = entry_states if entry_states is not None else rules.entry_states
         if resume is None and entries is not None and current not in entries:
             refused = StateRefused(user, current, sorted(entries))
-            self._deny(refused, state=current)
+            # The record keeps a bounded prefix: the caller chose the state, any length.
+            self._deny(refused, state=current[:_MAX_AUDITED_NAME])
             raise refused
         self._initial = registry.availability(self.groups, self.initial_state)
         self._enter(current, registry.availability(self.groups, current))
