@@ -98,7 +98,8 @@ async def measure(seconds: float, use_nats: bool) -> list[tuple[str, int, float]
                 url,
                 authenticator=authenticator(),
                 config=config,
-                settings=parse_gateway_settings({"max-sessions-per-user": 1000}),
+                settings=parse_gateway_settings({}),
+                settings_file={"doors": {"max-sessions-per-user": 1000}},
             )
             served = await stack.enter_async_context(serving(gateway))
             limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)

@@ -9,7 +9,7 @@ string an operator puts, :class:`DocumentVerifier` checks it where it is used.
 The token is a JWS compact string (joserfc; the key types and algorithms of
 call tokens, :mod:`toolbus.application.identity.keys`) whose payload is
 ``{"purpose": ..., "issued_at": ..., "document": {...}}``. The purpose keeps a
-document signed for one use from being accepted for another; the issue time
+document signed for one use from being accepted for another; the signing time
 lets a reader refuse a document older than one it has already taken (an old
 signed item put back on the bus).
 """
@@ -91,5 +91,5 @@ class DocumentVerifier:
             raise Unauthorized(f"the document was signed for another purpose, not {purpose!r}")
         document, issued = payload.get("document"), payload.get("issued_at")
         if not isinstance(document, dict) or not isinstance(issued, int | float):
-            raise Unauthorized("the signed document has no document or issue time")
+            raise Unauthorized("the signed document has no document or signing time")
         return SignedDocument(document, key_id, float(issued))
