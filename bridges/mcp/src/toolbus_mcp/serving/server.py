@@ -38,7 +38,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
+from contextlib import AbstractContextManager, asynccontextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,7 +55,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolbus.application.agent.session import AgentSession
 from toolbus.application.doors.door import WORKFLOW, FrontDoor
-from toolbus.application.doors.holding import Held, HeldKey
+from toolbus.application.doors.holding import Held, HeldAlready, HeldKey
 from toolbus.application.live.registry import LiveRegistry
 from toolbus.application.tracing import conventions
 from toolbus.application.tracing import propagation as tracing
@@ -224,7 +224,8 @@ class BusMcpServer:
         if await self.door.holder.get(key) is None:
             await self.door.check_room(caller.user, WORKFLOW)
             session = self.door.open(caller.user, caller.groups, caller.state, counted=False)
-            await self.door.hold(session, WORKFLOW, key.id)
+            with suppress(HeldAlready):  # a concurrent first request started it: use that
+                await self.door.hold(session, WORKFLOW, key.id)
         found = self._workflows.get(key)
         if found is None:
             found = self._workflows[key] = Workflow(self, key)

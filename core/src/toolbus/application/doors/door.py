@@ -38,7 +38,13 @@ from toolbus.application.agent.rules import SessionRules, govern
 from toolbus.application.agent.session import AgentSession
 from toolbus.application.calls.metrics import ToolbusMetrics, default_metrics
 from toolbus.application.calls.tools import Tools
-from toolbus.application.doors.holding import Held, HeldKey, InProcessHolder, SessionHolder
+from toolbus.application.doors.holding import (
+    Held,
+    HeldAlready,
+    HeldKey,
+    InProcessHolder,
+    SessionHolder,
+)
 from toolbus.application.doors.limits import UserPlaces, check
 from toolbus.application.doors.policy import AccessPolicy
 from toolbus.application.doors.settings import DoorSettings, parse_door_settings
@@ -273,9 +279,7 @@ class FrontDoor:
             self.clock(),
         )
         if not await self.holder.put(held, ttl=self.settings.session_idle_timeout):
-            raise ConfigError(
-                [Problem("held session", str(held.key), "is held already; use it or close it")]
-            )
+            raise HeldAlready(held.key)
         return held
 
     async def get(self, user: str, kind: str, key: str) -> Held | None:

@@ -21,6 +21,15 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from toolbus.application.agent.held import HeldSession
+from toolbus.domain.errors import ToolbusError
+
+
+class HeldAlready(ToolbusError):
+    """A session is held under this key already (a request id used twice, say)."""
+
+    def __init__(self, key: HeldKey) -> None:
+        self.key = key
+        super().__init__(f"{key.kind} {key.id[:200]!r} is held already; use it or close it")
 
 
 @dataclass(frozen=True, slots=True)

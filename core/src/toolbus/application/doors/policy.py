@@ -51,6 +51,7 @@ class AccessPolicy:
     ) -> None:
         #: Raises ConfigError now, so that a bad section stops the door's start.
         self.local: Permissions = load_permissions(local, settings)
+        self._section_given = SECTION in (local or {}) or SECTION in (settings or {})
         self._live_keys = live_keys
         self._local_section = (local or {}).get(SECTION)
         self._signed: Permissions = self.local
@@ -60,8 +61,10 @@ class AccessPolicy:
 
     @property
     def configured(self) -> bool:
-        """Whether the operator configured access control (a permissions section exists)."""
-        return not self.local.is_unrestricted or self._live_keys is not None
+        """Whether the operator configured access control: a permissions section exists
+        (even one that lets everyone in: that was said, not forgotten), or signed live
+        permissions are trusted."""
+        return self._section_given or self._live_keys is not None
 
     def permissions(self, registry: Registry) -> Permissions:
         """The permissions for sessions on ``registry``; worked out once per registry."""
