@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from toolbus import AgentSession, open_tools
-from toolbus.application.agent.session import ToolStream
+from toolbus.application.agent.calling import ToolStream
 from toolbus.application.calls.tools import Tools
 from toolbus.domain.errors import AccessDenied, LimitReached, ToolCallError
 from toolbus.testing.doors import Answer, Caller, DoorDriver, DoorSession, DoorSetup

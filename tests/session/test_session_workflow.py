@@ -356,8 +356,8 @@ async def test_the_agent_loop_in_the_docs_runs_as_printed(
     audit = ListAuditSink()
     # Keep the example's record out of the process-wide logger and metrics.
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("toolbus.application.agent.session._DEFAULT_SINK", audit)
-        patch.setattr("toolbus.application.agent.session.default_metrics", ToolbusMetrics.disabled)
+        patch.setattr("toolbus.application.agent.rules._DEFAULT_SINK", audit)
+        patch.setattr("toolbus.application.agent.rules.default_metrics", ToolbusMetrics.disabled)
         answer = await namespace["main"]()
     printed = re.search(
         r"It prints:\n\n```text\n(.*?)```", page.read_text(encoding="utf-8"), re.DOTALL

@@ -21,7 +21,7 @@ from fastapi.responses import JSONResponse, Response
 from sse_starlette import EventSourceResponse
 
 from toolbus import AgentSession, CallOutcome
-from toolbus.application.agent.session import ToolStream
+from toolbus.application.agent.calling import ToolStream
 from toolbus.domain.config.registry import normalize_state
 from toolbus.domain.config.schemas import export_tools
 from toolbus.domain.errors import ToolCallError

@@ -28,6 +28,8 @@ from toolbus.application.agent.audit import (
 )
 from toolbus.application.calls.client import CallResult
 from toolbus.domain.calls.arguments import AppliedOptions
+from toolbus.domain.config.registry import WILDCARD, Availability
+from toolbus.domain.errors import AccessDenied
 
 _audit_log = logging.getLogger(AUDIT_LOGGER)
 
@@ -93,6 +95,48 @@ class SessionRecorder:
                 env_arguments=list(applied.env) if applied else [],
                 after_execution=invocation.after_execution if invocation else None,
             )
+        )
+
+    def completed(
+        self,
+        outcome: SessionOutcome,
+        error: str | None,
+        *,
+        granted: Iterable[str],
+        allowed: Iterable[str],
+        final_state: str,
+        initial: Availability,
+    ) -> AuditRecord:
+        """The session ended: its record, the tools it started with included."""
+        return self.emit(
+            outcome=outcome,
+            error=error,
+            granted=list(granted),
+            allowed=list(allowed),
+            final_state=final_state,
+            available=[tool.name for tool in initial.available],
+            by_group=list(initial.filtered_by_group),
+            by_state=list(initial.filtered_by_state),
+        )
+
+    def denied(
+        self, exc: AccessDenied, *, allowed: Iterable[str], state: str | None
+    ) -> AuditRecord:
+        """The session was refused before anything ran: its groups, or ``state``."""
+        if state is not None:
+            self.initial_state = state
+        return self.emit(
+            outcome="denied",
+            error=None,
+            granted=[],
+            allowed=list(allowed),
+            final_state=self.initial_state,
+            available=[],
+            by_group=[],
+            by_state=[],
+            denial=AccessDenial(
+                denied_groups=list(exc.denied), wildcard=WILDCARD in exc.denied, state=state
+            ),
         )
 
     def emit(

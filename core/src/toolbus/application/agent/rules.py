@@ -17,17 +17,18 @@ tools of :func:`toolbus.open_tools` keeps the door's promises in Python.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
-from toolbus.application.agent.audit import AuditSink
-from toolbus.application.agent.code_hooks import CompiledHooks
-from toolbus.application.calls.metrics import ToolbusMetrics
+from toolbus.application.agent.audit import AuditSink, LoggingAuditSink
+from toolbus.application.agent.caches import SNAPSHOT_HOOKS, SNAPSHOT_PERMISSIONS
+from toolbus.application.agent.code_hooks import NO_HOOKS, CompiledHooks
+from toolbus.application.calls.metrics import ToolbusMetrics, default_metrics
 from toolbus.application.calls.tools import Tools
-from toolbus.domain.access.permissions import Permissions
+from toolbus.domain.access.permissions import Permissions, load_permissions
 from toolbus.domain.config.registry import Registry
-from toolbus.domain.hooks.configured import HookConfig
+from toolbus.domain.hooks.configured import HookConfig, ToolCallHook, load_hooks
 
 #: Gives a place back (a session closed).
 Leave = Callable[[], None]
@@ -85,6 +86,78 @@ def rules_of(tools: Tools, registry: Registry) -> SessionRules | None:
     return None if source is None else source(registry)
 
 
-def entry_state_allowed(state: str, entry_states: Sequence[str] | frozenset[str] | None) -> bool:
-    """Whether a caller may ask to start in ``state`` (``None``: every state)."""
-    return entry_states is None or state in entry_states
+_DEFAULT_SINK = LoggingAuditSink()
+
+
+@dataclass(frozen=True, slots=True)
+class SessionParts:
+    """Every part of one session, each from where it was given, else its default."""
+
+    permissions: Permissions
+    entry_states: frozenset[str] | None
+    hooks: tuple[HookConfig, ...]
+    code_hooks: CompiledHooks
+    audit: AuditSink
+    metrics: ToolbusMetrics
+    timeout: float | None
+    places: Places | None
+
+
+def session_parts(
+    rules: SessionRules | None,
+    registry: Registry,
+    *,
+    permissions: Permissions | None,
+    entry_states: Collection[str] | None,
+    hooks: Sequence[HookConfig] | None,
+    code_hooks: CompiledHooks | None,
+    audit: AuditSink | None,
+    metrics: ToolbusMetrics | None,
+    timeout: float | None,
+) -> SessionParts:
+    """A part given to the session wins, then the rules', then the default: the snapshot's
+    ``permissions`` and ``hooks`` sections, the ``toolbus.audit`` log, the process's metrics."""
+    rules = rules or SessionRules()
+    found_permissions = _given(permissions, rules.permissions)
+    found_hooks = _given(None if hooks is None else checked_hooks(hooks), rules.hooks)
+    found_code = _given(code_hooks, rules.code_hooks)
+    found_audit = _given(audit, rules.audit)
+    found_metrics = _given(metrics, rules.metrics)
+    return SessionParts(
+        permissions=found_permissions
+        if found_permissions is not None
+        else SNAPSHOT_PERMISSIONS.get(registry, "", lambda r: load_permissions(r.snapshot)),
+        entry_states=rules.entry_states
+        if entry_states is None
+        else SessionRules.states(entry_states),
+        hooks=found_hooks
+        if found_hooks is not None
+        else SNAPSHOT_HOOKS.get(registry, "", lambda r: load_hooks(r.snapshot)),
+        code_hooks=found_code if found_code is not None else NO_HOOKS,
+        audit=found_audit if found_audit is not None else _DEFAULT_SINK,
+        metrics=found_metrics if found_metrics is not None else default_metrics(),
+        timeout=_given(timeout, rules.timeout),
+        places=rules.places,
+    )
+
+
+T = TypeVar("T")
+
+
+def _given(*values: T | None) -> T | None:
+    """The first value that is not ``None`` (an empty one included)."""
+    return next((value for value in values if value is not None), None)
+
+
+def checked_hooks(hooks: Sequence[HookConfig]) -> tuple[HookConfig, ...]:
+    """Configured hooks given in code, checked to be parsed hook models."""
+    if isinstance(hooks, str | bytes | Mapping):
+        raise TypeError("hooks must be a sequence of hook models; build it with parse_hooks(...)")
+    found = tuple(hooks)
+    for hook in found:
+        if not isinstance(hook, ToolCallHook):
+            raise TypeError(
+                f"hooks must be parsed hook models, not {type(hook).__name__}; "
+                "build them with toolbus.hooks.parse_hooks(...)"
+            )
+    return found

@@ -46,54 +46,39 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
 import anyio
 
 from toolbus.application.agent.audit import (
-    AccessDenial,
     AgentRun,
     AuditRecord,
     AuditSink,
-    CallStatus,
-    LoggingAuditSink,
     Refusal,
     SessionOutcome,
     StateTransition,
     timestamp,
 )
-from toolbus.application.agent.caches import SNAPSHOT_HOOKS, SNAPSHOT_PERMISSIONS, tool_list
-from toolbus.application.agent.code_hooks import NO_HOOKS, CompiledHooks, Deny
+from toolbus.application.agent.caches import tool_list
+from toolbus.application.agent.calling import MAX_AUDITED_NAME, CallRunner, ToolStream
+from toolbus.application.agent.code_hooks import CompiledHooks, Deny
 from toolbus.application.agent.configured_hooks import run_request_start_hooks
 from toolbus.application.agent.held import HeldSession
-from toolbus.application.agent.observations import (
-    failed,
-    not_in_state,
-    not_offered,
-    parse_arguments,
-    unusable_arguments,
-)
+from toolbus.application.agent.observations import parse_arguments
 from toolbus.application.agent.outcomes import CallOutcome
 from toolbus.application.agent.recording import SessionRecorder
-from toolbus.application.agent.rules import Leave, SessionRules, rules_of
-from toolbus.application.calls.client import CallResult, ToolServiceClient
-from toolbus.application.calls.metrics import ToolbusMetrics, default_metrics
+from toolbus.application.agent.rules import Leave, SessionRules, rules_of, session_parts
+from toolbus.application.calls.client import ToolServiceClient
+from toolbus.application.calls.metrics import ToolbusMetrics
 from toolbus.application.calls.tools import Tools
-from toolbus.application.identity.caller import granting
-from toolbus.domain.access.permissions import Permissions, load_permissions
-from toolbus.domain.calls.arguments import apply_options
+from toolbus.domain.access.permissions import Permissions
 from toolbus.domain.config.descriptors import ToolDescriptor
 from toolbus.domain.config.registry import WILDCARD, Availability, Registry, normalize_state
 from toolbus.domain.config.schemas import ExportFormat
-from toolbus.domain.errors import AccessDenied, StateRefused, ToolCallError, UnknownTool
-from toolbus.domain.hooks.configured import HookConfig, ToolCallHook, load_hooks
-
-# A model may invent any name; the audit record keeps a bounded prefix of it.
-_MAX_AUDITED_NAME = 64
-
-_DEFAULT_SINK = LoggingAuditSink()
+from toolbus.domain.errors import AccessDenied, StateRefused, UnknownTool
+from toolbus.domain.hooks.configured import HookConfig
 
 
 class AgentSession:
@@ -171,7 +156,6 @@ class AgentSession:
             )
         else:
             tools = Tools(tools, registry)
-        rules = rules or _NO_RULES
         if resume is not None:
             user, state, request_id = resume.user, resume.state, resume.request_id
             groups = resume.requested_groups
@@ -179,33 +163,29 @@ class AgentSession:
             raise TypeError("AgentSession needs the user the request is for: user=...")
         if isinstance(groups, str):
             raise TypeError(f"groups must be a list of group names, not the string {groups!r}")
+        parts = session_parts(
+            rules,
+            registry,
+            permissions=permissions,
+            entry_states=entry_states,
+            hooks=hooks,
+            code_hooks=code_hooks,
+            audit=audit,
+            metrics=metrics,
+            timeout=timeout,
+        )
         self.registry: Registry = registry
         self.user = user
         self.request_id = request_id or str(uuid.uuid4())
         #: The groups as requested: ``None`` (absent) and ``()`` (empty) differ.
         self.requested_groups: tuple[str, ...] | None = None if groups is None else tuple(groups)
         self.initial_state = normalize_state(state if resume is None else resume.initial_state)
-        self.permissions = (
-            permissions
-            if permissions is not None
-            else rules.permissions
-            if rules.permissions is not None
-            else SNAPSHOT_PERMISSIONS.get(registry, "", lambda r: load_permissions(r.snapshot))
-        )
-        self.timeout = timeout if timeout is not None else rules.timeout
+        self.permissions = parts.permissions
+        self.timeout = parts.timeout
         #: The configured hooks :meth:`start` runs, in order.
-        self.hooks: tuple[HookConfig, ...] = (
-            _checked_hooks(hooks)
-            if hooks is not None
-            else rules.hooks
-            if rules.hooks is not None
-            else SNAPSHOT_HOOKS.get(registry, "", lambda r: load_hooks(r.snapshot))
-        )
-        code = code_hooks if code_hooks is not None else rules.code_hooks
-        self._code = NO_HOOKS if code is None else code
-        # Every call names this session's registry, so a Tools given is used as it is.
-        self._tools = tools
-        self._metrics = metrics if metrics is not None else rules.metrics or default_metrics()
+        self.hooks: tuple[HookConfig, ...] = parts.hooks
+        self._code = parts.code_hooks
+        self._metrics = parts.metrics
         self._clock = clock
         self._timer = timer
         self._closed = False
@@ -217,7 +197,7 @@ class AgentSession:
             requested_groups=self.requested_groups,
             initial_state=self.initial_state,
             started_at=clock() if resume is None else resume.started_at,
-            sink=audit if audit is not None else rules.audit or _DEFAULT_SINK,
+            sink=parts.audit,
             timer=timer,
             calls=() if resume is None else resume.calls,
             transitions=() if resume is None else resume.transitions,
@@ -226,6 +206,19 @@ class AgentSession:
 
         # Every label a refusal or a call records is one the configuration names.
         self._metrics.observe_registry(registry)
+        self._calls = CallRunner(
+            tools=tools,
+            registry=registry,
+            user=user,
+            request_id=self.request_id,
+            timeout=self.timeout,
+            metrics=self._metrics,
+            record=self._record,
+            clock=clock,
+            timer=timer,
+            state=lambda: self._state,
+            advance=self._advance,
+        )
         try:
             #: The groups tools are filtered with: the request after defaulting.
             self.groups: tuple[str, ...] = self.permissions.check(user, self.requested_groups)
@@ -233,16 +226,17 @@ class AgentSession:
             self._deny(exc)
             raise
         current = normalize_state(state)
-        entries = entry_states if entry_states is not None else rules.entry_states
+        entries = parts.entry_states
         if resume is None and entries is not None and current not in entries:
             refused = StateRefused(user, current, sorted(entries))
             # The record keeps a bounded prefix: the caller chose the state, any length.
-            self._deny(refused, state=current[:_MAX_AUDITED_NAME])
+            self._deny(refused, state=current[:MAX_AUDITED_NAME])
             raise refused
+        self._calls.groups = self.groups
         self._initial = registry.availability(self.groups, self.initial_state)
         self._enter(current, registry.availability(self.groups, current))
-        if rules.places is not None:
-            self._leave = rules.places.take(user)  # last: nothing to undo if refused
+        if parts.places is not None:
+            self._leave = parts.places.take(user)  # last: nothing to undo if refused
         if resume is None:
             self._metrics.session_started(self.groups, len(self._availability.available))
 
@@ -390,12 +384,22 @@ class AgentSession:
         if isinstance(checked, CallOutcome):
             return checked
         tool, parsed = checked
-        if self._code.on_pre_tool_use:
-            decision = await self._code.pre_tool_use(self, tool, parsed)
+        code = self._code
+        if code.on_pre_tool_use:
+            decision = await code.pre_tool_use(self, tool, parsed)
             if isinstance(decision, Deny):
-                return self._denied(tool, decision.reason, tool_call_id)
+                return self._calls.denied(tool, decision.reason, tool_call_id)
             parsed = decision
-        return ToolStream(self, tool, parsed, tool_call_id)
+
+        async def post_use(
+            tool: ToolDescriptor, arguments: dict[str, Any], outcome: CallOutcome
+        ) -> CallOutcome:
+            rewritten: CallOutcome = await code.post_tool_use(self, tool, arguments, outcome)
+            return rewritten
+
+        return self._calls.stream(
+            tool, parsed, tool_call_id, post_use if code.on_post_tool_use else None
+        )
 
     def _check_open(self) -> None:
         if self._closed:
@@ -414,11 +418,11 @@ class AgentSession:
         # the same way.
         tool, refusal = self._resolve(name)
         if refusal is not None:
-            return self._refuse(name, tool, refusal, tool_call_id)
+            return self._calls.refused(name, tool, refusal, tool_call_id, self.available)
         assert tool is not None
         parsed = parse_arguments(arguments)
         if isinstance(parsed, str):
-            return self._unusable_arguments(tool, parsed, tool_call_id)
+            return self._calls.unusable(tool, parsed, tool_call_id)
         return tool, parsed
 
     async def _run(
@@ -435,9 +439,9 @@ class AgentSession:
         if code.on_pre_tool_use:
             decision = await code.pre_tool_use(self, tool, arguments)
             if isinstance(decision, Deny):
-                return self._denied(tool, decision.reason, tool_call_id)
+                return self._calls.denied(tool, decision.reason, tool_call_id)
             arguments = decision
-        outcome = await self._execute(
+        outcome = await self._calls.invoke(
             tool, arguments, tool_call_id, timeout=timeout, advance=advance
         )
         if code.on_post_tool_use:
@@ -454,110 +458,6 @@ class AgentSession:
         if WILDCARD not in self.groups and set(tool.groups).isdisjoint(self.groups):
             return tool, "group"
         return tool, "state"
-
-    async def _execute(
-        self,
-        tool: ToolDescriptor,
-        arguments: dict[str, Any],
-        tool_call_id: str | None,
-        *,
-        timeout: float | None = None,
-        advance: bool = True,
-    ) -> CallOutcome:
-        state, at, started = self._state, self._clock(), self._timer()
-        try:
-            # A signing client vouches for the groups this session was granted.
-            with granting(self.groups):
-                invocation = await self._tools.invoke(
-                    tool,
-                    arguments,
-                    user=self.user,
-                    timeout=self.timeout if timeout is None else timeout,
-                    context=self._context(tool_call_id, state),
-                    registry=self.registry,
-                )
-        except ToolCallError as exc:
-            return self._failed(tool, arguments, tool_call_id, exc, state, at, started)
-        except BaseException as exc:
-            self._broke(tool, tool_call_id, exc, state, at, started)
-            raise
-        return self._succeeded(tool, tool_call_id, invocation, state, at, started, advance)
-
-    def _context(self, tool_call_id: str | None, state: str) -> dict[str, str]:
-        return {"request_id": self.request_id, "tool_call_id": tool_call_id or "", "state": state}
-
-    def _failed(
-        self,
-        tool: ToolDescriptor,
-        arguments: dict[str, Any],
-        tool_call_id: str | None,
-        exc: ToolCallError,
-        state: str,
-        at: float,
-        started: float,
-    ) -> CallOutcome:
-        seconds = self._timer() - started
-        self._metrics.tool_call(tool.name, tool.service or tool.type, seconds, exc.error_type)
-        applied = apply_options(arguments, tool.options, {})
-        self._record.call(
-            tool.name, tool_call_id, "error", state, at, seconds, exc.error_type, applied=applied
-        )
-        return CallOutcome(
-            name=tool.llm_name,
-            observation=failed(tool, exc.error_type, exc.message),
-            status="error",
-            state=self._state,
-            tool=tool.name,
-            tool_call_id=tool_call_id,
-            error_type=exc.error_type,
-        )
-
-    def _broke(
-        self,
-        tool: ToolDescriptor,
-        tool_call_id: str | None,
-        exc: BaseException,
-        state: str,
-        at: float,
-        started: float,
-    ) -> None:
-        seconds = self._timer() - started
-        cancelled = isinstance(exc, anyio.get_cancelled_exc_class())
-        if not cancelled:
-            self._metrics.tool_call(
-                tool.name, tool.service or tool.type, seconds, type(exc).__name__
-            )
-        status: CallStatus = "cancelled" if cancelled else "failed"
-        self._record.call(tool.name, tool_call_id, status, state, at, seconds, type(exc).__name__)
-
-    def _succeeded(
-        self,
-        tool: ToolDescriptor,
-        tool_call_id: str | None,
-        invocation: CallResult,
-        state: str,
-        at: float,
-        started: float,
-        advance: bool,
-    ) -> CallOutcome:
-        seconds = self._timer() - started
-        self._metrics.tool_call(tool.name, tool.service or tool.type, seconds, None)
-        self._record.call(
-            tool.name, tool_call_id, "ok", state, at, seconds, None, invocation=invocation
-        )
-        # Another call of this session may have moved the state while this one
-        # ran; the transition starts from the state as it is now.
-        transition = self._advance(tool) if advance else None
-        return CallOutcome(
-            name=tool.llm_name,
-            observation=invocation.observation,
-            after_execution=invocation.after_execution,
-            status="ok",
-            state=self._state,
-            tool=tool.name,
-            tool_call_id=tool_call_id,
-            transition=transition,
-        )
 
     def _advance(self, tool: ToolDescriptor) -> StateTransition | None:
         current = self._state
@@ -583,66 +483,6 @@ class AgentSession:
         self._availability = availability
         self._entered = self._timer()
         self._lists = {}
-
-    def _refuse(
-        self, name: str, tool: ToolDescriptor | None, refusal: Refusal, tool_call_id: str | None
-    ) -> CallOutcome:
-        self._metrics.call_refused(None if tool is None else tool.name, refusal)
-        audited = tool.name if tool is not None else name[:_MAX_AUDITED_NAME]
-        self._record.call(
-            audited, tool_call_id, "refused", self._state, self._clock(), 0.0, None, refusal
-        )
-        if refusal == "state":
-            assert tool is not None
-            return CallOutcome(
-                name=name,
-                observation=not_in_state(tool, self._state, self.available),
-                status="refused",
-                state=self._state,
-                tool=tool.name,
-                tool_call_id=tool_call_id,
-                refusal="state",
-            )
-        # Outside the session's groups looks exactly like unknown, to the model and
-        # to whoever reads the outcome: only the audit record keeps the difference.
-        return CallOutcome(
-            name=name,
-            observation=not_offered(name, self.available),
-            status="refused",
-            state=self._state,
-            tool_call_id=tool_call_id,
-            refusal="unknown",
-        )
-
-    def _denied(self, tool: ToolDescriptor, reason: str, tool_call_id: str | None) -> CallOutcome:
-        """A code hook denied the call: refused, with its reason as the observation."""
-        self._record.call(
-            tool.name, tool_call_id, "refused", self._state, self._clock(), 0.0, None, "hook"
-        )
-        return CallOutcome(
-            name=tool.llm_name,
-            observation=reason,
-            status="refused",
-            state=self._state,
-            tool=tool.name,
-            tool_call_id=tool_call_id,
-        )
-
-    def _unusable_arguments(
-        self, tool: ToolDescriptor, problem: str, tool_call_id: str | None
-    ) -> CallOutcome:
-        self._record.call(
-            tool.name, tool_call_id, "error", self._state, self._clock(), 0.0, "bad-request"
-        )
-        return CallOutcome(
-            name=tool.llm_name,
-            observation=unusable_arguments(tool, problem),
-            status="error",
-            state=self._state,
-            tool=tool.name,
-            tool_call_id=tool_call_id,
-            error_type="bad-request",
-        )
 
     # ------------------------------------------------------------- ending
 
@@ -694,16 +534,13 @@ class AgentSession:
         if self._leave is not None:
             self._leave()
         self._metrics.session_closed(self._state, self._timer() - self._entered)
-        initial = self._initial
-        return self._record.emit(
-            outcome=outcome,
-            error=error,
-            granted=list(self.groups),
-            allowed=list(self.permissions.allowed(self.user)),
+        return self._record.completed(
+            outcome,
+            error,
+            granted=self.groups,
+            allowed=self.permissions.allowed(self.user),
             final_state=self._state,
-            available=[t.name for t in initial.available],
-            by_group=list(initial.filtered_by_group),
-            by_state=list(initial.filtered_by_state),
+            initial=self._initial,
         )
 
     def _deny(self, exc: AccessDenied, *, state: str | None = None) -> None:
@@ -712,111 +549,4 @@ class AgentSession:
         self._closed = True
         self._state = self.initial_state if state is None else state
         self.groups = ()
-        self._record.initial_state = self._state
-        self._record.emit(
-            outcome="denied",
-            error=None,
-            granted=[],
-            allowed=list(self.permissions.allowed(self.user)),
-            final_state=self._state,
-            available=[],
-            by_group=[],
-            by_state=[],
-            denial=AccessDenial(
-                denied_groups=list(exc.denied), wildcard=WILDCARD in exc.denied, state=state
-            ),
-        )
-
-
-class ToolStream:
-    """A streamed call that passed its session's checks; ``async for chunk in stream``.
-
-    When the chunks end, :attr:`outcome` holds the call's outcome (the whole
-    observation), as :meth:`AgentSession.call` would have returned it. A tool
-    error raises its :class:`~toolbus.domain.errors.ToolCallError` after it is
-    recorded; with post-use hooks installed, its message is what they made of it.
-    """
-
-    def __init__(
-        self,
-        session: AgentSession,
-        tool: ToolDescriptor,
-        arguments: dict[str, Any],
-        tool_call_id: str | None,
-    ) -> None:
-        self.session = session
-        self.tool = tool
-        self.arguments = arguments
-        self.tool_call_id = tool_call_id
-        #: The outcome, once the stream has ended.
-        self.outcome: CallOutcome | None = None
-
-    def __aiter__(self) -> AsyncIterator[str]:
-        return self._chunks()
-
-    async def _chunks(self) -> AsyncIterator[str]:
-        session, tool = self.session, self.tool
-        post = session._code.post_tool_use if session._code.on_post_tool_use else None
-        state, at, started = session._state, session._clock(), session._timer()
-        chunks: list[str] = []
-        try:
-            stream = session._tools.stream(
-                tool.name,
-                self.arguments,
-                user=session.user,
-                timeout=session.timeout,
-                context=session._context(self.tool_call_id, state),
-                registry=session.registry,
-            )
-            # The request, and the call token vouching for the granted groups, go
-            # out with the first step; no yield inside the block keeps the context ours.
-            with granting(session.groups):
-                first = await anext(stream, None)
-            if first is not None:
-                chunks.append(first)
-                if post is None:
-                    yield first
-                async for chunk in stream:
-                    chunks.append(chunk)
-                    if post is None:
-                        yield chunk
-        except ToolCallError as exc:
-            outcome = session._failed(
-                tool, self.arguments, self.tool_call_id, exc, state, at, started
-            )
-            if post is not None:
-                outcome = await post(session, tool, self.arguments, outcome)
-                self.outcome = outcome
-                raise ToolCallError(outcome.observation, error_type=exc.error_type) from None
-            self.outcome = outcome
-            raise
-        except BaseException as exc:
-            session._broke(tool, self.tool_call_id, exc, state, at, started)
-            raise
-        answer = CallResult(
-            "".join(chunks),
-            tool.after_execution,
-            apply_options(self.arguments, tool.options, {}),
-            "",
-        )
-        outcome = session._succeeded(tool, self.tool_call_id, answer, state, at, started, True)
-        if post is not None:
-            outcome = await post(session, tool, self.arguments, outcome)
-            yield outcome.observation
-        self.outcome = outcome
-
-
-_NO_RULES = SessionRules()
-
-
-def _checked_hooks(hooks: Sequence[HookConfig]) -> tuple[HookConfig, ...]:
-    if isinstance(hooks, str | bytes | Mapping):
-        raise TypeError("hooks must be a sequence of hook models; build it with parse_hooks(...)")
-    found = tuple(hooks)
-    for hook in found:
-        if not isinstance(hook, ToolCallHook):
-            raise TypeError(
-                f"hooks must be parsed hook models, not {type(hook).__name__}; "
-                "build them with toolbus.hooks.parse_hooks(...)"
-            )
-    return found
+        self._record.denied(exc, allowed=self.permissions.allowed(self.user), state=state)
