@@ -24,7 +24,9 @@ async def _until(condition: object, what: str, timeout: float = 20) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("door_settings", [{"max-sessions-per-user": SESSIONS}])
+@pytest.mark.parametrize(
+    "door_settings", [{"max-sessions-per-user": SESSIONS, "max-streams-per-user": CLIENTS}]
+)
 async def test_a_thousand_sse_clients_connect_and_leave_without_leaks(
     served: RunningGateway,
 ) -> None:
@@ -84,7 +86,7 @@ async def test_a_thousand_sse_clients_connect_and_leave_without_leaks(
         await _until(lambda: len(gateway.console) == 0, "console subscriptions ended")
         for sid in sessions:
             assert (await http.delete(f"/v1/sessions/{sid}", headers=alice)).status_code == 200
-        assert len(gateway.sessions) == 0
+        assert gateway.held_sessions() == 0
         answer = await http.post(
             "/v1/tools/echo/call", json={"arguments": {"text": "still"}}, headers=alice
         )

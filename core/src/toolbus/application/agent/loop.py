@@ -214,7 +214,7 @@ class AgentLoop:
         self.limits = limits or AgentLimits()
         self.system_prompt = system_prompt
         self.metrics = default_metrics() if metrics is None else metrics
-        self.metrics.know_models(llm.model)
+        self.metrics.know_models(llm.model, provider_of(llm))
         if isinstance(sessions, Tools):
             sessions = PlainSessions(
                 sessions,

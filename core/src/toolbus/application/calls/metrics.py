@@ -343,7 +343,7 @@ class ToolbusMetrics:
                 self.state_availability.labels(state=state).set(count)
 
     def know_models(self, *models: str) -> None:
-        """Models the process uses (an agent loop's): their names may be label values."""
+        """Models and providers the process uses (an agent loop's): they may be label values."""
         self._model = _Bounded(self._model.known | set(models))
 
     # ------------------------------------------------------------- agent sessions
