@@ -25,7 +25,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 
 from tests.mcp.memory_server import build
-from tests.mcp.support import http_client
+from tests.mcp.support import front_door, http_client
 from tests.support.doc_examples import DOCS
 from tests.support.servers import LOOPBACK, free_port
 from toolbus.application.calls.client import ToolServiceClient
@@ -106,7 +106,7 @@ async def bridged_both_ways(imported_app: Any, tool: str) -> AsyncIterator[Any]:
                 LiveRegistry(bus, client=client, follow_config=False) as live,
             ):
                 await live.wait_until(lambda r: tool in r.tools, timeout=30)
-                server = BusMcpServer(live.tools(client), live=live)
+                server = BusMcpServer(front_door(live.tools(client)), live=live)
                 port = free_port()
                 credentials = CredentialTable([ApiKey.of("ann", TOKEN)])
                 await tasks.start(

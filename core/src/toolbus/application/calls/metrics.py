@@ -33,6 +33,7 @@ OTHER = "other"
 KNOWN_ERROR_TYPES = frozenset(ERROR_TYPES) | {
     "config-rejected",
     "connection",
+    "model-error",
     "BusClosed",
     "MessageTooLarge",
     "ToolTimeout",
