@@ -168,6 +168,23 @@ async def test_a_door_for_network_callers_needs_access_control(kit: ToolTestKit)
     assert configured.require_access_control("the test door", allow_off=False) is None
 
 
+async def test_configured_hooks_of_toolbus_toml_run_at_the_door(kit: ToolTestKit) -> None:
+    tools = kit.tools(load_registry(workflow_snapshot()))
+    hook = {
+        "kind": "tool_call",
+        "event": "on_request_start",
+        "tool_name": "text-completion",
+        "arguments": {"prompt": "the day"},
+    }
+    door = door_for(tools, settings={"permissions": LOCAL, "hooks": [hook]})
+
+    session = door.open("carol", ["read-only"])
+    history = await session.start([{"role": "user", "content": "hello"}])
+
+    assert [m["role"] for m in history] == ["user", "assistant", "tool"]
+    assert history[2]["content"] == "[carol] Once upon a time, the day"
+
+
 # ------------------------------------------------------------------ state is earned
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Protocol
 
 from toolbus.application.agent.audit import AuditSink, LoggingAuditSink
 from toolbus.application.agent.caches import SNAPSHOT_HOOKS, SNAPSHOT_PERMISSIONS
@@ -117,36 +117,47 @@ def session_parts(
 ) -> SessionParts:
     """A part given to the session wins, then the rules', then the default: the snapshot's
     ``permissions`` and ``hooks`` sections, the ``toolbus.audit`` log, the process's metrics."""
-    rules = rules or SessionRules()
-    found_permissions = _given(permissions, rules.permissions)
-    found_hooks = _given(None if hooks is None else checked_hooks(hooks), rules.hooks)
-    found_code = _given(code_hooks, rules.code_hooks)
-    found_audit = _given(audit, rules.audit)
-    found_metrics = _given(metrics, rules.metrics)
+    # Every session runs this: plain comparisons, nothing allocated but the result.
+    rules = rules or _NO_RULES
+    if permissions is None:
+        permissions = rules.permissions
+    if permissions is None:
+        permissions = SNAPSHOT_PERMISSIONS.get(registry, "", _snapshot_permissions)
+    if hooks is not None:
+        hooks = checked_hooks(hooks)
+    elif rules.hooks is not None:
+        hooks = rules.hooks
+    else:
+        hooks = SNAPSHOT_HOOKS.get(registry, "", _snapshot_hooks)
+    if code_hooks is None:
+        code_hooks = rules.code_hooks if rules.code_hooks is not None else NO_HOOKS
+    if audit is None:
+        audit = rules.audit if rules.audit is not None else _DEFAULT_SINK
+    if metrics is None:
+        metrics = rules.metrics if rules.metrics is not None else default_metrics()
     return SessionParts(
-        permissions=found_permissions
-        if found_permissions is not None
-        else SNAPSHOT_PERMISSIONS.get(registry, "", lambda r: load_permissions(r.snapshot)),
+        permissions=permissions,
         entry_states=rules.entry_states
         if entry_states is None
         else SessionRules.states(entry_states),
-        hooks=found_hooks
-        if found_hooks is not None
-        else SNAPSHOT_HOOKS.get(registry, "", lambda r: load_hooks(r.snapshot)),
-        code_hooks=found_code if found_code is not None else NO_HOOKS,
-        audit=found_audit if found_audit is not None else _DEFAULT_SINK,
-        metrics=found_metrics if found_metrics is not None else default_metrics(),
-        timeout=_given(timeout, rules.timeout),
+        hooks=hooks,
+        code_hooks=code_hooks,
+        audit=audit,
+        metrics=metrics,
+        timeout=timeout if timeout is not None else rules.timeout,
         places=rules.places,
     )
 
 
-T = TypeVar("T")
+_NO_RULES = SessionRules()
 
 
-def _given(*values: T | None) -> T | None:
-    """The first value that is not ``None`` (an empty one included)."""
-    return next((value for value in values if value is not None), None)
+def _snapshot_permissions(registry: Registry) -> Permissions:
+    return load_permissions(registry.snapshot)
+
+
+def _snapshot_hooks(registry: Registry) -> tuple[HookConfig, ...]:
+    return load_hooks(registry.snapshot)
 
 
 def checked_hooks(hooks: Sequence[HookConfig]) -> tuple[HookConfig, ...]:

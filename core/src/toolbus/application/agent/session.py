@@ -234,7 +234,8 @@ class AgentSession:
             raise refused
         self._calls.groups = self.groups
         self._initial = registry.availability(self.groups, self.initial_state)
-        self._enter(current, registry.availability(self.groups, current))
+        now = self._initial if current == self.initial_state else None
+        self._enter(current, now or registry.availability(self.groups, current))
         if parts.places is not None:
             self._leave = parts.places.take(user)  # last: nothing to undo if refused
         if resume is None:

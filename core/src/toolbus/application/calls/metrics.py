@@ -316,6 +316,10 @@ class ToolbusMetrics:
         Cheap to call repeatedly: the work is done only for a registry (a new
         configuration snapshot) not seen last time, or new extras.
         """
+        if not self.enabled:
+            return  # nothing is recorded, so no label is ever chosen
+        if registry is self._last_registry and not extra_groups and not extra_states:
+            return  # what a session does, once per session: keep it a pointer compare
         groups, states = frozenset(extra_groups), frozenset(extra_states)
         if (
             registry is self._last_registry
@@ -334,8 +338,6 @@ class ToolbusMetrics:
             )
             self._group = _Bounded([WILDCARD, *registry.groups(), *self._extra_groups])
             self._state = _Bounded([*per_state, *self._extra_states])
-            if not self.enabled:
-                return
             self.group_availability.clear()
             for group, members in registry.groups().items():
                 self.group_availability.labels(group=group).set(len(members))

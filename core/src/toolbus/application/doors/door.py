@@ -51,6 +51,8 @@ from toolbus.application.doors.settings import DoorSettings, parse_door_settings
 from toolbus.application.identity.documents import DocumentVerifier
 from toolbus.domain.config.registry import Registry, normalize_state
 from toolbus.domain.errors import AccessDenied, ConfigError, Problem
+from toolbus.domain.hooks.configured import SECTION as HOOKS_SECTION
+from toolbus.domain.hooks.configured import HookConfig, load_hooks
 
 log = logging.getLogger("toolbus.doors")
 
@@ -73,6 +75,8 @@ class FrontDoor:
         policy: the permissions (:class:`~toolbus.application.doors.policy.AccessPolicy`).
         settings: the ``[doors]`` table.
         code_hooks: compiled once at start-up (``CodeHooks.installed()``).
+        hooks: configured hooks for every session (``toolbus.toml``'s ``[[hooks]]``);
+            default each configuration snapshot's ``hooks`` section.
         audit: where audit records go, besides ``settings.audit_file``;
             default the ``toolbus.audit`` logger.
         metrics, timeout: for every session.
@@ -87,6 +91,7 @@ class FrontDoor:
         policy: AccessPolicy,
         settings: DoorSettings | None = None,
         code_hooks: CompiledHooks | None = None,
+        hooks: tuple[HookConfig, ...] | None = None,
         audit: AuditSink | None = None,
         metrics: ToolbusMetrics | None = None,
         timeout: float | None = None,
@@ -94,6 +99,7 @@ class FrontDoor:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.tools = tools
+        self.hooks = hooks
         self.policy = policy
         self.settings = settings or DoorSettings.model_validate({})
         self.code_hooks = code_hooks
@@ -145,7 +151,11 @@ class FrontDoor:
         if table.audit_file is not None:
             table = table.model_copy(update={"audit_file": str(base / table.audit_file)})
         policy = AccessPolicy(local, settings, live_keys=live_keys)
-        return cls(tools, policy=policy, settings=table, **options)
+        hooks = None
+        if (settings or {}).get(HOOKS_SECTION) is not None:
+            # toolbus.toml's [[hooks]]; checked now, so that a mistake stops the start.
+            hooks = load_hooks(local, settings)
+        return cls(tools, policy=policy, settings=table, hooks=hooks, **options)
 
     def close(self) -> None:
         """Close the audit file, if the door writes one."""
@@ -188,6 +198,7 @@ class FrontDoor:
             base = SessionRules(
                 permissions=self.policy.permissions(registry),
                 entry_states=self.entry_states,
+                hooks=self.hooks,
                 code_hooks=self.code_hooks,
                 audit=self.audit,
                 metrics=self.metrics,
