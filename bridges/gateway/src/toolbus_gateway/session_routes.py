@@ -125,7 +125,7 @@ async def call_in_session(
     async with channel.lock:
         # Read again under the lock: the call before this one may have moved the session.
         held = await _held(gateway, caller.user, session_id)
-        session = door.resumed(held.session)
+        session = door.resume(held)
         outcome = await timed_call(gateway, session, body.name, body.arguments, body.tool_call_id)
         await door.keep(held, session)
     result = outcome_view(outcome)

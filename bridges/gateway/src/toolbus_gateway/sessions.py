@@ -28,7 +28,8 @@ class SessionExists(Exception):
 
 @dataclass(eq=False)
 class Channel:
-    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    # fast_acquire: an uncontended lock costs no trip round the event loop.
+    lock: anyio.Lock = field(default_factory=lambda: anyio.Lock(fast_acquire=True))
     events: Topic = field(default_factory=Topic)
 
 

@@ -105,7 +105,8 @@ class Workflow:
     def __init__(self, server: BusMcpServer, key: HeldKey) -> None:
         self.key = key
         self._server = server
-        self.lock = anyio.Lock()
+        # fast_acquire: an uncontended lock costs no trip round the event loop.
+        self.lock = anyio.Lock(fast_acquire=True)
         #: When the client last used this workflow (the server's clock).
         self.used = server.clock()
         #: Open ``subscriptions/listen`` streams: a listening client is not idle.
@@ -267,7 +268,7 @@ class BusMcpServer:
                 held = await workflow.held()
                 assert held is not None
             try:
-                session = self.door.resumed(held.session)
+                session = self.door.resume(held)
             except AccessDenied as exc:  # the configuration no longer grants the groups
                 raise MCPError(mcp.INVALID_REQUEST, str(exc)) from None
             yield workflow, session

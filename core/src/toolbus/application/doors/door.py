@@ -118,6 +118,9 @@ class FrontDoor:
         #: Event streams open in this process, per user.
         self.streams = UserPlaces("streams", self.settings.max_streams_per_user)
         self._rules: tuple[Registry | None, SessionRules, SessionRules] | None = None
+        #: The session objects this process last used for held sessions, by key:
+        #: (the version they reached, the session), reused while nothing moves them.
+        self._live: dict[HeldKey, tuple[int, AgentSession]] = {}
         govern(tools, lambda registry: self.rules(registry))
 
     @classmethod
@@ -258,6 +261,23 @@ class FrontDoor:
         assert granted is not None
         return granted
 
+    def resume(self, held: Held) -> AgentSession:
+        """The session ``held`` describes, for one request.
+
+        The session object this process used last for it, when nothing moved
+        the session since (the same version, on the same configuration); else
+        resumed from the data, as any process would.
+        """
+        live = self._live.get(held.key)
+        if (
+            live is not None
+            and live[0] == held.version
+            and live[1].registry is self.tools.registry
+            and not live[1].closed
+        ):
+            return live[1]
+        return self.resumed(held.session)
+
     def resumed(self, held: HeldSession, *, counted: bool = False) -> AgentSession:
         """The session ``held`` describes, on the configuration now (groups checked again)."""
         registry = self.tools.registry
@@ -306,14 +326,21 @@ class FrontDoor:
         calls (no record grows without bound).
         """
         data = session.held()
-        refused = any(call.status == "refused" for call in data.calls)
+        # Only this request's calls: the earlier ones were looked at when they were made.
+        made = data.calls[len(held.session.calls) :]
+        refused = any(call.status == "refused" for call in made)
         if refused or session.calls >= self.settings.calls_per_record:
             await session.close()
             data = data.restarted(data.request_id, time.time())
         kept = Held(held.key, data, self.clock(), held.version + 1)
         if not await self.holder.swap(kept, ttl=self.settings.session_idle_timeout):
+            self._live.pop(held.key, None)
             log.warning("held session %s was changed or closed meanwhile; kept as it is", held.key)
             return held
+        if session.closed:  # its record was written: the next request resumes the data
+            self._live.pop(held.key, None)
+        else:
+            self._live[held.key] = (kept.version, session)
         return kept
 
     async def touch(self, held: Held) -> Held:
@@ -326,6 +353,7 @@ class FrontDoor:
     async def release(self, user: str, kind: str, key: str) -> AuditRecord | None:
         """Stop holding a session and write its audit record; ``None`` if none was held."""
         held = await self.holder.delete(HeldKey(user, kind, key))
+        self._live.pop(HeldKey(user, kind, key), None)
         if held is None:
             return None
         return await self._closed(held)
@@ -334,6 +362,7 @@ class FrontDoor:
         """Close the held sessions whose idle time ran out, writing their audit records."""
         expired = await self.holder.expired()
         for held in expired:
+            self._live.pop(held.key, None)
             log.info("closing %s: idle for %.0f s", held.key, self.settings.session_idle_timeout)
             await self._closed(held)
         return expired
