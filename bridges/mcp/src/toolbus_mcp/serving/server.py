@@ -35,10 +35,11 @@ the way its protocol revision says: a ``ToolsListChanged`` event on its
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import AbstractContextManager, asynccontextmanager, nullcontext, suppress
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,6 +83,7 @@ class McpCaller:
     state: str | None = None
 
 
+@functools.lru_cache(maxsize=4096)
 def workflow_key(caller: McpCaller, name: str) -> HeldKey:
     """A workflow's key: its user, then the groups and the client's name for it.
 
@@ -221,7 +223,7 @@ class BusMcpServer:
         may not have, and :class:`LimitReached` when the user holds as many
         workflows as allowed: nobody's workflow is closed to make room.
         """
-        key = workflow_key(caller, name)
+        key = workflow_key(caller, name[:MAX_WORKFLOW_NAME])
         if await self.door.holder.get(key) is None:
             await self.door.check_room(caller.user, WORKFLOW)
             session = self.door.open(caller.user, caller.groups, caller.state, counted=False)
@@ -255,43 +257,45 @@ class BusMcpServer:
             workflow.legacy_session = ctx.session
         return workflow
 
-    @asynccontextmanager
-    async def _session_for(
-        self, ctx: ServerRequestContext[Any, Any]
-    ) -> AsyncIterator[tuple[Workflow, AgentSession]]:
-        """The workflow's session, resumed for one request and kept after it."""
-        workflow = await self._workflow_for(ctx)
-        async with workflow.lock:
+    async def _resumed(
+        self, ctx: ServerRequestContext[Any, Any], workflow: Workflow
+    ) -> tuple[Workflow, Held, AgentSession]:
+        """The workflow's session for this request (hold ``workflow.lock``)."""
+        held = await workflow.held()
+        if held is None:  # it ended between the two lookups: start again
+            workflow = await self._workflow_for(ctx)
             held = await workflow.held()
-            if held is None:  # it ended between the two lookups: start again
-                workflow = await self._workflow_for(ctx)
-                held = await workflow.held()
-                assert held is not None
-            try:
-                session = self.door.resume(held)
-            except AccessDenied as exc:  # the configuration no longer grants the groups
-                raise MCPError(mcp.INVALID_REQUEST, str(exc)) from None
-            yield workflow, session
-            await self.door.keep(held, session)
+            assert held is not None
+        try:
+            return workflow, held, self.door.resume(held)
+        except AccessDenied as exc:  # the configuration no longer grants the groups
+            raise MCPError(mcp.INVALID_REQUEST, str(exc)) from None
 
     # ------------------------------------------------------------- MCP handlers
 
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: mcp.PaginatedRequestParams | None
     ) -> mcp.ListToolsResult:
-        async with self._session_for(ctx) as (workflow, session):
+        workflow = await self._workflow_for(ctx)
+        async with workflow.lock:
+            workflow, held, session = await self._resumed(ctx, workflow)
             offered = session.tools("mcp")
+            await self.door.touch(held)
         workflow.offered = offered
         return mcp.ListToolsResult(tools=[mcp.Tool.model_validate(tool) for tool in offered])
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: mcp.CallToolRequestParams
     ) -> mcp.CallToolResult:
-        async with self._session_for(ctx) as (workflow, session):
+        workflow = await self._workflow_for(ctx)
+        # One call at a time per workflow, so that its state moves in order.
+        async with workflow.lock:
+            workflow, held, session = await self._resumed(ctx, workflow)
             arguments = params.arguments or {}
             self._arguments.check(session, params.name, arguments)
             with _continued(ctx):
                 outcome = await session.call(params.name, arguments)
+            await self.door.keep(held, session)
         if outcome.transition is not None:
             await workflow.notify_if_changed()
         return mcp.CallToolResult(
