@@ -12,6 +12,8 @@ import pytest
 
 from tests.support.servers import LOOPBACK, free_port
 
+pytestmark = pytest.mark.slow
+
 TOOLBUS = str(Path(sys.executable).parent / "toolbus")
 KEYS = '[[credentials.api-keys]]\nuser = "alice"\nenv = "ALICE_KEY"\n'
 NO_PERMISSIONS = 'broker = "{broker}"\nconfig = "tools.json"\n' + KEYS
