@@ -128,6 +128,7 @@ def _start(tmp_path: Path, *args: str) -> subprocess.Popen[str]:
     )
 
 
+@pytest.mark.slow
 def test_without_permissions_the_gateway_refuses_to_start(tmp_path: Path) -> None:
     process = _start(tmp_path)
     _, stderr = process.communicate(timeout=60)
@@ -135,6 +136,7 @@ def test_without_permissions_the_gateway_refuses_to_start(tmp_path: Path) -> Non
     assert "access control is not configured" in stderr and "--no-access-control" in stderr
 
 
+@pytest.mark.slow
 def test_no_access_control_starts_and_says_so(tmp_path: Path) -> None:
     process = _start(tmp_path, "--no-access-control")
     try:
