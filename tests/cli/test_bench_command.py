@@ -38,9 +38,9 @@ def test_the_table_has_a_row_per_level() -> None:
 
 
 def test_an_unknown_broker_scheme_is_a_clear_error() -> None:
-    result = CliRunner().invoke(app, ["bench", "--broker", "amqp://x", "--seconds", "0.1"])
+    result = CliRunner().invoke(app, ["bench", "--broker", "mqtt://x", "--seconds", "0.1"])
     assert result.exit_code == 2
-    assert "no broker adapter for amqp://" in result.output
+    assert "no broker adapter for mqtt://" in result.output
 
 
 def test_credentials_in_a_broker_url_are_never_printed() -> None:
