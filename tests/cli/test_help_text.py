@@ -66,8 +66,9 @@ def test_every_command_is_walked() -> None:
 @pytest.mark.parametrize(
     ("path", "command"), all_commands(), ids=lambda v: " ".join(v) if isinstance(v, tuple) else ""
 )
+@pytest.mark.usefixtures("wide_help")
 def test_help_keeps_every_bracketed_word(path: tuple[str, ...], command: Any) -> None:
-    result = CliRunner().invoke(app, [*path, "--help"], env={"TERMINAL_WIDTH": "400"})
+    result = CliRunner().invoke(app, [*path, "--help"])
 
     assert result.exit_code == 0, result.output
     shown = flat(result.output)
