@@ -39,6 +39,7 @@ async def test_ask_gets_its_answer_from_an_agent_serve_process(
         ]
     )
     env = {**os.environ, "TOOLBUS_LLM": model_server.openai_url()}
+    _permit_everyone_the_default_group(tmp_path)
     async with serve(["calculator"], nats_server.url, workdir=tmp_path):
         agent = await anyio.open_process(
             [TOOLBUS, "agent", "serve", *broker, *queues], cwd=tmp_path, env=env
@@ -90,6 +91,7 @@ async def test_agent_serve_exports_its_spans_to_the_collector_otel_names(
         "OTEL_EXPORTER_OTLP_ENDPOINT": collector.url,
         "OTEL_SERVICE_NAME": "my-agent",
     }
+    _permit_everyone_the_default_group(tmp_path)
     try:
         async with serve(["calculator"], nats_server.url, workdir=tmp_path):
             agent = await anyio.open_process(
@@ -120,3 +122,8 @@ async def test_agent_serve_exports_its_spans_to_the_collector_otel_names(
     assert attributes["service.name"] == "my-agent"
     names = {span.name for scope in resource_spans.scope_spans for span in scope.spans}
     assert "toolbus call calculator" in names
+
+
+def _permit_everyone_the_default_group(directory: Path) -> None:
+    """Access control as an agent service on a broker must have it: any user, default tools."""
+    (directory / "toolbus.toml").write_text('[permissions]\nfallback = ["default"]\n')
