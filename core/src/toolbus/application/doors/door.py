@@ -29,8 +29,10 @@ from toolbus.application.agent.audit import (
     AuditRecord,
     AuditSink,
     AuditSinks,
+    CallRecord,
     JsonLinesAuditSink,
     LoggingAuditSink,
+    StateTransition,
 )
 from toolbus.application.agent.code_hooks import CompiledHooks
 from toolbus.application.agent.held import HeldSession
@@ -56,6 +58,9 @@ from toolbus.domain.hooks.configured import HookConfig, load_hooks
 
 log = logging.getLogger("toolbus.doors")
 
+#: Tries at keeping a request's calls on a session other requests keep moving.
+MERGE_TRIES = 8
+
 #: Kinds of held sessions, and the setting that limits each.
 SESSION = "session"
 WORKFLOW = "workflow"
@@ -80,8 +85,11 @@ class FrontDoor:
         audit: where audit records go, besides ``settings.audit_file``;
             default the ``toolbus.audit`` logger.
         metrics, timeout: for every session.
-        holder: where held sessions are kept; default this process's memory.
-        clock: monotonic seconds, for idleness.
+        holder: where held sessions are kept; default this process's memory
+            (a :class:`~toolbus.application.doors.stored.StoredHolder` shares them
+            between replicas).
+        clock: seconds, for idleness; default the holder's clock (monotonic in
+            one process, the wall clock in a state store).
     """
 
     def __init__(
@@ -96,7 +104,7 @@ class FrontDoor:
         metrics: ToolbusMetrics | None = None,
         timeout: float | None = None,
         holder: SessionHolder | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self.tools = tools
         self.hooks = hooks
@@ -105,8 +113,8 @@ class FrontDoor:
         self.code_hooks = code_hooks
         self.metrics = default_metrics() if metrics is None else metrics
         self.timeout = timeout
-        self.clock = clock
-        self.holder: SessionHolder = holder or InProcessHolder(clock)
+        self.holder: SessionHolder = holder or InProcessHolder(clock or time.monotonic)
+        self.clock = clock or self.holder.clock
         sinks: list[AuditSink] = [LoggingAuditSink() if audit is None else audit]
         self._file: JsonLinesAuditSink | None = None
         if self.settings.audit_file is not None:
@@ -328,20 +336,61 @@ class FrontDoor:
         data = session.held()
         # Only this request's calls: the earlier ones were looked at when they were made.
         made = data.calls[len(held.session.calls) :]
+        moves = data.transitions[len(held.session.transitions) :]
         refused = any(call.status == "refused" for call in made)
         if refused or session.calls >= self.settings.calls_per_record:
             await session.close()
             data = data.restarted(data.request_id, time.time())
+            made, moves = (), ()  # in the record just written
         kept = Held(held.key, data, self.clock(), held.version + 1)
         if not await self.holder.swap(kept, ttl=self.settings.session_idle_timeout):
             self._live.pop(held.key, None)
-            log.warning("held session %s was changed or closed meanwhile; kept as it is", held.key)
-            return held
+            merged = await self._merge(held, data.state, made, moves)
+            if merged is None:
+                return held
+            return merged
         if session.closed:  # its record was written: the next request resumes the data
             self._live.pop(held.key, None)
         else:
             self._live[held.key] = (kept.version, session)
         return kept
+
+    async def _merge(
+        self,
+        held: Held,
+        state: str,
+        made: Sequence[CallRecord],
+        moves: Sequence[StateTransition],
+    ) -> Held | None:
+        """Keep this request's calls on top of what another request kept meanwhile.
+
+        Two requests of one session that ran at once (on two replicas, where no
+        lock is shared) both started from ``held``; the one that finished first
+        is kept, and this one's calls and transitions are added to it, its state
+        taking over only if its calls moved the state. ``None``: the session was
+        closed meanwhile.
+        """
+        for _ in range(MERGE_TRIES):
+            current = await self.holder.get(held.key)
+            if current is None:
+                log.warning(
+                    "held session %s was closed meanwhile; a call's record is lost", held.key
+                )
+                return None
+            session = dataclasses.replace(
+                current.session,
+                state=state if moves else current.session.state,
+                calls=current.session.calls + tuple(made),
+                transitions=current.session.transitions + tuple(moves),
+            )
+            kept = Held(held.key, session, self.clock(), current.version + 1)
+            if await self.holder.swap(kept, ttl=self.settings.session_idle_timeout):
+                return kept
+        log.warning(
+            "held session %s is moved by too many requests at once; a call's record is lost",
+            held.key,
+        )
+        return None
 
     async def touch(self, held: Held) -> Held:
         """Mark ``held`` as used now (a client listening for changes is not idle)."""

@@ -5,8 +5,9 @@ What is held is plain data (:class:`Held`: a
 used), under a key that starts with its owner, so that one user's keys never
 meet another's. The holder is a small interface a state store can implement
 (get; put with a time to live; compare-and-set; delete; the keys of one
-owner), so that any replica of a door can serve any request;
-:class:`InProcessHolder` keeps them in this process.
+owner), so that any replica of a door can serve any request:
+:class:`InProcessHolder` keeps them in this process,
+:class:`~toolbus.application.doors.stored.StoredHolder` in a state store.
 
 Holders never evict: a user beyond the limit is refused by the door
 (:class:`~toolbus.domain.errors.LimitReached`), and a held session leaves when
@@ -64,6 +65,10 @@ class Held:
 class SessionHolder(Protocol):
     """Keeps held sessions; see the module docs."""
 
+    #: The clock ``last_used`` is counted on: monotonic in one process, the wall
+    #: clock where replicas share the sessions.
+    clock: Callable[[], float]
+
     async def get(self, key: HeldKey) -> Held | None:
         """The held session, or ``None`` when there is none (closed, or expired)."""
         ...
@@ -93,7 +98,7 @@ class InProcessHolder:
     """A :class:`SessionHolder` in this process's memory, on an injected monotonic clock."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._clock = clock
+        self.clock = clock
         self._held: dict[HeldKey, tuple[Held, float]] = {}
         self._by_owner: dict[tuple[str, str], set[HeldKey]] = {}
 
@@ -106,7 +111,7 @@ class InProcessHolder:
 
     def _live(self, key: HeldKey) -> Held | None:
         found = self._held.get(key)
-        if found is None or found[1] <= self._clock():
+        if found is None or found[1] <= self.clock():
             return None
         return found[0]
 
@@ -138,7 +143,7 @@ class InProcessHolder:
         return [held for key in list(keys) if (held := self._live(key)) is not None]
 
     async def expired(self) -> list[Held]:
-        now = self._clock()
+        now = self.clock()
         due = [key for key, (_, until) in self._held.items() if until <= now]
         found = []
         for key in due:
@@ -148,5 +153,5 @@ class InProcessHolder:
         return found
 
     def _store(self, held: Held, ttl: float) -> None:
-        self._held[held.key] = (held, self._clock() + ttl)
+        self._held[held.key] = (held, self.clock() + ttl)
         self._by_owner.setdefault((held.key.owner, held.key.kind), set()).add(held.key)
