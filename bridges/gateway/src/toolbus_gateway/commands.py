@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -18,6 +21,9 @@ from toolbus.cli.plugin_api import (
 )
 from toolbus.plugins import hookimpl
 
+if TYPE_CHECKING:
+    from toolbus_gateway.gateway import Gateway
+
 
 def parse_listen(listen: str) -> tuple[str, int]:
     """``HOST:PORT`` (``[::1]:8080`` for IPv6) as host and port; ValueError says what is wrong."""
@@ -25,6 +31,75 @@ def parse_listen(listen: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ValueError(f"--listen {listen!r} is not HOST:PORT, e.g. 127.0.0.1:8080")
     return host.strip("[]"), int(port)
+
+
+#: The environment variable a worker process reads its command line from (``--workers``).
+WORKER_ARGUMENTS = "TOOLBUS_GATEWAY_WORKER"
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayArguments:
+    """What ``toolbus gateway`` was asked for: enough for a worker process to build the same."""
+
+    broker: str | None = None
+    config: str | None = None
+    live: bool = False
+    listen: str | None = None
+    sign_key: str | None = None
+    no_access_control: bool = False
+    cwd: str = "."
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> GatewayArguments:
+        return cls(**json.loads(text))
+
+
+def build_gateway(arguments: GatewayArguments) -> tuple[Gateway, str, int]:
+    """The :class:`~toolbus_gateway.gateway.Gateway` the arguments describe, and where it
+    listens. ConfigError and ValueError say what is wrong."""
+    from toolbus.application.identity.credentials import load_credentials
+    from toolbus.application.identity.signing import CallSigner
+    from toolbus.settings import load_settings
+    from toolbus_gateway.auth import Authenticator, JwtVerifier
+    from toolbus_gateway.gateway import Gateway
+    from toolbus_gateway.settings import parse_gateway_settings
+
+    config = None if arguments.config is None else Path(arguments.config)
+    settings = load_settings(broker=arguments.broker, config=config)
+    gateway_settings = parse_gateway_settings(settings.file.get("gateway"))
+    host, port = parse_listen(arguments.listen or gateway_settings.listen)
+    base = Path(arguments.cwd)
+    credentials = load_credentials(settings=settings.file, base_dir=base)
+    verifier = (
+        None
+        if gateway_settings.jwt is None
+        else JwtVerifier.from_settings(gateway_settings.jwt, base_dir=base)
+    )
+    source = arguments.sign_key or gateway_settings.sign_key
+    signer = None if source is None else CallSigner.load(source, issuer="toolbus-gateway")
+    if settings.config is None and not arguments.live:
+        raise ValueError(
+            "no tool configuration: pass --config PATH (or set TOOLBUS_CONFIG, or config "
+            "in toolbus.toml), or --live to take tools from the bus"
+        )
+    served = Gateway(
+        settings.broker,
+        authenticator=Authenticator(credentials, verifier),
+        config=settings.config,
+        live=arguments.live,
+        settings=gateway_settings,
+        settings_file=settings.file,
+        broker_options=settings.broker_options,
+        signer=signer,
+        access_control=not arguments.no_access_control,
+        base_dir=settings.file_path.parent if settings.file_path is not None else base,
+        state=settings.state,
+        state_options=settings.state_options,
+    )
+    return served, host, port
 
 
 def gateway(
@@ -61,68 +136,74 @@ def gateway(
             "every tool. Without it, the gateway refuses to start without \\[permissions].",
         ),
     ] = False,
+    workers: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Worker processes serving the same address. More than one needs a state "
+            "store (state in toolbus.toml), where every worker finds the sessions.",
+        ),
+    ] = 1,
     verbose: VerboseOption = False,
 ) -> None:
     r"""Serve tools and agent sessions over HTTP to authenticated users, with a live console.
 
     Callers authenticate with API keys (\[\[credentials.api-keys]] in toolbus.toml)
     or JWTs (\[gateway.jwt]); their groups come from \[permissions]. The API is
-    described at /openapi.json; the console is at /console.
+    described at /openapi.json; the console is at /console. With state = URL in
+    toolbus.toml, sessions live in that store and any replica serves any request.
     """
     import uvicorn
 
-    from toolbus.application.identity.credentials import load_credentials
-    from toolbus.application.identity.signing import CallSigner
     from toolbus.domain.errors import ConfigError
-    from toolbus.settings import load_settings
     from toolbus_gateway.app import create_app
-    from toolbus_gateway.auth import Authenticator, JwtVerifier
-    from toolbus_gateway.gateway import Gateway
-    from toolbus_gateway.settings import parse_gateway_settings
 
     setup_logging(verbose)
+    arguments = GatewayArguments(
+        broker=broker,
+        config=None if config is None else str(config.resolve()),
+        live=live,
+        listen=listen,
+        sign_key=sign_key,
+        no_access_control=no_access_control,
+        cwd=str(Path.cwd()),
+    )
     try:
-        settings = load_settings(broker=broker, config=config)
-        table = settings.file.get("gateway")
-        gateway_settings = parse_gateway_settings(table)
-        host, port = parse_listen(listen or gateway_settings.listen)
-        base = Path.cwd()
-        credentials = load_credentials(settings=settings.file, base_dir=base)
-        verifier = (
-            None
-            if gateway_settings.jwt is None
-            else JwtVerifier.from_settings(gateway_settings.jwt, base_dir=base)
-        )
-        authenticator = Authenticator(credentials, verifier)
-        source = sign_key or gateway_settings.sign_key
-        signer = None if source is None else CallSigner.load(source, issuer="toolbus-gateway")
-        if settings.config is None and not live:
-            fail(
-                "no tool configuration: pass --config PATH (or set TOOLBUS_CONFIG, or config "
-                "in toolbus.toml), or --live to take tools from the bus"
-            )
-        served = Gateway(
-            settings.broker,
-            authenticator=authenticator,
-            config=settings.config,
-            live=live,
-            settings=gateway_settings,
-            settings_file=settings.file,
-            broker_options=settings.broker_options,
-            signer=signer,
-            access_control=not no_access_control,
-            base_dir=settings.file_path.parent if settings.file_path is not None else base,
-        )
+        served, host, port = build_gateway(arguments)
     except ConfigError as exc:
         fail(str(exc))
     except ValueError as exc:  # SigningKeyError included
         fail(str(exc))
+    if workers > 1 and served.state is None:
+        fail(
+            f"--workers {workers}: the gateway holds sessions in its process, so each worker "
+            "would have sessions of its own and a caller's next request would not find its "
+            "session on another worker; name a state store in toolbus.toml (state = "
+            '"nats://..." or "redis://...", see docs/deployment.md), or run one worker'
+        )
 
+    where = f"http://{host}:{port}"
+    stored = "" if served.state is None else f", sessions in {redact_url(str(served.state))}"
     typer.echo(
-        f"toolbus gateway on http://{listen or gateway_settings.listen} "
-        f"(broker {redact_url(settings.broker)}); console at /console",
+        f"toolbus gateway on {where} (broker {redact_url(str(served.broker))}{stored}); "
+        "console at /console",
         err=True,
     )
+    if workers > 1:
+        # Each worker builds the gateway again from the same arguments, and enters it
+        # in its app's lifespan: the broker and the store are each worker's own.
+        os.environ[WORKER_ARGUMENTS] = arguments.to_json()
+        typer.echo(f"{workers} worker processes", err=True)
+        uvicorn.run(
+            "toolbus_gateway._workers:app",
+            factory=True,
+            host=host,
+            port=port,
+            workers=workers,
+            log_level="info" if verbose else "warning",
+            lifespan="on",
+        )
+        return
 
     async def main() -> None:
         # Connect before serving: a broker that is down, or a bad configuration,

@@ -73,7 +73,7 @@ async def console_page(request: Request) -> Response:
         return _login(request, message)
     except ConsoleForbidden:
         raise
-    session = console_session(request)
+    session = await console_session(request)
     # A bearer-header caller has no session, and so no log-out form to protect.
     return HTMLResponse(_page(gateway, caller, session.csrf if session is not None else ""))
 
@@ -109,11 +109,11 @@ async def login(request: Request) -> Response:
 @router.post("/logout")
 async def logout(request: Request) -> Response:
     form = parse_qs((await request.body()).decode("utf-8", "replace"))
-    session = console_session(request)
+    session = await console_session(request)
     if session is not None:
         if not same_token(_field(form, "csrf"), session.csrf):
             return HTMLResponse(_document("toolbus gateway", _FORBIDDEN), status_code=403)
-        console_sessions(request).revoke(session)
+        await console_sessions(request).revoke(session, gateway_of(request).state_store)
     response = RedirectResponse("/console", status_code=303)
     response.delete_cookie(SESSION_COOKIE, path=COOKIE_PATH)
     return response

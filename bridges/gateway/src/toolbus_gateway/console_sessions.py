@@ -4,7 +4,9 @@ Logging in to the console with an API key or a JWT does not put that
 credential in the browser. The gateway issues a console session instead: a
 JWT (HS256, joserfc) naming the user, how they logged in, a random session id
 and a CSRF token, valid for ``console-session-ttl`` seconds. Logging out
-revokes the session id until it would have expired anyway. The signing key
+revokes the session id until it would have expired anyway: in the gateway's
+state store (``state`` in ``toolbus.toml``) when it has one, so that every
+replica refuses the cookie, else in this process. The signing key
 is ``console-key-env``'s value, shared by replicas, or else a random key of
 this process (a restart then logs everyone out).
 
@@ -27,6 +29,7 @@ from joserfc.errors import JoseError
 from joserfc.jwk import OctKey
 
 from toolbus.application.identity.credentials import read_secret
+from toolbus.ports import StateStore
 from toolbus_gateway.auth import MIN_HS256_SECRET, Method, Principal
 from toolbus_gateway.settings import GatewaySettings
 
@@ -37,6 +40,8 @@ LOGIN_CSRF_COOKIE = "toolbus_console_login"
 #: Only the console's own paths receive the cookies.
 COOKIE_PATH = "/console"
 _ALGORITHM = "HS256"
+#: The state store namespace of logged-out console sessions.
+LOGOUTS = "console-logouts"
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,8 +107,11 @@ class ConsoleSessions:
         }
         return jwt.encode({"alg": _ALGORITHM}, claims, self._key), session
 
-    def read(self, cookie: str | None) -> ConsoleSession | None:
-        """The session ``cookie`` holds, or None: absent, forged, expired or logged out."""
+    async def read(
+        self, cookie: str | None, store: StateStore | None = None
+    ) -> ConsoleSession | None:
+        """The session ``cookie`` holds, or None: absent, forged, expired or logged out
+        (here, or through any replica sharing ``store``)."""
         if not cookie:
             return None
         try:
@@ -119,14 +127,19 @@ class ConsoleSessions:
             return None
         if session_id in self._revoked:
             return None
+        if store is not None and await store.get(LOGOUTS, str(session_id)) is not None:
+            return None
         principal = Principal(
             str(user), cast(Method, method), credential if isinstance(credential, str) else ""
         )
         return ConsoleSession(principal, str(session_id), str(csrf), float(expires))
 
-    def revoke(self, session: ConsoleSession) -> None:
-        """Log ``session`` out: its cookie is refused from now on."""
+    async def revoke(self, session: ConsoleSession, store: StateStore | None = None) -> None:
+        """Log ``session`` out: its cookie is refused from now on (by every replica
+        sharing ``store``)."""
         now = self._clock()
+        if store is not None and session.expires > now:
+            await store.put(LOGOUTS, session.session_id, b"", ttl=session.expires - now)
         self._revoked = {sid: until for sid, until in self._revoked.items() if until > now}
         self._revoked[session.session_id] = session.expires
 

@@ -20,19 +20,20 @@ from typing import Any
 import anyio
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from toolbus import LiveRegistry, Registry, Tools, ToolServiceClient, connect
+from toolbus import LiveRegistry, Registry, Tools, ToolServiceClient, connect, connect_state
 from toolbus.application.agent.audit import AuditRecord, LoggingAuditSink
 from toolbus.application.agent.code_hooks import CompiledHooks
 from toolbus.application.calls.metrics import ToolbusMetrics
 from toolbus.application.doors.door import FrontDoor
-from toolbus.application.doors.holding import InProcessHolder
+from toolbus.application.doors.holding import InProcessHolder, SessionHolder
+from toolbus.application.doors.stored import StoredHolder
 from toolbus.application.identity.signing import CallSigner
 from toolbus.application.live.registry import DEFAULT_FETCH_TIMEOUT
 from toolbus.domain.access.permissions import Permissions
 from toolbus.domain.errors import ConfigError, Problem
 from toolbus.hooks import CodeHooks
 from toolbus.plugins import load_tool_plugins
-from toolbus.ports import Bus
+from toolbus.ports import Bus, StateStore
 from toolbus.runtime import registry_from, tool_types
 from toolbus_gateway.auth import Authenticator
 from toolbus_gateway.events import Event, Topic
@@ -156,6 +157,11 @@ class Gateway:
         access_control: refuse to start without configured permissions (the
             default); ``False`` is ``--no-access-control``.
         base_dir: the folder paths in ``settings_file`` are relative to.
+        state: a state store URL (``nats://...``, ``redis://...``) or a connected
+            store: sessions, their limits and console log-outs are kept there, so
+            that replicas behind a load balancer serve any request. ``None``
+            keeps them in this process (one replica only).
+        state_options: the store's options (``[state-options]``).
     """
 
     def __init__(
@@ -175,6 +181,8 @@ class Gateway:
         code_hooks: CompiledHooks | None = None,
         access_control: bool = True,
         base_dir: Path | None = None,
+        state: str | StateStore | None = None,
+        state_options: Mapping[str, Any] | None = None,
     ) -> None:
         if config is None and not live:
             raise ConfigError(
@@ -214,6 +222,10 @@ class Gateway:
         self.metrics.event_streams.set_function(lambda: self.open_streams)
         self.started = clock()
         self.bus: Bus | None = None
+        self.state = state
+        self._state_options = dict(state_options or {})
+        #: The state store sessions are kept in, once connected (None: this process).
+        self.state_store: StateStore | None = None
         self.tools: Tools | None = None
         self.live_registry: LiveRegistry | None = None
         self.watch: ServiceWatch | None = None
@@ -237,6 +249,11 @@ class Gateway:
             client = await stack.enter_async_context(
                 ToolServiceClient(self.bus, signer=self.signer)
             )
+            if isinstance(self.state, str):
+                self.state_store = await connect_state(self.state, self._state_options)
+                stack.push_async_callback(self.state_store.close)
+            else:
+                self.state_store = self.state
             tasks = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(tasks.cancel_scope.cancel)
             stack.callback(self.console.close)
@@ -273,6 +290,9 @@ class Gateway:
 
     def _front_door(self, tools: Tools) -> FrontDoor:
         """Permissions, entry states, hooks and limits from the operator's local files."""
+        holder: SessionHolder | None = None
+        if self.state_store is not None:
+            holder = StoredHolder(self.state_store)
         door = FrontDoor.from_files(
             tools,
             local=None if self._local is None else self._local.snapshot,
@@ -282,7 +302,10 @@ class Gateway:
             audit=self.audit,
             metrics=self.metrics.toolbus,
             timeout=self.settings.call_timeout,
-            clock=self.clock,
+            holder=holder,
+            # Replicas sharing a store compare times: the store's holder counts on the
+            # wall clock; one process keeps the gateway's own.
+            clock=self.clock if holder is None else None,
         )
         self.warning = door.require_access_control(
             "toolbus gateway", allow_off=not self.access_control

@@ -49,15 +49,16 @@ def console_sessions(request: Request) -> ConsoleSessions:
     return sessions
 
 
-def console_session(request: Request) -> ConsoleSession | None:
+async def console_session(request: Request) -> ConsoleSession | None:
     """The console session the request's cookie holds, if it is valid."""
-    return console_sessions(request).read(request.cookies.get(SESSION_COOKIE))
+    cookie = request.cookies.get(SESSION_COOKIE)
+    return await console_sessions(request).read(cookie, gateway_of(request).state_store)
 
 
 async def console_caller(request: Request) -> Principal:
     """The caller of a console page: the bearer header, else a console session; operators only."""
     token = bearer_token(request.headers.get("authorization"))
-    session = console_session(request) if token is None else None
+    session = await console_session(request) if token is None else None
     caller = session.principal if session is not None else authenticate(request, token)
     if not gateway_of(request).may_use_console(caller.user):
         raise ConsoleForbidden(caller.user)
