@@ -120,6 +120,10 @@ class StateStoreInfo:
     schemes: tuple[str, ...]
     connect: StateStoreFactory
     distribution: str
+    #: Connects to the store a broker of the same scheme carries on its own servers
+    #: (NATS: a key-value bucket), given the *broker's* URL and options; ``None``
+    #: where the broker has no store of its own.
+    beside_broker: StateStoreFactory | None = None
 
 
 AdapterRegistrar = Callable[[AdapterInfo], None]
@@ -407,6 +411,21 @@ async def connect_state(url: str, options: Mapping[str, Any] | None = None) -> S
     ``redis://`` with ``toolbus[redis]``. See docs/state-stores.md.
     """
     return await state_store_for(url).connect(url, dict(options or {}))
+
+
+async def connect_state_beside_broker(
+    url: str, options: Mapping[str, Any] | None = None
+) -> StateStore | None:
+    """The state store the broker at ``url`` carries on its own servers, if it has one
+    (NATS: a JetStream key-value bucket), else ``None``; what a service host remembers
+    token uses in when ``toolbus.toml`` names no ``state``."""
+    try:
+        info = state_store_for(url)
+    except PluginError:
+        return None
+    if info.beside_broker is None:
+        return None
+    return await info.beside_broker(url, dict(options or {}))
 
 
 def load_tool_plugins() -> list[ToolPlugin]:

@@ -26,4 +26,11 @@ def toolbus_register_adapters(register: AdapterRegistrar) -> None:
 
 @hookimpl
 def toolbus_register_state_stores(register: StateStoreRegistrar) -> None:
-    register(StateStoreInfo(schemes=SCHEMES, connect=state.connect, distribution="toolbus-nats"))
+    register(
+        StateStoreInfo(
+            schemes=SCHEMES,
+            connect=state.connect,
+            distribution="toolbus-nats",
+            beside_broker=state.connect_beside_broker,
+        )
+    )

@@ -29,6 +29,7 @@ import math
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
+from urllib.parse import parse_qsl
 
 import nats.errors
 import nats.js.errors
@@ -41,7 +42,12 @@ from toolbus.domain.errors import BusClosed, StateStoreError, StateStoreUnavaila
 from toolbus.ports import StateEntry
 from toolbus_nats.bus import NatsBus
 from toolbus_nats.bus import connect as connect_bus
-from toolbus_nats.state_options import NatsStateOptions, bucket_key, parse_state_options
+from toolbus_nats.state_options import (
+    BROKER_ONLY,
+    NatsStateOptions,
+    bucket_key,
+    parse_state_options,
+)
 
 log = logging.getLogger("toolbus.nats.state")
 
@@ -335,3 +341,15 @@ async def connect(url: str, options: Mapping[str, Any] | None = None) -> NatsSta
             "the bucket's replicas"
         ) from exc
     return NatsStateStore(bus, kv, settings)
+
+
+async def connect_beside_broker(
+    url: str, options: Mapping[str, Any] | None = None
+) -> NatsStateStore:
+    """The state store on a NATS broker's own servers: the bucket ``toolbus`` on the
+    servers, credentials and TLS of the *broker's* ``url`` and ``options``, leaving out
+    what only a broker uses (its ``replicas`` make the bucket's)."""
+    base, _, query = url.partition("?")
+    given = {**dict(parse_qsl(query)), **dict(options or {})}
+    kept = {name: value for name, value in given.items() if name not in BROKER_ONLY}
+    return await connect(base, kept)

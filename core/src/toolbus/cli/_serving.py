@@ -8,6 +8,7 @@ announce, probe and drain the same way. Plugins reach it through
 
 from __future__ import annotations
 
+import logging
 import signal
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,15 +28,24 @@ from toolbus.application.calls.host import (
 from toolbus.application.calls.metrics import MetricsUnavailable, start_metrics_server
 from toolbus.application.calls.service import ToolService
 from toolbus.application.identity import CallVerifier
+from toolbus.application.identity.replays import (
+    PER_REPLICA_TOKEN_AGE,
+    StoredReplays,
+    per_replica,
+)
 from toolbus.application.live.announcements import DEFAULT_INTERVAL, Announcer
 from toolbus.application.live.companions import alongside
 from toolbus.application.live.config_service import ConfigPublisher
 from toolbus.application.tracing.export import export_from_environment
 from toolbus.cli._common import fail, redact_url, run
 from toolbus.cli._serve_plan import describe
+from toolbus.domain.calls.queues import parse_queue
 from toolbus.domain.config.descriptors import BUILTIN_TOOL_TYPES
-from toolbus.plugins import connect
+from toolbus.plugins import connect, connect_state, connect_state_beside_broker
+from toolbus.ports import StateStore
 from toolbus.settings import Settings
+
+log = logging.getLogger("toolbus.serve")
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +110,14 @@ def serve_until_signalled(
 
     async def main() -> None:
         bus = await connect(settings.broker, settings.broker_options)
+        replays = None
+        one_process = settings.broker.startswith("memory:")
+        if options.verifier is not None and _serves_once(services) and not one_process:
+            try:
+                replays = await _remember_replays(settings, options.verifier, services)
+            except BaseException:
+                await bus.close()
+                raise
         hosts = [
             ServiceHost(
                 bus,
@@ -142,6 +160,8 @@ def serve_until_signalled(
                         typer.echo(f"event loop: {running_loop_name()}", err=True)
                         if options.verifier is not None:
                             typer.echo(_checks(options.verifier), err=True)
+                        if replays is not None:
+                            typer.echo(replays[1], err=True)
                         for companion in extra:
                             typer.echo(describe(companion), err=True)
                         for advertisement in listed:
@@ -157,6 +177,8 @@ def serve_until_signalled(
         finally:
             with anyio.CancelScope(shield=True):
                 await bus.close()
+                if replays is not None and replays[0] is not None:
+                    await replays[0].close()
                 if options.cleanup is not None:
                     await options.cleanup()
 
@@ -180,6 +202,37 @@ def _announced_tools(companions: Sequence[Announcer | ConfigPublisher]) -> dict[
         for companion in companions
         if isinstance(companion, Announcer)
     }
+
+
+def _serves_once(services: Sequence[ToolService]) -> bool:
+    """Whether a service reads an at-most-once queue, where a token may be used once."""
+    return any(not parse_queue(service.request_queue).persistent for service in services)
+
+
+async def _remember_replays(
+    settings: Settings, verifier: CallVerifier, services: Sequence[ToolService]
+) -> tuple[StateStore | None, str]:
+    """Where ``verifier`` takes token uses: the configured state store, else the one the
+    broker carries (NATS), else this process (with a warning and short-lived tokens).
+    The store to close, and the start-up line saying which."""
+    if settings.state is not None:
+        store = await connect_state(settings.state, settings.state_options)
+        where = f"in the state store at {redact_url(settings.state)}"
+    else:
+        found = await connect_state_beside_broker(settings.broker, settings.broker_options)
+        if found is None:
+            names = "+".join(service.id for service in services)
+            log.warning(per_replica(names, redact_url(settings.broker)))
+            verifier.max_token_age = PER_REPLICA_TOKEN_AGE
+            return None, (
+                "replays refused per replica only: tokens taken for "
+                f"{PER_REPLICA_TOKEN_AGE:g} s after signing (name a state store to refuse "
+                "them on every replica)"
+            )
+        store = found
+        where = f"on the broker's own servers ({redact_url(settings.broker)})"
+    verifier.replays = StoredReplays(store)
+    return store, f"replays refused on every replica: token uses remembered {where}"
 
 
 def _checks(verifier: CallVerifier) -> str:

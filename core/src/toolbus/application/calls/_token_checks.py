@@ -44,7 +44,7 @@ class TokenChecks:
         caller = self.unverified[user] = Caller(user)
         return caller
 
-    def identify(
+    async def identify(
         self,
         properties: Mapping[str, str],
         call_id: str,
@@ -62,7 +62,7 @@ class TokenChecks:
         token = properties.get(PROP_CALL_TOKEN)
         verifier = self.verifier
         if verifier is not None:
-            return verifier.verify(
+            return await verifier.verify_call(
                 token,
                 call_id=call_id,
                 audiences=self._audiences,

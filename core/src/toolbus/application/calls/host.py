@@ -354,7 +354,7 @@ class ServiceHost:
         else:
             # Adapters written before the port named the broker's timestamp have none.
             enqueued_at = getattr(delivery, "enqueued_at", None)
-            caller = tokens.identify(properties, reply.call_id, user, body, enqueued_at)
+            caller = await tokens.identify(properties, reply.call_id, user, body, enqueued_at)
         arguments = request.arguments
         env_names = properties.get(wire.PROP_ENV_ARGS)
         if env_names:

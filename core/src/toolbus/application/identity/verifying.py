@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +28,11 @@ from toolbus.application.identity.keys import (
     jose,
     load_keys,
 )
+from toolbus.application.identity.replays import (
+    DEFAULT_REPLAY_MEMORY,
+    InProcessReplays,
+    ReplayGuard,
+)
 from toolbus.domain.calls.wire import PROP_ATTEMPT
 from toolbus.domain.errors import QueuedTooLong, Unauthorized
 from toolbus.domain.identity import Caller, check_claims
@@ -38,8 +42,6 @@ if TYPE_CHECKING:
 
 #: Seconds of clock difference between a caller and a service that are forgiven.
 DEFAULT_LEEWAY = 5.0
-#: Token ids remembered (until they expire) to refuse replays on at-most-once queues.
-DEFAULT_REPLAY_MEMORY = 100_000
 #: Seconds a signed call may wait in an at-least-once queue and still be served.
 DEFAULT_MAX_QUEUE_AGE = 3600.0
 
@@ -48,6 +50,9 @@ UNSIGNED = (
     "callers must sign with a trusted key (TrustGraph callers cannot: serve them from "
     "a service that does not require tokens)"
 )
+
+
+REPLAYED = "call token was used before; every call needs a token of its own"
 
 
 def _shown(value: object) -> str:
@@ -65,6 +70,12 @@ class CallVerifier:
     ``max_queue_age``: seconds a signed call may have waited in an
     at-least-once queue (by the broker's timestamp) and still be served; its
     token is checked as of when the broker took it.
+
+    ``replays``: where the token uses taken on at-most-once queues are
+    remembered (:mod:`toolbus.application.identity.replays`); by default in
+    this process (``replay_memory`` of them at most). ``max_token_age``: on
+    at-most-once queues, refuse a token signed longer ago than this many
+    seconds, whatever its expiry (what a per-replica guard is paired with).
     """
 
     def __init__(
@@ -76,6 +87,8 @@ class CallVerifier:
         clock: Callable[[], float] = time.time,
         replay_memory: int = DEFAULT_REPLAY_MEMORY,
         max_queue_age: float = DEFAULT_MAX_QUEUE_AGE,
+        replays: ReplayGuard | None = None,
+        max_token_age: float | None = None,
     ) -> None:
         if not max_queue_age > 0:
             raise ValueError(f"max_queue_age is {max_queue_age}; it must be a positive number")
@@ -85,8 +98,11 @@ class CallVerifier:
         self.clock = clock
         self.replay_memory = replay_memory
         self.max_queue_age = max_queue_age
-        #: Token ids seen on at-most-once queues -> their expiry, oldest first.
-        self._seen: OrderedDict[str, float] = OrderedDict()
+        self.max_token_age = max_token_age
+        #: Token uses taken in this process (what :meth:`verify` checks).
+        self._in_process = InProcessReplays(replay_memory)
+        #: Where :meth:`verify_call` takes token uses.
+        self.replays: ReplayGuard = self._in_process if replays is None else replays
 
     @classmethod
     def load(
@@ -127,10 +143,65 @@ class CallVerifier:
         of then, and a call older than ``max_queue_age`` raises
         :class:`QueuedTooLong`.
         """
+        caller, use = self._checked(
+            token,
+            call_id=call_id,
+            audiences=audiences,
+            user=user,
+            body=body,
+            once=once,
+            properties=properties,
+            enqueued_at=enqueued_at,
+        )
+        if use is not None and not self._in_process.take(*use):
+            raise Unauthorized(REPLAYED)
+        return caller
+
+    async def verify_call(
+        self,
+        token: str | None,
+        *,
+        call_id: str,
+        audiences: Collection[str],
+        user: str,
+        body: bytes,
+        once: bool = False,
+        properties: Mapping[str, str] | None = None,
+        enqueued_at: float | None = None,
+    ) -> Caller:
+        """:meth:`verify`, taking the token's use through :attr:`replays` (which may be
+        a state store every replica shares): what a service host calls."""
+        caller, use = self._checked(
+            token,
+            call_id=call_id,
+            audiences=audiences,
+            user=user,
+            body=body,
+            once=once,
+            properties=properties,
+            enqueued_at=enqueued_at,
+        )
+        if use is not None and not await self.replays.first_use(*use):
+            raise Unauthorized(REPLAYED)
+        return caller
+
+    def _checked(
+        self,
+        token: str | None,
+        *,
+        call_id: str,
+        audiences: Collection[str],
+        user: str,
+        body: bytes,
+        once: bool,
+        properties: Mapping[str, str] | None,
+        enqueued_at: float | None,
+    ) -> tuple[Caller, tuple[str, float, float] | None]:
+        """The caller, and the use to take (``None`` where a token is not used once)."""
         if token is None:
             if self.required:
                 raise Unauthorized(UNSIGNED)
-            return Caller(user)
+            return Caller(user), None
         key_id, claims = self._signatures.verified(token)
         now = self.clock()
         # At-most-once queues hold nothing back: there "now" is when it was sent.
@@ -154,20 +225,19 @@ class CallVerifier:
                 age=age,
                 limit=self.max_queue_age,
             )
-        if once:
-            attempt = properties.get(PROP_ATTEMPT, "") if properties else ""
-            self._use_once(f"{call_id} {attempt}", float(claims["exp"]) + self.leeway, now)
-        return caller
-
-    def _use_once(self, use: str, until: float, now: float) -> None:
-        seen = self._seen
-        if use in seen:
-            raise Unauthorized("call token was used before; every call needs a token of its own")
-        # Forget what has expired (expiries arrive nearly in order), and the oldest
-        # beyond the memory's size: an expired token is refused anyway.
-        while seen and (next(iter(seen.values())) < now or len(seen) >= self.replay_memory):
-            seen.popitem(last=False)
-        seen[use] = until
+        if not once:
+            return caller, None
+        issued = float(claims.get("iat", 0))
+        if self.max_token_age is not None and now - issued > self.max_token_age + self.leeway:
+            raise Unauthorized(
+                f"call token was signed {now - issued:.0f} s ago; this service takes tokens for "
+                f"{self.max_token_age:g} s only, as it remembers replays per replica"
+            )
+        attempt = properties.get(PROP_ATTEMPT, "") if properties else ""
+        # The token's id (the call id), its issue time and the try: a retry is signed
+        # afresh for its own attempt, a copy of one try is a replay.
+        use = f"{call_id} {claims.get('iat', '')} {attempt}"
+        return caller, (use, float(claims["exp"]) + self.leeway, now)
 
     def __repr__(self) -> str:
         return f"<CallVerifier keys={list(self.key_ids)!r} required={self.required}>"
