@@ -46,6 +46,7 @@ from typing import Any
 import anyio
 import mcp_types as mcp
 from anyio.abc import TaskStatus
+from mcp.server.caching import CacheHint
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
@@ -56,12 +57,14 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolbus.application.agent.session import AgentSession
 from toolbus.application.doors.door import WORKFLOW, FrontDoor
-from toolbus.application.doors.holding import Held, HeldAlready, HeldKey
+from toolbus.application.doors.holding import Held, HeldAlready, HeldKey, InProcessHolder
+from toolbus.application.doors.stored import StoredHolder, session_key
 from toolbus.application.live.registry import LiveRegistry
 from toolbus.application.tracing import conventions
 from toolbus.application.tracing import propagation as tracing
 from toolbus.domain.config.schemas import export_tools
 from toolbus.domain.errors import AccessDenied, LimitReached, UnknownTool
+from toolbus.ports import WatchableStateStore
 from toolbus_mcp.serving.arguments import ArgumentCheck
 
 log = logging.getLogger("toolbus.mcp")
@@ -139,10 +142,34 @@ class Workflow:
     ) -> mcp.SubscriptionsListenResult:
         self.listening += 1
         try:
-            return await self._listen(ctx, params)
+            if self.offered is None:
+                # The list the client is taken to hold: what it would be offered now (its
+                # tools/list may have gone to another replica).
+                self.offered = await self.tool_list()
+            async with anyio.create_task_group() as tasks:
+                if self.listening == 1:
+                    tasks.start_soon(self._follow_moves)
+                try:
+                    result = await self._listen(ctx, params)
+                finally:
+                    tasks.cancel_scope.cancel()
+            return result
         finally:
             self.listening -= 1
             self.used = self._server.clock()
+
+    async def _follow_moves(self) -> None:
+        """While the client listens here: tell it when a call on *another* replica moved
+        the workflow, as the state store reports (a store that cannot watch: never)."""
+        holder = self._server.door.holder
+        if not isinstance(holder, StoredHolder):
+            return
+        store = holder.store
+        if not isinstance(store, WatchableStateStore):
+            return
+        async with store.watch(holder.namespace, session_key(self.key)) as changes:
+            async for _ in changes:
+                await self.notify_if_changed()
 
     async def notify_if_changed(self) -> bool:
         """Tell the client when its tool list differs from the one it was sent last."""
@@ -197,6 +224,8 @@ class BusMcpServer:
             live.on_change(lambda _registry: self._changes.set())
         self.server: Server[Any] = _ListChangingServer(
             name,
+            # A tool list is the caller's own (their groups and state): no cache shares it.
+            cache_hints={"tools/list": CacheHint(ttl_ms=0, scope="private")},
             get_tool_input_schema=self._input_schema,
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
@@ -351,10 +380,13 @@ class BusMcpServer:
         return len(expired)
 
     async def close(self) -> None:
-        """Close every workflow's session (writing their audit records)."""
+        """Close every workflow's session (writing their audit records); workflows held
+        in a state store stay there, for the other replicas to serve."""
+        in_process = isinstance(self.door.holder, InProcessHolder)
         for key, workflow in list(self._workflows.items()):
             workflow.close()
-            await self.door.release(key.owner, key.kind, key.id)
+            if in_process:
+                await self.door.release(key.owner, key.kind, key.id)
         self._workflows.clear()
 
 
