@@ -45,10 +45,13 @@ from typing import Any, Literal, Protocol
 import anyio
 
 from toolbus.application.agent.audit import AuditSink
+from toolbus.application.agent.checkpoints import Checkpoint, RunCheckpoints, run_call_id
 from toolbus.application.agent.code_hooks import CompiledHooks
+from toolbus.application.agent.held import HeldSession
 from toolbus.application.agent.llm import LLM, LLMError, ToolCallStarted
 from toolbus.application.agent.outcomes import CallOutcome
 from toolbus.application.agent.session import AgentSession
+from toolbus.application.calls.client import sending_as
 from toolbus.application.calls.metrics import ToolbusMetrics, default_metrics
 from toolbus.application.calls.tools import Tools
 from toolbus.application.tracing import conventions
@@ -139,6 +142,11 @@ class Sessions(Protocol):
         request may continue from, and return the id to name then (or ``None``)."""
         ...
 
+    async def resume(self, request: AgentRequest, held: HeldSession) -> AgentSession:
+        """The session of a request another replica began, from its checkpoint
+        (:mod:`~toolbus.application.agent.checkpoints`); groups are checked again."""
+        ...
+
 
 class PlainSessions:
     """Sessions straight from a tools facade, with the given parts; nothing is held."""
@@ -181,6 +189,17 @@ class PlainSessions:
     async def keep(self, request: AgentRequest, session: AgentSession) -> str | None:
         return None
 
+    async def resume(self, request: AgentRequest, held: HeldSession) -> AgentSession:
+        return AgentSession(
+            self.tools,
+            resume=held,
+            permissions=self.permissions,
+            audit=self.audit,
+            metrics=self.metrics,
+            code_hooks=self.code_hooks,
+            timeout=self.timeout,
+        )
+
 
 class AgentLoop:
     """Answers agent requests with ``llm`` and the sessions ``sessions`` opens.
@@ -194,6 +213,9 @@ class AgentLoop:
         metrics: the loop records its own metrics (requests, iterations, tokens) here.
         audit, permissions, code_hooks, tool_timeout, default_user: with a tools
             facade, for :class:`PlainSessions` (a door has its own).
+        checkpoints: where each request's progress is written after every step
+            (:class:`~toolbus.application.agent.checkpoints.RunCheckpoints`), so that
+            a request delivered again after its replica died goes on from there.
     """
 
     def __init__(
@@ -209,8 +231,10 @@ class AgentLoop:
         code_hooks: CompiledHooks | None = None,
         tool_timeout: float | None = None,
         default_user: str = "anonymous",
+        checkpoints: RunCheckpoints | None = None,
     ) -> None:
         self.llm = llm
+        self.checkpoints = checkpoints
         self.limits = limits or AgentLimits()
         self.system_prompt = system_prompt
         self.metrics = default_metrics() if metrics is None else metrics
@@ -251,8 +275,18 @@ class AgentLoop:
 
     async def _run(self, run: _Run, request: AgentRequest, request_id: str) -> AgentResult:
         state = request.state or "undefined"
+        checkpoints = self.checkpoints
+        saved = None if checkpoints is None else await checkpoints.load(request_id)
         try:
-            session = await self.sessions.open(request, request_id)
+            if saved is None:
+                session = await self.sessions.open(request, request_id)
+            else:
+                log.info(
+                    "agent request %s goes on from its checkpoint after %d iteration(s)",
+                    request_id,
+                    saved.iterations,
+                )
+                session = await self.sessions.resume(request, saved.session)
         except AccessDenied as exc:
             reason: StopReason = (
                 "state-refused" if exc.error_type == "state-refused" else "access-denied"
@@ -263,7 +297,13 @@ class AgentLoop:
         except SessionNotFound as exc:
             return await run.stop(Stop("no-such-session", str(exc)), state=state)
         async with session:
-            return await run.answer(session)
+            result = await run.answer(session, saved)
+        if checkpoints is not None:
+            # Answered: nothing for another replica to go on with. (A run cut off by an
+            # exception keeps its checkpoint, for the request delivered again.)
+            with anyio.CancelScope(shield=True):
+                await checkpoints.finish(request_id)
+        return result
 
 
 class _Run:
@@ -283,16 +323,25 @@ class _Run:
         #: Answer text of the current turn already sent in chunks.
         self._streamed = ""
         self._pending: tuple[TextKind, str] | None = None
+        #: One checkpoint written at a time, each with everything known when it is written.
+        self._saving = anyio.Lock()
+        #: The chat up to the turn whose calls are being made (what their checkpoints hold).
+        self._chat: list[dict[str, Any]] = []
 
-    async def answer(self, session: AgentSession) -> AgentResult:
+    async def answer(self, session: AgentSession, saved: Checkpoint | None = None) -> AgentResult:
         outcome: Answer | Stop
         started = time.monotonic()
         with anyio.move_on_after(self.limits.time_limit) as deadline:
             try:
-                messages = await session.start(
-                    initial_messages(self.request, self.loop.system_prompt)
-                )
-                outcome = await self._iterate(session, messages)
+                if saved is None:
+                    messages = await session.start(
+                        initial_messages(self.request, self.loop.system_prompt)
+                    )
+                else:
+                    messages = list(saved.messages)
+                    self.iterations = saved.iterations
+                    self.usage = Usage(saved.input_tokens, saved.output_tokens)
+                outcome = await self._iterate(session, messages, saved)
             except LLMError as exc:
                 outcome = Stop("model-error", f"the model {self.llm.model!r} failed: {exc}")
         if deadline.cancelled_caught:
@@ -318,11 +367,17 @@ class _Run:
         return self._result(state, error=error)
 
     async def _iterate(
-        self, session: AgentSession, messages: list[dict[str, Any]]
+        self, session: AgentSession, messages: list[dict[str, Any]], saved: Checkpoint | None
     ) -> Answer | Stop:
         model, provider = self.llm.model, provider_of(self.llm)
         metrics = self.loop.metrics
-        for iteration in range(1, self.limits.max_iterations + 1):
+        if saved is not None and saved.pending is not None:
+            # The last turn's calls, as far as they were answered before the hand-over.
+            pending = [ToolCall(c["id"], c["name"], c["arguments"]) for c in saved.pending]
+            answered = await self._answer_calls(session, messages, pending, saved.answered)
+            if answered is not None:
+                return answered
+        for iteration in range(self.iterations + 1, self.limits.max_iterations + 1):
             with tracing.hop("client", None, conventions.model_turn, model, provider):
                 started = time.monotonic()
                 try:
@@ -360,14 +415,57 @@ class _Run:
             if not isinstance(decision, CallTools):
                 return decision
             messages.append(assistant_message(turn))
-            outcomes = await self._call(session, decision.calls)
-            messages.extend(outcome.as_openai_message() for outcome in outcomes)
-            answered = after_calls(
-                [Observed(o.ok, o.observation, o.after_execution) for o in outcomes]
-            )
+            answered = await self._answer_calls(session, messages, decision.calls, {})
             if answered is not None:
                 return answered
-        raise AssertionError("after_turn stops at the last iteration")  # pragma: no cover
+        # Only a run resumed after its last allowed turn's calls gets here.
+        return Stop(
+            "max-iterations",
+            f"the run used its {self.limits.max_iterations} iterations before it was "
+            "handed over; no answer was given",
+        )
+
+    async def _answer_calls(
+        self,
+        session: AgentSession,
+        messages: list[dict[str, Any]],
+        calls: Sequence[ToolCall],
+        answered: dict[str, CallOutcome],
+    ) -> Answer | None:
+        """Make a turn's calls (those not ``answered`` already) and add their observations
+        to the chat, checkpointing before, after each call and after all of them."""
+        self._chat = messages
+        await self._checkpoint(session, messages, calls, answered)
+        outcomes = await self._call(session, calls, answered)
+        messages.extend(outcome.as_openai_message() for outcome in outcomes)
+        await self._checkpoint(session, messages)
+        return after_calls([Observed(o.ok, o.observation, o.after_execution) for o in outcomes])
+
+    async def _checkpoint(
+        self,
+        session: AgentSession,
+        messages: list[dict[str, Any]],
+        pending: Sequence[ToolCall] | None = None,
+        answered: dict[str, CallOutcome] | None = None,
+    ) -> None:
+        checkpoints = self.loop.checkpoints
+        if checkpoints is None:
+            return
+        async with self._saving:
+            await checkpoints.save(
+                Checkpoint(
+                    self.request_id,
+                    session.held(),
+                    list(messages),
+                    self.iterations,
+                    self.usage.input_tokens,
+                    self.usage.output_tokens,
+                    None
+                    if pending is None
+                    else [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in pending],
+                    dict(answered or {}),
+                )
+            )
 
     async def _turn(self, session: AgentSession, messages: list[dict[str, Any]]) -> ModelTurn:
         """One model turn; streamed text goes out as thought or answer chunks as it comes."""
@@ -421,9 +519,16 @@ class _Run:
         self._pending = None
         await self.emit(AgentEvent(chunk_type=kind, content=text, end_of_message=last, state=state))
 
-    async def _call(self, session: AgentSession, calls: Sequence[ToolCall]) -> list[CallOutcome]:
-        """Run one turn's calls concurrently; report actions first, observations in call order."""
-        for call in calls:
+    async def _call(
+        self, session: AgentSession, calls: Sequence[ToolCall], answered: dict[str, CallOutcome]
+    ) -> list[CallOutcome]:
+        """Run one turn's calls concurrently; report actions first, observations in call order.
+
+        Calls in ``answered`` (before a hand-over) are not made again; each new
+        outcome is added to it and checkpointed as it comes.
+        """
+        fresh = [call for call in calls if call.id not in answered]
+        for call in fresh:
             await self.emit(
                 AgentEvent(
                     chunk_type="action",
@@ -434,19 +539,32 @@ class _Run:
                     state=session.state,
                 )
             )
-        outcomes: list[CallOutcome | None] = [None] * len(calls)
+        outcomes: list[CallOutcome | None] = [answered.get(call.id) for call in calls]
+        checkpointed = self.loop.checkpoints is not None
 
         async def one(index: int, call: ToolCall) -> None:
-            outcomes[index] = await session.call(call.name, call.arguments, call.id)
+            if not checkpointed:
+                outcomes[index] = await session.call(call.name, call.arguments, call.id)
+                return
+            # The same bus call id on any replica: a call sent again after a hand-over
+            # is the same call to the service.
+            with sending_as(run_call_id(self.request_id, self.iterations, call.id)):
+                outcome = await session.call(call.name, call.arguments, call.id)
+            outcomes[index] = answered[call.id] = outcome
+            await self._checkpoint(session, self._chat, calls, answered)
 
-        if len(calls) == 1:
-            await one(0, calls[0])
-        else:
+        new = {call.id for call in fresh}
+        if len(fresh) == 1:
+            await one(calls.index(fresh[0]), fresh[0])
+        elif fresh:
             async with anyio.create_task_group() as group:
                 for index, call in enumerate(calls):
-                    group.start_soon(one, index, call)
+                    if call.id in new:
+                        group.start_soon(one, index, call)
         done = [outcome for outcome in outcomes if outcome is not None]
         for outcome in done:
+            if outcome.tool_call_id not in new:
+                continue  # reported before the hand-over
             await self.emit(
                 AgentEvent(
                     chunk_type="observation",

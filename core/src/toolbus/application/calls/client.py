@@ -16,7 +16,9 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -36,6 +38,26 @@ from toolbus.domain.config.descriptors import ServiceDescriptor
 from toolbus.domain.errors import ToolTimeout
 from toolbus.domain.identity import PROP_CALL_TOKEN
 from toolbus.ports import Bus, PushBus
+
+#: The call id the next tool call sends, inside :func:`sending_as`.
+_given_call_id: ContextVar[str | None] = ContextVar("toolbus_call_id", default=None)
+
+
+@contextmanager
+def sending_as(call_id: str) -> Iterator[None]:
+    """The tool call made in the block sends ``call_id`` rather than a fresh one.
+
+    For a caller that may send one call again after a process died (an agent
+    run resumed on another replica): the service sees the same call, and on a
+    persistent queue answers it from memory instead of running it twice. One
+    call per block: an id names one call.
+    """
+    token = _given_call_id.set(call_id)
+    try:
+        yield
+    finally:
+        _given_call_id.reset(token)
+
 
 log = logging.getLogger("toolbus.client")
 
@@ -309,7 +331,7 @@ class ToolServiceClient:
             )  # fmt: skip
         return self._exchange(
             request_queue, response_queue, user, config, arguments, timeout, label, properties,
-            generation,
+            generation, _given_call_id.get(),
         )  # fmt: skip
 
     async def _traced(
@@ -356,15 +378,16 @@ class ToolServiceClient:
         call token is not taken for a replay of the first one's.
         """
         policy = self.retry
+        given = _given_call_id.get()
         if policy is None or not policy.applies_to(request_queue):
             return await self._exchange(
                 request_queue, response_queue, user, config, arguments, timeout, label, properties,
-                generation,
+                generation, given,
             )  # fmt: skip
         limit = self.default_timeout if timeout is None else timeout
         loop = asyncio.get_running_loop()
         end = loop.time() + limit
-        call_id = self._new_call_id()
+        call_id = given or self._new_call_id()
         metrics = self._metrics or default_metrics()
 
         def retried(error: BaseException) -> None:

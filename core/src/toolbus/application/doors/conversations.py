@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 import uuid
 
+from toolbus.application.agent.held import HeldSession
 from toolbus.application.agent.session import AgentSession
 from toolbus.application.doors.door import CONVERSATION, FrontDoor
 from toolbus.application.doors.holding import Held, HeldKey
@@ -45,6 +46,9 @@ class DoorConversations:
         # A new request, a new record: continuing in the state and groups held.
         continued = held.session.restarted(request_id, time.time())
         return self.door.resumed(continued, counted=True)
+
+    async def resume(self, request: AgentRequest, held: HeldSession) -> AgentSession:
+        return self.door.resumed(held, counted=True)
 
     async def keep(self, request: AgentRequest, session: AgentSession) -> str | None:
         door = self.door

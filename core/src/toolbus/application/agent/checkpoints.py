@@ -1,0 +1,102 @@
+"""Agent runs that outlive their replica: a :class:`Checkpoint` per step, in a state store.
+
+An :class:`~toolbus.application.agent.loop.AgentLoop` given
+:class:`RunCheckpoints` writes where each request stands, under its request
+id, in the namespace ``agent-runs``:
+
+* after each model turn: the chat so far (the turn's assistant message
+  included) and the tool calls the turn asked for (``pending``);
+* after each of those calls: its outcome (``answered``);
+* once the turn's calls are all answered: the chat with their observations,
+  and nothing pending.
+
+Each time with the session as plain data (state, calls, transitions: what its
+audit record will say), the iterations and the tokens used. A request whose
+replica died is delivered again (the agent's request queue must be
+``persistent://``) to another replica, which reads the checkpoint and goes on
+from it: the model turns and the tool calls already answered are not made
+again, and a call that was in flight is sent again under the same call id
+(:func:`run_call_id`), which a persistent tool queue answers from memory.
+The checkpoint is removed when the request ends.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from toolbus.application.agent.held import HeldSession
+from toolbus.application.agent.outcomes import CallOutcome
+from toolbus.ports import StateStore
+
+#: The state store namespace of agent runs' checkpoints.
+NAMESPACE = "agent-runs"
+#: Seconds a checkpoint outlives its last write, when the loop gives no time limit.
+DEFAULT_TTL = 3600.0
+
+_RUN_CALLS = uuid.UUID("5b8f4d0e-3a52-4f0e-9c77-6d1f2a4e9b10")
+
+
+def run_call_id(request_id: str, iteration: int, tool_call_id: str) -> str:
+    """The bus call id of one tool call of one run: the same on every replica, so that a
+    call sent again after a hand-over is the same call to the service."""
+    return str(uuid.uuid5(_RUN_CALLS, f"{request_id}\x1f{iteration}\x1f{tool_call_id}"))
+
+
+@dataclass(slots=True)
+class Checkpoint:
+    """Where one agent request stands; see the module docs."""
+
+    request_id: str
+    session: HeldSession
+    #: The chat as the model will be sent it next (OpenAI messages).
+    messages: list[dict[str, Any]]
+    #: Model turns made.
+    iterations: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    #: The tool calls of the last turn, while some are unanswered: ``id``, ``name``,
+    #: ``arguments`` (as the model wrote them).
+    pending: list[dict[str, str]] | None = None
+    #: Outcomes of pending calls, by tool call id.
+    answered: dict[str, CallOutcome] = field(default_factory=dict)
+
+    def to_json(self) -> bytes:
+        return _ADAPTER.dump_json(self)
+
+    @classmethod
+    def from_json(cls, data: bytes) -> Checkpoint:
+        return _ADAPTER.validate_json(data)
+
+
+_ADAPTER: TypeAdapter[Checkpoint] = TypeAdapter(Checkpoint)
+
+
+class RunCheckpoints:
+    """Checkpoints of agent runs in a state store every agent replica shares.
+
+    ``ttl``: seconds a checkpoint lives after its last write (a run no replica
+    picks up again is forgotten then); the loop passes its time limit.
+    """
+
+    def __init__(
+        self, store: StateStore, *, ttl: float = DEFAULT_TTL, namespace: str = NAMESPACE
+    ) -> None:
+        self.store = store
+        self.ttl = ttl
+        self.namespace = namespace
+
+    async def load(self, request_id: str) -> Checkpoint | None:
+        entry = await self.store.get(self.namespace, request_id)
+        return None if entry is None else Checkpoint.from_json(entry.value)
+
+    async def save(self, checkpoint: Checkpoint) -> None:
+        await self.store.put(
+            self.namespace, checkpoint.request_id, checkpoint.to_json(), ttl=self.ttl
+        )
+
+    async def finish(self, request_id: str) -> None:
+        await self.store.delete(self.namespace, request_id)
