@@ -13,6 +13,7 @@ import anyio
 import typer
 
 from toolbus._internal.event_loops import EventLoop, running_loop_name
+from toolbus.application.agent.checkpoints import RunCheckpoints
 from toolbus.application.agent.llm import LLM
 from toolbus.application.agent.loop import (
     DEFAULT_MAX_ITERATIONS,
@@ -31,6 +32,8 @@ from toolbus.application.calls.host import running
 from toolbus.application.calls.tools import Tools
 from toolbus.application.doors.conversations import DoorConversations
 from toolbus.application.doors.door import FrontDoor
+from toolbus.application.doors.holding import SessionHolder
+from toolbus.application.doors.stored import StoredHolder
 from toolbus.application.tracing.export import export_from_environment
 from toolbus.cli._agent_output import EventPrinter
 from toolbus.cli._app import app
@@ -43,13 +46,15 @@ from toolbus.domain.agent.wire import (
 from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import ConfigError, PluginError
 from toolbus.hooks import CodeHooks
-from toolbus.plugins import ToolPlugin, connect, connect_llm, load_tool_plugins
+from toolbus.plugins import ToolPlugin, connect, connect_llm, connect_state, load_tool_plugins
 from toolbus.ports import Bus
 from toolbus.runtime import build_registry
 from toolbus.settings import Settings, load_settings
 
 #: Where ``--llm`` comes from when it is not given.
 LLM_VARIABLE = "TOOLBUS_LLM"
+#: Seconds an agent run's checkpoint outlives its time limit, for a replica to go on with it.
+CHECKPOINT_GRACE = 300.0
 
 agent_app = typer.Typer(
     name="agent",
@@ -105,7 +110,9 @@ def _plan(broker: str | None, config: str | None) -> tuple[Settings, list[ToolPl
         fail(str(exc))
 
 
-def _door(settings: Settings, registry: Registry, tools: Tools) -> FrontDoor:
+def _door(
+    settings: Settings, registry: Registry, tools: Tools, holder: SessionHolder | None = None
+) -> FrontDoor:
     """The front door of the agent: permissions, entry states, hooks, limits, audit."""
     base = settings.file_path.parent if settings.file_path is not None else Path.cwd()
     return FrontDoor.from_files(
@@ -114,6 +121,7 @@ def _door(settings: Settings, registry: Registry, tools: Tools) -> FrontDoor:
         settings=settings.file,
         base_dir=base,
         code_hooks=CodeHooks.installed(),
+        holder=holder,
     )
 
 
@@ -141,7 +149,15 @@ async def _agent(
         services = [service for plugin in plugins for service in plugin.services]
         await stack.enter_async_context(running(bus, *services, drain_timeout=0))
     client = await stack.enter_async_context(ToolServiceClient(bus))
-    door = _door(settings, registry, Tools(client, registry))
+    holder, checkpoints = None, None
+    if settings.state is not None and not settings.broker.startswith("memory:"):
+        # Conversations and runs in the store: any replica continues a conversation,
+        # and a request whose replica died goes on where it stood on another.
+        store = await connect_state(settings.state, settings.state_options)
+        stack.push_async_callback(store.close)
+        holder = StoredHolder(store)
+        checkpoints = RunCheckpoints(store, ttl=limits.time_limit + CHECKPOINT_GRACE)
+    door = _door(settings, registry, Tools(client, registry), holder)
     stack.callback(door.close)
     if access_control is not None:
         warning = door.require_access_control("toolbus agent serve", allow_off=not access_control)
@@ -155,6 +171,7 @@ async def _agent(
         limits=limits,
         system_prompt=system_prompt,
         metrics=door.metrics,
+        checkpoints=checkpoints,
     )
 
 
