@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from tests.doors.processes import DoorProcess, door_process
 from tests.support.servers import LOOPBACK, free_port
 from toolbus.application.calls.host import running
@@ -58,8 +60,17 @@ class Deployment:
     broker: str
     state: str
     state_options: Mapping[str, object]
+    #: ``[broker-options]`` of the replicas' toolbus.toml.
+    broker_options: Mapping[str, object] = field(default_factory=dict)
+    #: Tools on persistent queues (at least once, answered from memory when sent again).
+    persistent: bool = False
     suffix: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     runs: Counter[tuple[str, int]] = field(default_factory=Counter)
+    #: Set when ``work`` starts a call; ``work`` then waits for :attr:`release` if
+    #: :attr:`holding` is set.
+    working: anyio.Event = field(default_factory=anyio.Event)
+    release: anyio.Event = field(default_factory=anyio.Event)
+    holding: bool = False
 
     def __post_init__(self) -> None:
         self.key = generate_key("Ed25519", kid=f"gateway-{self.suffix}")
@@ -71,10 +82,14 @@ class Deployment:
         self.config = self.workdir / "tools.json"
         self.config.write_text(json.dumps(self.snapshot()))
         options = "\n".join(f"{k} = {_toml_value(v)}" for k, v in self.state_options.items())
+        broker_options = "\n".join(
+            f"{k} = {_toml_value(v)}" for k, v in self.broker_options.items()
+        )
         (self.workdir / "toolbus.toml").write_text(
             f"broker = {_toml_value(self.broker)}\n"
             f"state = {_toml_value(self.state)}\n\n"
             f"[state-options]\n{options}\n\n"
+            f"[broker-options]\n{broker_options}\n\n"
             "[permissions]\nfallback = []\n\n"
             f"[permissions.users]\nalice = {_toml_value(GROUPS)}\n\n"
             '[[credentials.api-keys]]\nuser = "alice"\nenv = "ALICE_KEY"\n\n'
@@ -82,10 +97,12 @@ class Deployment:
         )
 
     def queue(self, name: str) -> str:
-        return f"non-persistent://tg/request/{name}-{self.suffix}"
+        kind = "persistent" if self.persistent else "non-persistent"
+        return f"{kind}://tg/request/{name}-{self.suffix}"
 
     def _step(self, name: str) -> FunctionToolService:
         runs = self.runs
+        deployment = self
 
         @tool_service(
             f"{name}-{self.suffix}",
@@ -94,6 +111,10 @@ class Deployment:
         )
         async def step(n: int) -> str:
             runs[(name, n)] += 1
+            if name == "work":
+                deployment.working.set()
+                if deployment.holding:
+                    await deployment.release.wait()
             return f"{name} {n}"
 
         return step
@@ -123,7 +144,7 @@ class Deployment:
         }
 
     @asynccontextmanager
-    async def tool_replicas(self, count: int = 2) -> AsyncIterator[None]:
+    async def tool_replicas(self, count: int = 2, *, verify: bool = True) -> AsyncIterator[None]:
         """``count`` replicas of the step services, each a process's worth of parts of
         its own (bus, store connection, verifier), on the deployment's broker."""
         async with AsyncExitStack() as stack:
@@ -132,7 +153,11 @@ class Deployment:
                 stack.push_async_callback(bus.close)
                 store = await connect_state(self.state, self.state_options)
                 stack.push_async_callback(store.close)
-                verifier = CallVerifier([public_jwk(self.key)], replays=StoredReplays(store))
+                verifier = (
+                    CallVerifier([public_jwk(self.key)], replays=StoredReplays(store))
+                    if verify
+                    else None
+                )
                 await stack.enter_async_context(running(bus, *self.services, verifier=verifier))
             yield
 
