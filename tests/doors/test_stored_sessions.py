@@ -18,7 +18,7 @@ from toolbus.application.agent.held import HeldSession
 from toolbus.application.calls.metrics import ToolbusMetrics
 from toolbus.application.doors.door import SESSION, FrontDoor
 from toolbus.application.doors.holding import Held, HeldKey, InProcessHolder, SessionHolder
-from toolbus.application.doors.stored import StoredHolder
+from toolbus.application.doors.stored import MAX_CALLS_HELD, StoredHolder
 from toolbus.domain.config.loading import load_registry
 from toolbus.memory.state import connect as connect_memory_state
 from toolbus.testing.kit import ToolTestKit
@@ -187,3 +187,30 @@ async def test_limits_count_the_sessions_every_replica_holds(kit: ToolTestKit) -
 
     with pytest.raises(LimitReached):
         await left.hold(left.open("carol", ["read-only"], counted=False), SESSION)
+
+
+async def test_a_stored_session_writes_its_record_every_hundred_calls_unless_set(
+    kit: ToolTestKit,
+) -> None:
+    # The record travels with a stored session on every call, so it is kept short
+    # by default; a configured calls-per-record is obeyed as written.
+    clock = Clock()
+    ((door, audit),) = replicas(kit, [await stored(clock)])
+    ((chosen, chosen_audit),) = replicas(
+        kit, [await stored(clock, "chosen")], **{"calls-per-record": 150}
+    )
+    for front, sink, expected in ((door, audit, 1), (chosen, chosen_audit, 0)):
+        held = await front.hold(front.open("carol", ["read-only"], counted=False), SESSION)
+        for _ in range(MAX_CALLS_HELD + 1):
+            found = await front.get("carol", SESSION, held.key.id)
+            assert found is not None
+            resumed = front.resume(found)
+            outcome = await resumed.call("text-completion", {"prompt": "p"})
+            assert outcome.ok, outcome.observation
+            await front.keep(found, resumed)
+
+        assert len(sink.records) == expected
+        if expected:
+            assert len(sink.records[0].calls) == MAX_CALLS_HELD
+            kept = await front.get("carol", SESSION, held.key.id)
+            assert kept is not None and len(kept.session.calls) == 1

@@ -50,6 +50,7 @@ from toolbus.application.doors.holding import (
 from toolbus.application.doors.limits import UserPlaces, check
 from toolbus.application.doors.policy import AccessPolicy
 from toolbus.application.doors.settings import DoorSettings, parse_door_settings
+from toolbus.application.doors.stored import MAX_CALLS_HELD, StoredHolder
 from toolbus.application.identity.documents import DocumentVerifier
 from toolbus.domain.config.registry import Registry, normalize_state
 from toolbus.domain.errors import AccessDenied, ConfigError, Problem
@@ -115,6 +116,14 @@ class FrontDoor:
         self.timeout = timeout
         self.holder: SessionHolder = holder or InProcessHolder(clock or time.monotonic)
         self.clock = clock or self.holder.clock
+        #: Calls a held session's record takes before it is written (``calls-per-record``;
+        #: a session held in a state store carries its record on every call, so there
+        #: at most MAX_CALLS_HELD unless set lower).
+        self.calls_per_record = self.settings.calls_per_record
+        if isinstance(self.holder, StoredHolder) and "calls_per_record" not in (
+            self.settings.model_fields_set
+        ):
+            self.calls_per_record = min(self.calls_per_record, MAX_CALLS_HELD)
         sinks: list[AuditSink] = [LoggingAuditSink() if audit is None else audit]
         self._file: JsonLinesAuditSink | None = None
         if self.settings.audit_file is not None:
@@ -338,7 +347,7 @@ class FrontDoor:
         made = data.calls[len(held.session.calls) :]
         moves = data.transitions[len(held.session.transitions) :]
         refused = any(call.status == "refused" for call in made)
-        if refused or session.calls >= self.settings.calls_per_record:
+        if refused or session.calls >= self.calls_per_record:
             await session.close()
             data = data.restarted(data.request_id, time.time())
             made, moves = (), ()  # in the record just written

@@ -34,7 +34,10 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
+
+from pydantic import TypeAdapter
 
 from toolbus.application.agent.held import HeldSession
 from toolbus.application.doors.holding import Held, HeldKey
@@ -50,7 +53,25 @@ GRACE = 3600.0
 #: Tries of an index update that other replicas keep overtaking.
 INDEX_TRIES = 16
 
+#: Calls a session held here keeps in its record before the record is written
+#: (unless ``calls-per-record`` is set lower): the record travels with the
+#: session on every call, so it is kept short.
+MAX_CALLS_HELD = 100
+
 _OWNERS = "owners"
+
+
+@dataclass(frozen=True, slots=True)
+class _Stored:
+    """A held session as the store keeps it (``until``: when its idle time runs out)."""
+
+    session: HeldSession
+    last_used: float
+    version: int
+    until: float
+
+
+_STORED: TypeAdapter[_Stored] = TypeAdapter(_Stored)
 
 
 def session_key(key: HeldKey) -> str:
@@ -189,29 +210,19 @@ class StoredHolder:
     # ------------------------------------------------------------------ data
 
     def _value(self, held: Held, ttl: float) -> bytes:
-        return json.dumps(
-            {
-                "session": held.session.to_dict(),
-                "last_used": held.last_used,
-                "version": held.version,
-                "until": self.clock() + ttl,
-            },
-            separators=(",", ":"),
-        ).encode()
+        return _STORED.dump_json(
+            _Stored(held.session, held.last_used, held.version, self.clock() + ttl),
+            by_alias=True,
+        )
 
     def _read(self, key: HeldKey, entry: StateEntry) -> tuple[Held, float]:
         seen = self._seen.get(key)
-        data: dict[str, Any] = json.loads(entry.value)
+        stored = _STORED.validate_json(entry.value)
         if seen is not None and seen[0] == entry.version:
-            return seen[1], float(data["until"])
-        held = Held(
-            key,
-            HeldSession.from_json(json.dumps(data["session"])),
-            float(data["last_used"]),
-            int(data["version"]),
-        )
+            return seen[1], stored.until
+        held = Held(key, stored.session, stored.last_used, stored.version)
         self._seen[key] = (entry.version, held)
-        return held, float(data["until"])
+        return held, stored.until
 
     # ------------------------------------------------------------------ indexes
 
