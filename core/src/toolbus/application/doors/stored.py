@@ -103,10 +103,10 @@ class StoredHolder:
         self.store = store
         self.clock = clock
         self.namespace = namespace
-        #: Per session key: (the store's version last read or written here, what it holds),
-        #: so that a compare-and-set needs no read first and a read of an unchanged
-        #: session no parsing.
-        self._seen: dict[HeldKey, tuple[int, Held]] = {}
+        #: Per session key: the store's version last read or written here, what it
+        #: holds and its ``until``, so that a compare-and-set needs no read first and
+        #: a read of an unchanged session no parsing.
+        self._seen: dict[HeldKey, tuple[int, Held, float]] = {}
 
     # ------------------------------------------------------------------ sessions
 
@@ -121,8 +121,9 @@ class StoredHolder:
         return held
 
     async def put(self, held: Held, *, ttl: float) -> bool:
+        value, until = self._value(held, ttl)
         version = await self.store.create(
-            self.namespace, session_key(held.key), self._value(held, ttl), ttl=ttl + GRACE
+            self.namespace, session_key(held.key), value, ttl=ttl + GRACE
         )
         if version is None:
             found = await self.get(held.key)
@@ -130,12 +131,13 @@ class StoredHolder:
                 return False
             # Idled out but not swept yet: take its place once its record is written.
             await self._sweep_one(held.key)
+            value, until = self._value(held, ttl)
             version = await self.store.create(
-                self.namespace, session_key(held.key), self._value(held, ttl), ttl=ttl + GRACE
+                self.namespace, session_key(held.key), value, ttl=ttl + GRACE
             )
             if version is None:
                 return False
-        self._seen[held.key] = (version, held)
+        self._seen[held.key] = (version, held, until)
         await self._index(held.key.owner, held.key.kind, add=held.key.id)
         return True
 
@@ -146,17 +148,14 @@ class StoredHolder:
             if current is None or current.version != held.version - 1:
                 return False
             seen = self._seen[held.key]
+        value, until = self._value(held, ttl)
         version = await self.store.update(
-            self.namespace,
-            session_key(held.key),
-            self._value(held, ttl),
-            version=seen[0],
-            ttl=ttl + GRACE,
+            self.namespace, session_key(held.key), value, version=seen[0], ttl=ttl + GRACE
         )
         if version is None:
             self._seen.pop(held.key, None)
             return False
-        self._seen[held.key] = (version, held)
+        self._seen[held.key] = (version, held, until)
         return True
 
     async def delete(self, key: HeldKey) -> Held | None:
@@ -209,19 +208,19 @@ class StoredHolder:
 
     # ------------------------------------------------------------------ data
 
-    def _value(self, held: Held, ttl: float) -> bytes:
-        return _STORED.dump_json(
-            _Stored(held.session, held.last_used, held.version, self.clock() + ttl),
-            by_alias=True,
-        )
+    def _value(self, held: Held, ttl: float) -> tuple[bytes, float]:
+        """What the store keeps of ``held``, and when its idle time runs out."""
+        until = self.clock() + ttl
+        stored = _Stored(held.session, held.last_used, held.version, until)
+        return _STORED.dump_json(stored, by_alias=True), until
 
     def _read(self, key: HeldKey, entry: StateEntry) -> tuple[Held, float]:
         seen = self._seen.get(key)
-        stored = _STORED.validate_json(entry.value)
         if seen is not None and seen[0] == entry.version:
-            return seen[1], stored.until
+            return seen[1], seen[2]  # the store's version names one value: no parsing
+        stored = _STORED.validate_json(entry.value)
         held = Held(key, stored.session, stored.last_used, stored.version)
-        self._seen[key] = (entry.version, held)
+        self._seen[key] = (entry.version, held, stored.until)
         return held, stored.until
 
     # ------------------------------------------------------------------ indexes
