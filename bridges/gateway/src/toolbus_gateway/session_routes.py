@@ -120,7 +120,10 @@ async def call_in_session(
     gateway = gateway_of(request)
     door = gateway.door
     assert door is not None
-    await _held(gateway, caller.user, session_id)  # no channel for ids nobody holds
+    if session_id not in gateway.channels:
+        # No channel for ids nobody holds (whose session this is, is checked under the
+        # lock); a session served here before has one: a read of the store saved.
+        await _held(gateway, caller.user, session_id)
     channel = gateway.channels[session_id]
     async with channel.lock:
         # Read again under the lock: the call before this one may have moved the session.

@@ -45,6 +45,9 @@ class SessionChannels:
             found = self._channels[session_id] = Channel()
         return found
 
+    def __contains__(self, session_id: str) -> bool:
+        return session_id in self._channels
+
     def ended(self, session_id: str, reason: str) -> None:
         """The session closed: end its event streams with a ``closed`` event."""
         channel = self._channels.pop(session_id, None)
