@@ -76,3 +76,22 @@ def test_a_bad_setup_stops_with_a_message_that_names_it(
     assert result.returncode == 2, result.stderr
     assert message in result.stderr
     assert "k" * 20 not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("state", "message"),
+    [
+        (None, "name a state store in toolbus.toml"),
+        ("memory://sessions", "lives in each worker's own memory"),
+    ],
+)
+def test_workers_that_would_not_share_sessions_are_refused(
+    tmp_path: Path, state: str | None, message: str
+) -> None:
+    toml = KEYS_TOML if state is None else f'state = "{state}"\n' + KEYS_TOML
+    (tmp_path / "toolbus.toml").write_text(toml)
+    (tmp_path / "tools.json").write_text('{"tool-service": {}, "tool": {}}')
+    result = gateway(tmp_path, "--config", "tools.json", "--workers", "2", ALICE_KEY="k" * 20)
+    assert result.returncode == 2, result.stderr
+    assert "--workers 2" in result.stderr and message in result.stderr
+    assert "Traceback" not in result.stderr

@@ -181,6 +181,13 @@ def gateway(
             "session on another worker; name a state store in toolbus.toml (state = "
             '"nats://..." or "redis://...", see docs/deployment.md), or run one worker'
         )
+    if workers > 1 and str(served.state).startswith("memory:"):
+        fail(
+            f"--workers {workers}: state {redact_url(str(served.state))} lives in each "
+            "worker's own memory, so the workers would not share sessions; name a state "
+            'store they share in toolbus.toml (state = "nats://..." or "redis://..."), or '
+            "run one worker"
+        )
 
     where = f"http://{host}:{port}"
     stored = "" if served.state is None else f", sessions in {redact_url(str(served.state))}"
