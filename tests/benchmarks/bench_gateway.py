@@ -1,203 +1,327 @@
-"""Gateway overhead: a tool call over HTTP through the gateway, against the same call
-from Python on the bus, sequential and 64 in flight, as ratios measured in one run.
+"""The HTTP gateway against what the same HTTP stack does without it, driven by wrk.
 
-Run with ``uv run python tests/benchmarks/bench_gateway.py [--seconds 3] [--nats]``.
-pytest does not collect it (its name does not start with ``test_``).
+Run with ``uv run python tests/benchmarks/bench_gateway.py [--seconds 5] [--rounds 3]``
+(needs ``wrk``: ``apt-get install wrk``). pytest does not collect it.
 
-Contestants, each calling the same echo service:
+Every contestant is a server process of its own, started here on a free
+127.0.0.1 port, and driven from outside by ``wrk`` (one thread, keep-alive
+connections, 1, 16 and 64 at a time), so that no client shares a server's
+process or its event loop:
 
-* ``bus``: ``Tools.call`` from Python on the bus (the baseline);
-* ``bus session``: a one-call ``AgentSession`` per call, which is what the
-  gateway runs for each ``POST /v1/tools/{name}/call``;
-* ``HTTP /healthz (no call)``: the HTTP stack alone (client, uvicorn, FastAPI),
-  the floor under the next two;
-* ``HTTP call``: ``POST /v1/tools/echo/call`` through the gateway (uvicorn on
-  127.0.0.1, httpx keep-alive connections);
-* ``HTTP session call``: ``POST /v1/sessions/{id}/calls`` in one open session
-  per worker.
+* ``hello``: bare uvicorn + Starlette answering ``GET /`` (the floor of the stack);
+* ``healthz``: the gateway's ``GET /healthz``, on the same stack;
+* ``fastapi``: a hand-written FastAPI endpoint calling the tool through
+  ``Tools.call`` (``tests/benchmarks/http_contestants.py``);
+* ``gateway``: ``POST /v1/tools/echo/call`` through ``toolbus gateway``, with an
+  API key, access control, the one-call session, the audit record (written to
+  a file, ``[doors] audit-file``) and the metrics on.
 
-Everything runs in one process (broker client, gateway, HTTP client), so the
-HTTP client's own cost is counted against the gateway. With ``--nats`` the bus
-is a real nats-server on a free port; otherwise the in-memory bus.
+Calls reach one echo service process over a nats-server started for the run.
+The contestants take turns figure by figure (their order rotates every round),
+so that a busy moment on the shared machine lands on all of them; each figure
+is the median of its rounds, each ratio the median of the ratios within a
+round. Besides calls per second, the CPU time the server process (and its
+workers) spent per call is read from ``/proc``, which other load disturbs less.
+The load average is printed with every figure.
+
+``--workers 2`` adds the gateway with two worker processes sharing the port
+(``toolbus gateway --workers 2``, sessions in the nats-server's key-value store).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import re
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Awaitable, Callable
-from contextlib import AsyncExitStack, ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import anyio
-import httpx
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from tests.benchmarks.http_contestants import configuration  # noqa: E402
+from tests.benchmarks.run_info import label, run_info, write  # noqa: E402
+from tests.nats.server import NatsServer  # noqa: E402
+from tests.support.servers import LOOPBACK, free_port, server_process  # noqa: E402
 
-from tests.gateway.support import KEYS, authenticator, services, serving, snapshot
-from toolbus import AgentSession, Tools, ToolServiceClient, load_registry, running
-from toolbus.application.agent.audit import ListAuditSink
-from toolbus.application.calls.metrics import ToolbusMetrics
-from toolbus.plugins import connect
-from toolbus_gateway import Gateway, parse_gateway_settings
-
-Call = Callable[[int], Awaitable[None]]
-LEVELS = (1, 64)
-ROUNDS = 3
-
-
-async def rate(make: Callable[[int], Awaitable[Call]], in_flight: int, seconds: float) -> float:
-    """Calls per second with ``in_flight`` workers, each with its own ``make(worker)`` call."""
-    calls = [await make(worker) for worker in range(in_flight)]
-    for call in calls:  # warm up
-        await call(0)
-    done = 0
-    deadline = time.perf_counter() + seconds
-
-    async def worker(call: Call) -> None:
-        nonlocal done
-        n = 0
-        while time.perf_counter() < deadline:
-            await call(n)
-            n += 1
-            done += 1
-
-    start = time.perf_counter()
-    async with anyio.create_task_group() as tasks:
-        for call in calls:
-            tasks.start_soon(worker, call)
-    return done / (time.perf_counter() - start)
+LEVELS = (1, 16, 64)
+API_KEY = "bench-alice-0123456789abcdef0123456789"
+CALL_BODY = json.dumps({"arguments": {"text": "hello"}})
+#: (contestant, its baseline): each ratio printed is contestant / baseline in the same round.
+RATIOS = (("healthz", "hello"), ("gateway", "fastapi"), ("gateway-2", "fastapi"))
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
-async def measure(seconds: float, use_nats: bool) -> list[tuple[str, int, float]]:
-    results: list[tuple[str, int, float]] = []
-    with ExitStack() as sync_stack, tempfile.TemporaryDirectory() as scratch:
-        if use_nats:
-            from tests.nats.server import NatsServer
+@dataclass
+class Contestant:
+    name: str
+    process: subprocess.Popen[bytes]
+    url: str
+    script: Path | None = None
 
-            server = NatsServer(Path(scratch))
-            sync_stack.enter_context(server.running())
-            url = server.url
-        else:
-            url = "memory://bench-gateway"
-        async with AsyncExitStack() as stack:
-            tools_services = services()
-            config = snapshot(*tools_services)
-            service_bus = await connect(url)
-            stack.push_async_callback(service_bus.close)
-            await stack.enter_async_context(running(service_bus, *tools_services))
-            client_bus = await connect(url)
-            stack.push_async_callback(client_bus.close)
-            client = await stack.enter_async_context(ToolServiceClient(client_bus))
-            tools = Tools(client, load_registry(config))
-            metrics = ToolbusMetrics.disabled()
-            gateway = Gateway(
-                url,
-                authenticator=authenticator(),
-                config=config,
-                settings=parse_gateway_settings({}),
-                settings_file={"doors": {"max-sessions-per-user": 1000}},
+    def cpu_seconds(self) -> float:
+        """User and system CPU time of the server process and its children (workers)."""
+        return sum(_cpu_of(pid) for pid in [self.process.pid, *_children(self.process.pid)])
+
+
+@dataclass
+class Figure:
+    contestant: str
+    connections: int
+    round: int
+    calls_per_second: float
+    cpu_ms_per_call: float
+    errors: int
+    load: float
+
+
+@dataclass
+class Run:
+    figures: list[Figure] = field(default_factory=list)
+
+
+def _cpu_of(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    # utime and stime are fields 14 and 15 of stat; fields[0] here is field 3.
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    found = [int(child) for child in text.split()]
+    return found + [grandchild for child in found for grandchild in _children(child)]
+
+
+def wrk(url: str, connections: int, seconds: float, script: Path | None) -> tuple[float, int, int]:
+    """(requests/s, requests, failed) from one wrk run."""
+    argv = ["wrk", "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--timeout", "10s"]
+    if script is not None:
+        argv += ["-s", str(script)]
+    out = subprocess.run([*argv, url], capture_output=True, text=True, check=True).stdout
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    total = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
+    failed = 0
+    if found := re.search(r"Non-2xx or 3xx responses: (\d+)", out):
+        failed += int(found.group(1))
+    if found := re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out):
+        failed += sum(int(n) for n in found.groups())
+    return rate, total, failed
+
+
+def measure(contestant: Contestant, connections: int, seconds: float, round: int) -> Figure:
+    load = os.getloadavg()[0]
+    before = contestant.cpu_seconds()
+    rate, total, failed = wrk(contestant.url, connections, seconds, contestant.script)
+    spent = contestant.cpu_seconds() - before
+    return Figure(
+        contestant.name, connections, round, rate, 1000 * spent / max(total, 1), failed, load
+    )
+
+
+def lua(path: Path, method: str, body: str | None, headers: dict[str, str]) -> Path:
+    lines = [f'wrk.method = "{method}"']
+    if body is not None:
+        lines.append(f"wrk.body = {json.dumps(body)}")
+    lines += [f'wrk.headers["{name}"] = "{value}"' for name, value in headers.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def toml(broker: str, workers: int) -> str:
+    state = f'state = "{broker}"\n' if workers > 1 else ""
+    return (
+        f'broker = "{broker}"\nconfig = "config.json"\n{state}\n'
+        '[[credentials.api-keys]]\nuser = "alice"\nenv = "BENCH_ALICE_KEY"\n\n'
+        '[permissions.users]\nalice = ["default"]\n\n'
+        '[doors]\naudit-file = "audit.jsonl"\n'
+    )
+
+
+@contextmanager
+def contestants(scratch: Path, workers: int) -> Iterator[list[Contestant]]:
+    python = sys.executable
+    env = {"PYTHONPATH": str(ROOT), "BENCH_ALICE_KEY": API_KEY}
+    with ExitStack() as stack:
+        nats = NatsServer(scratch / "nats")
+        nats.workdir.mkdir()
+        stack.enter_context(nats.running())
+        (scratch / "config.json").write_text(json.dumps(configuration()))
+        module = [python, "-m", "tests.benchmarks.http_contestants"]
+        service = scratch / "service"
+        service.mkdir()
+        service_log = service / "server.log"
+        with service_log.open("ab") as out:
+            echo = subprocess.Popen(
+                [*module, "service", "--broker", nats.url],
+                cwd=ROOT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **env},
             )
-            served = await stack.enter_async_context(serving(gateway))
-            limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
-            http = await stack.enter_async_context(
-                httpx.AsyncClient(
-                    base_url=served.url,
-                    limits=limits,
-                    timeout=30,
-                    headers={"Authorization": f"Bearer {KEYS['alice']}"},
-                )
+        stack.callback(_stop, echo)
+        _wait_for_line(service_log, "echo service ready", echo)
+
+        def start(name: str, argv: list[str], port: int) -> subprocess.Popen[bytes]:
+            workdir = scratch / name
+            workdir.mkdir(exist_ok=True)
+            return stack.enter_context(
+                server_process(argv, port=port, workdir=workdir, env=env, ready_timeout=60)
             )
 
-            async def bus(worker: int) -> Call:
-                async def call(n: int) -> None:
-                    await tools.call("echo", {"text": "x"}, user="alice")
+        found: list[Contestant] = []
+        port = free_port()
+        hello = start("hello", [*module, "hello", "--port", str(port)], port)
+        found.append(Contestant("hello", hello, f"http://{LOOPBACK}:{port}/"))
 
-                return call
+        port = free_port()
+        argv = [*module, "fastapi", "--port", str(port), "--broker", nats.url]
+        argv += ["--config", str(scratch / "config.json")]
+        fastapi = start("fastapi", argv, port)
+        call = lua(scratch / "fastapi.lua", "POST", CALL_BODY, {"Content-Type": "application/json"})
+        found.append(Contestant("fastapi", fastapi, f"http://{LOOPBACK}:{port}/call/echo", call))
 
-            async def bus_session(worker: int) -> Call:
-                async def call(n: int) -> None:
-                    async with AgentSession(
-                        tools, user="alice", audit=ListAuditSink(), metrics=metrics
-                    ) as session:
-                        await session.call("echo", {"text": "x"})
-
-                return call
-
-            async def http_call(worker: int) -> Call:
-                async def call(n: int) -> None:
-                    answer = await http.post(
-                        "/v1/tools/echo/call", json={"arguments": {"text": "x"}}
-                    )
-                    assert answer.status_code == 200, answer.text
-
-                return call
-
-            async def http_floor(worker: int) -> Call:
-                async def call(n: int) -> None:
-                    answer = await http.get("/healthz")
-                    assert answer.status_code == 200
-
-                return call
-
-            async def http_session(worker: int) -> Call:
-                opened = await http.post("/v1/sessions", json={})
-                sid = opened.json()["session_id"]
-
-                async def call(n: int) -> None:
-                    answer = await http.post(
-                        f"/v1/sessions/{sid}/calls",
-                        json={"name": "echo", "arguments": {"text": "x"}},
-                    )
-                    assert answer.json()["status"] == "ok", answer.text
-
-                return call
-
-            contestants: list[tuple[str, Callable[[int], Awaitable[Call]]]] = [
-                ("bus", bus),
-                ("bus session", bus_session),
-                ("HTTP /healthz (no call)", http_floor),
-                ("HTTP call", http_call),
-                ("HTTP session call", http_session),
-            ]
-            # Rounds interleave the contestants, so that a busy moment on a shared
-            # machine lands on all of them; each figure is the median of its rounds.
-            for in_flight in LEVELS:
-                rounds: dict[str, list[float]] = {name: [] for name, _ in contestants}
-                for _ in range(ROUNDS):
-                    for name, make in contestants:
-                        rounds[name].append(await rate(make, in_flight, seconds / ROUNDS))
-                for name, _ in contestants:
-                    results.append((name, in_flight, statistics.median(rounds[name])))
-    return results
+        call = lua(
+            scratch / "gateway.lua",
+            "POST",
+            CALL_BODY,
+            {"Content-Type": "application/json", "Authorization": f"Bearer {API_KEY}"},
+        )
+        for count in sorted({1, workers}):
+            where = scratch / f"gateway-{count}"
+            where.mkdir()
+            (where / "config.json").write_text(json.dumps(configuration()))
+            (where / "toolbus.toml").write_text(toml(nats.url, count))
+            port = free_port()
+            argv = [python, "-m", "toolbus", "gateway", "--listen", f"{LOOPBACK}:{port}"]
+            if count > 1:
+                argv += ["--workers", str(count)]
+            gateway = start(f"gateway-{count}", argv, port)
+            base = f"http://{LOOPBACK}:{port}"
+            if count == 1:
+                found.append(Contestant("healthz", gateway, f"{base}/healthz"))
+                found.append(Contestant("gateway", gateway, f"{base}/v1/tools/echo/call", call))
+            else:
+                name = f"gateway-{count}"
+                found.append(Contestant(name, gateway, f"{base}/v1/tools/echo/call", call))
+        yield found
 
 
-def report(results: list[tuple[str, int, float]], broker: str) -> str:
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def _wait_for_line(log: Path, line: str, process: subprocess.Popen[bytes]) -> None:
+    import time
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if line in log.read_text(errors="replace"):
+            return
+        if process.poll() is not None:
+            raise RuntimeError(f"{log.parent.name} exited:\n{log.read_text(errors='replace')}")
+        time.sleep(0.1)  # a foreign process's log is the only signal it gives
+    raise RuntimeError(f"{log.parent.name} did not start:\n{log.read_text(errors='replace')}")
+
+
+def contest(seconds: float, rounds: int, workers: int, levels: tuple[int, ...]) -> Run:
+    run = Run()
+    with tempfile.TemporaryDirectory(prefix="bench-gateway-") as scratch:
+        with contestants(Path(scratch), workers) as found:
+            for contestant in found:  # warm up: imports, JIT-free caches, connections
+                measure(contestant, 16, 1.0, -1)
+            for round in range(rounds):
+                for connections in levels:
+                    turn = found[round % len(found) :] + found[: round % len(found)]
+                    for contestant in turn:
+                        figure = measure(contestant, connections, seconds, round)
+                        run.figures.append(figure)
+                        print(
+                            f"round {round} c={connections:>2} {contestant.name:>9}: "
+                            f"{figure.calls_per_second:9,.0f}/s  "
+                            f"{figure.cpu_ms_per_call:.3f} ms CPU/call  "
+                            f"{figure.errors} failed  load {figure.load:.2f}",
+                            file=sys.stderr,
+                            flush=True,
+                        )
+    return run
+
+
+def report(run: Run, levels: tuple[int, ...]) -> str:
+    names = list(dict.fromkeys(f.contestant for f in run.figures))
     lines = [
-        f"gateway overhead on {broker} (one process; ratios against 'bus' at the same level)",
-        "",
-        "| contestant | in flight | calls/s | vs bus |",
-        "|---|---:|---:|---:|",
+        "| contestant | " + " | ".join(f"{n} conn calls/s" for n in levels)
+        + " | CPU ms/call (" + " / ".join(str(n) for n in levels) + ") | failed | load |",
+        "|---|" + "---:|" * (len(levels) + 3),
     ]
-    baseline: dict[int, float] = {n: r for name, n, r in results if name == "bus"}
-    for name, in_flight, per_second in results:
-        ratio = per_second / baseline[in_flight]
-        lines.append(f"| {name} | {in_flight} | {per_second:,.0f} | {ratio:.2f} |")
+    for name in names:
+        mine = [f for f in run.figures if f.contestant == name]
+        rates, cpus = [], []
+        for n in levels:
+            at = [f for f in mine if f.connections == n]
+            rates.append(f"{statistics.median(f.calls_per_second for f in at):,.0f}")
+            cpus.append(f"{statistics.median(f.cpu_ms_per_call for f in at):.3f}")
+        loads = [f.load for f in mine]
+        lines.append(
+            f"| {name} | " + " | ".join(rates) + f" | {' / '.join(cpus)} | "
+            f"{sum(f.errors for f in mine)} | {min(loads):.1f}–{max(loads):.1f} |"
+        )
+    lines += ["", "| ratio (same round, median) | " + " | ".join(f"{n} conn" for n in levels) + " |"]
+    lines.append("|---|" + "---:|" * len(levels))
+    for top, bottom in RATIOS:
+        if top not in names or bottom not in names:
+            continue
+        cells = []
+        for n in levels:
+            ratios = []
+            for r in {f.round for f in run.figures}:
+                a = [f for f in run.figures if (f.contestant, f.connections, f.round) == (top, n, r)]
+                b = [
+                    f for f in run.figures if (f.contestant, f.connections, f.round) == (bottom, n, r)
+                ]
+                if a and b:
+                    ratios.append(a[0].calls_per_second / b[0].calls_per_second)
+            cells.append(
+                f"{statistics.median(ratios):.2f} ({min(ratios):.2f}–{max(ratios):.2f})"
+            )
+        lines.append(f"| {top} / {bottom} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument(
-        "--seconds", type=float, default=6.0, help="per contestant and level, over all rounds"
-    )
-    parser.add_argument("--nats", action="store_true", help="on a real nats-server")
+    parser.add_argument("--seconds", type=float, default=5.0, help="per figure")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--levels", default="1,16,64", help="connections, comma-separated")
+    parser.add_argument("--workers", type=int, default=1, help="also the gateway with N workers")
+    parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args(argv)
-    results = anyio.run(measure, args.seconds, args.nats, backend="asyncio")
-    print(report(results, "NATS" if args.nats else "the in-memory bus"))
+    if shutil.which("wrk") is None:
+        parser.exit(2, "wrk is not installed: apt-get install wrk\n")
+    levels = tuple(int(n) for n in args.levels.split(","))
+    info = run_info("uvloop")
+    run = contest(args.seconds, args.rounds, args.workers, levels)
+    print(label({**info, "load_average_after": [round(x, 2) for x in os.getloadavg()]}))
+    print(report(run, levels))
+    write(args.json, "gateway", info, [f.__dict__ for f in run.figures])
 
 
 if __name__ == "__main__":
