@@ -117,7 +117,8 @@ def wrk(url: str, connections: int, seconds: float, script: Path | None) -> tupl
     failed = 0
     if found := re.search(r"Non-2xx or 3xx responses: (\d+)", out):
         failed += int(found.group(1))
-    if found := re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out):
+    socket_errors = r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)"
+    if found := re.search(socket_errors, out):
         failed += sum(int(n) for n in found.groups())
     return rate, total, failed
 
@@ -244,32 +245,37 @@ def _wait_for_line(log: Path, line: str, process: subprocess.Popen[bytes]) -> No
 
 def contest(seconds: float, rounds: int, workers: int, levels: tuple[int, ...]) -> Run:
     run = Run()
-    with tempfile.TemporaryDirectory(prefix="bench-gateway-") as scratch:
-        with contestants(Path(scratch), workers) as found:
-            for contestant in found:  # warm up: imports, JIT-free caches, connections
-                measure(contestant, 16, 1.0, -1)
-            for round in range(rounds):
-                for connections in levels:
-                    turn = found[round % len(found) :] + found[: round % len(found)]
-                    for contestant in turn:
-                        figure = measure(contestant, connections, seconds, round)
-                        run.figures.append(figure)
-                        print(
-                            f"round {round} c={connections:>2} {contestant.name:>9}: "
-                            f"{figure.calls_per_second:9,.0f}/s  "
-                            f"{figure.cpu_ms_per_call:.3f} ms CPU/call  "
-                            f"{figure.errors} failed  load {figure.load:.2f}",
-                            file=sys.stderr,
-                            flush=True,
-                        )
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-gateway-") as scratch,
+        contestants(Path(scratch), workers) as found,
+    ):
+        for contestant in found:  # warm up: imports, caches, connections
+            measure(contestant, 16, 1.0, -1)
+        for round in range(rounds):
+            for connections in levels:
+                turn = found[round % len(found) :] + found[: round % len(found)]
+                for contestant in turn:
+                    figure = measure(contestant, connections, seconds, round)
+                    run.figures.append(figure)
+                    print(
+                        f"round {round} c={connections:>2} {contestant.name:>9}: "
+                        f"{figure.calls_per_second:9,.0f}/s  "
+                        f"{figure.cpu_ms_per_call:.3f} ms CPU/call  "
+                        f"{figure.errors} failed  load {figure.load:.2f}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
     return run
 
 
 def report(run: Run, levels: tuple[int, ...]) -> str:
     names = list(dict.fromkeys(f.contestant for f in run.figures))
     lines = [
-        "| contestant | " + " | ".join(f"{n} conn calls/s" for n in levels)
-        + " | CPU ms/call (" + " / ".join(str(n) for n in levels) + ") | failed | load |",
+        "| contestant | "
+        + " | ".join(f"{n} conn calls/s" for n in levels)
+        + " | CPU ms/call ("
+        + " / ".join(str(n) for n in levels)
+        + ") | failed | load |",
         "|---|" + "---:|" * (len(levels) + 3),
     ]
     for name in names:
@@ -284,7 +290,8 @@ def report(run: Run, levels: tuple[int, ...]) -> str:
             f"| {name} | " + " | ".join(rates) + f" | {' / '.join(cpus)} | "
             f"{sum(f.errors for f in mine)} | {min(loads):.1f}–{max(loads):.1f} |"
         )
-    lines += ["", "| ratio (same round, median) | " + " | ".join(f"{n} conn" for n in levels) + " |"]
+    header = " | ".join(f"{n} conn" for n in levels)
+    lines += ["", f"| ratio (same round, median) | {header} |"]
     lines.append("|---|" + "---:|" * len(levels))
     for top, bottom in RATIOS:
         if top not in names or bottom not in names:
@@ -292,16 +299,12 @@ def report(run: Run, levels: tuple[int, ...]) -> str:
         cells = []
         for n in levels:
             ratios = []
+            by = {(f.contestant, f.connections, f.round): f for f in run.figures}
             for r in {f.round for f in run.figures}:
-                a = [f for f in run.figures if (f.contestant, f.connections, f.round) == (top, n, r)]
-                b = [
-                    f for f in run.figures if (f.contestant, f.connections, f.round) == (bottom, n, r)
-                ]
-                if a and b:
-                    ratios.append(a[0].calls_per_second / b[0].calls_per_second)
-            cells.append(
-                f"{statistics.median(ratios):.2f} ({min(ratios):.2f}–{max(ratios):.2f})"
-            )
+                a, b = by.get((top, n, r)), by.get((bottom, n, r))
+                if a is not None and b is not None:
+                    ratios.append(a.calls_per_second / b.calls_per_second)
+            cells.append(f"{statistics.median(ratios):.2f} ({min(ratios):.2f}–{max(ratios):.2f})")
         lines.append(f"| {top} / {bottom} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -94,13 +94,14 @@ def fastapi_app(broker: str, config: Path) -> Any:
     from fastapi import FastAPI
 
     found: dict[str, Tools] = {}
+    snapshot = json.loads(config.read_text())
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         bus = await connect(broker)
         try:
             async with ToolServiceClient(bus) as client:
-                found["tools"] = Tools(client, load_registry(json.loads(config.read_text())))
+                found["tools"] = Tools(client, load_registry(snapshot))
                 yield
         finally:
             await bus.close()
