@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -23,11 +23,34 @@ from toolbus.domain.errors import (
 from toolbus_gateway import asyncapi, console, health, service_routes, session_routes, tool_routes
 from toolbus_gateway.auth import AuthFailure
 from toolbus_gateway.console_sessions import ConsoleSessions
+from toolbus_gateway.direct import HEALTHZ, DirectRoutes
 from toolbus_gateway.gateway import Gateway
 from toolbus_gateway.http_auth import ConsoleForbidden, gateway_of
 from toolbus_gateway.limits import BodySizeLimit
+from toolbus_gateway.security_headers import SecurityHeaders
 from toolbus_gateway.sessions import SessionExists
 from toolbus_gateway.streams import STREAMS_RETRY_AFTER, StreamLimit
+
+
+class GatewayApp(FastAPI):
+    """FastAPI, with ``/healthz`` and ordinary tool calls answered before its router
+    (:class:`~toolbus_gateway.direct.DirectRoutes`)."""
+
+    direct: DirectRoutes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            direct = self.direct
+            matched = direct.match(scope)
+            if matched == HEALTHZ:
+                await direct.healthz(send)
+                return
+            if matched is not None:
+                handed_on = await direct.call(scope, receive, send, matched)
+                if handed_on is None:
+                    return
+                receive = handed_on
+        await super().__call__(scope, receive, send)
 
 
 def create_app(gateway: Gateway, *, run_gateway: bool = True) -> FastAPI:
@@ -45,7 +68,7 @@ def create_app(gateway: Gateway, *, run_gateway: bool = True) -> FastAPI:
         async with gateway:
             yield
 
-    app = FastAPI(
+    app = GatewayApp(
         title="toolbus gateway",
         version="1",
         summary="Tools and agent sessions over HTTP, for authenticated users",
@@ -61,6 +84,7 @@ def create_app(gateway: Gateway, *, run_gateway: bool = True) -> FastAPI:
         redoc_url=None,
     )
     app.state.gateway = gateway
+    app.direct = DirectRoutes(gateway, error_answer)
     app.state.console_sessions = ConsoleSessions.from_settings(gateway.settings)
     app.include_router(tool_routes.router)
     app.include_router(session_routes.router)
@@ -80,55 +104,96 @@ def _error(status: int, error: str, message: str, **extra: Any) -> JSONResponse:
     return JSONResponse({"error": error, "message": message, **extra}, status_code=status)
 
 
+def _unauthenticated(gateway: Gateway, exc: AuthFailure) -> JSONResponse:
+    challenge = 'Bearer realm="toolbus"'
+    if exc.reason != "missing":
+        challenge += f', error="invalid_token", error_description="{exc.reason}"'
+    response = _error(401, "unauthenticated", exc.message, reason=exc.reason)
+    response.headers["WWW-Authenticate"] = challenge
+    return response
+
+
+def _denied(gateway: Gateway, exc: AccessDenied) -> JSONResponse:
+    # access-denied (groups) or state-refused (a state that is not an entry state)
+    return _error(403, exc.error_type, str(exc), denied_groups=list(exc.denied))
+
+
+def _not_operator(gateway: Gateway, exc: ConsoleForbidden) -> JSONResponse:
+    return _error(
+        403,
+        "forbidden",
+        f"user {exc.args[0]!r} may not open the console; it is for the users in "
+        "console-users ([gateway]), or with '*' among their groups when that is not set",
+    )
+
+
+def _too_many(gateway: Gateway, exc: LimitReached) -> JSONResponse:
+    gateway.metrics.limited.labels(f"{exc.kind}-per-user").inc()
+    response = _error(429, f"too-many-{exc.kind}", str(exc))
+    response.headers["Retry-After"] = str(exc.retry_after)
+    return response
+
+
+def _too_many_streams(gateway: Gateway, exc: StreamLimit) -> JSONResponse:
+    gateway.metrics.limited.labels("event-streams").inc()
+    response = _error(429, "too-many-streams", str(exc))
+    response.headers["Retry-After"] = str(STREAMS_RETRY_AFTER)
+    return response
+
+
+def _session_exists(gateway: Gateway, exc: SessionExists) -> JSONResponse:
+    return _error(409, "session-exists", str(exc))
+
+
+def _no_session(gateway: Gateway, exc: SessionNotFound) -> JSONResponse:
+    return _error(404, "no-such-session", str(exc))
+
+
+def _no_tool(gateway: Gateway, exc: UnknownTool) -> JSONResponse:
+    return _error(404, "no-such-tool", str(exc))
+
+
+def _bad_config(gateway: Gateway, exc: ConfigError) -> JSONResponse:
+    return _error(500, "config-error", str(exc))
+
+
+def _unavailable(gateway: Gateway, exc: ToolbusError) -> JSONResponse:
+    # The bus failed under a call: nothing the caller sent was wrong.
+    return _error(
+        503,
+        "unavailable",
+        f"the broker could not serve the call ({type(exc).__name__}); retry later",
+    )
+
+
+#: How each failure a route lets through is answered, for FastAPI's routes and the
+#: direct ones alike (the most specific class that matches wins).
+ERROR_ANSWERS: dict[type[Exception], Callable[[Gateway, Any], JSONResponse]] = {
+    AuthFailure: _unauthenticated,
+    AccessDenied: _denied,
+    ConsoleForbidden: _not_operator,
+    LimitReached: _too_many,
+    StreamLimit: _too_many_streams,
+    SessionExists: _session_exists,
+    SessionNotFound: _no_session,
+    UnknownTool: _no_tool,
+    ConfigError: _bad_config,
+    ToolbusError: _unavailable,
+}
+
+
+def error_answer(gateway: Gateway, exc: Exception) -> JSONResponse | None:
+    """The answer to ``exc`` (:data:`ERROR_ANSWERS`), or None for an unexpected failure."""
+    for kind in type(exc).__mro__:
+        answer = ERROR_ANSWERS.get(kind)
+        if answer is not None:
+            return answer(gateway, exc)
+    return None
+
+
 def _add_error_answers(app: FastAPI) -> None:
-    @app.exception_handler(AuthFailure)
-    async def unauthenticated(request: Request, exc: AuthFailure) -> JSONResponse:
-        challenge = 'Bearer realm="toolbus"'
-        if exc.reason != "missing":
-            challenge += f', error="invalid_token", error_description="{exc.reason}"'
-        response = _error(401, "unauthenticated", exc.message, reason=exc.reason)
-        response.headers["WWW-Authenticate"] = challenge
-        return response
-
-    @app.exception_handler(AccessDenied)
-    async def denied(request: Request, exc: AccessDenied) -> JSONResponse:
-        # access-denied (groups) or state-refused (a state that is not an entry state)
-        return _error(403, exc.error_type, str(exc), denied_groups=list(exc.denied))
-
-    @app.exception_handler(ConsoleForbidden)
-    async def not_operator(request: Request, exc: ConsoleForbidden) -> JSONResponse:
-        return _error(
-            403,
-            "forbidden",
-            f"user {exc.args[0]!r} may not open the console; it is for the users in "
-            "console-users ([gateway]), or with '*' among their groups when that is not set",
-        )
-
-    @app.exception_handler(LimitReached)
-    async def too_many(request: Request, exc: LimitReached) -> JSONResponse:
-        gateway_of(request).metrics.limited.labels(f"{exc.kind}-per-user").inc()
-        response = _error(429, f"too-many-{exc.kind}", str(exc))
-        response.headers["Retry-After"] = str(exc.retry_after)
-        return response
-
-    @app.exception_handler(StreamLimit)
-    async def too_many_streams(request: Request, exc: StreamLimit) -> JSONResponse:
-        gateway_of(request).metrics.limited.labels("event-streams").inc()
-        response = _error(429, "too-many-streams", str(exc))
-        response.headers["Retry-After"] = str(STREAMS_RETRY_AFTER)
-        return response
-
-    @app.exception_handler(SessionExists)
-    async def session_exists(request: Request, exc: SessionExists) -> JSONResponse:
-        return _error(409, "session-exists", str(exc))
-
-    @app.exception_handler(SessionNotFound)
-    async def no_session(request: Request, exc: SessionNotFound) -> JSONResponse:
-        return _error(404, "no-such-session", str(exc))
-
-    @app.exception_handler(UnknownTool)
-    async def no_tool(request: Request, exc: UnknownTool) -> JSONResponse:
-        return _error(404, "no-such-tool", str(exc))
+    for kind, answer in ERROR_ANSWERS.items():
+        app.add_exception_handler(kind, _handler(answer))
 
     @app.exception_handler(RequestValidationError)
     async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -143,57 +208,20 @@ def _add_error_answers(app: FastAPI) -> None:
         problems = [_problem(e) for e in errors]
         return _error(422, "bad-request", "; ".join(problems), problems=problems)
 
-    @app.exception_handler(ConfigError)
-    async def bad_config(request: Request, exc: ConfigError) -> JSONResponse:
-        return _error(500, "config-error", str(exc))
 
-    @app.exception_handler(ToolbusError)
-    async def unavailable(request: Request, exc: ToolbusError) -> JSONResponse:
-        # The bus failed under a call: nothing the caller sent was wrong.
-        return _error(
-            503,
-            "unavailable",
-            f"the broker could not serve the call ({type(exc).__name__}); retry later",
-        )
+def _handler(
+    answer: Callable[[Gateway, Any], JSONResponse],
+) -> Callable[[Request, Exception], Awaitable[JSONResponse]]:
+    async def handle(request: Request, exc: Exception) -> JSONResponse:
+        return answer(gateway_of(request), exc)
+
+    return handle
 
 
 def _problem(error: Any) -> str:
     location = [str(part) for part in error.get("loc", ()) if part != "body"]
     where = ".".join(location) or "body"
     return f"{where}: {error.get('msg', 'invalid')}"
-
-
-#: Sent with every answer: the console loads only its own script and styles, runs in
-#: no frame, and no answer is read as another content type than it says.
-SECURITY_HEADERS = [
-    (
-        b"content-security-policy",
-        b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-        b"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
-    ),
-    (b"x-frame-options", b"DENY"),
-    (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
-]
-
-
-class SecurityHeaders:
-    """Adds :data:`SECURITY_HEADERS` to every HTTP answer."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", ()), *SECURITY_HEADERS]
-            await send(message)
-
-        await self.app(scope, receive, with_headers)
 
 
 class RequestCounter:

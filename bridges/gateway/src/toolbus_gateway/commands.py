@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from dataclasses import asdict, dataclass
@@ -10,9 +11,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from toolbus._internal.event_loops import running_loop_name
 from toolbus.cli.plugin_api import (
     BrokerOption,
     CommandLine,
+    EventLoop,
+    LoopOption,
     VerboseOption,
     fail,
     redact_url,
@@ -102,6 +106,11 @@ def build_gateway(arguments: GatewayArguments) -> tuple[Gateway, str, int]:
     return served, host, port
 
 
+def http_parser() -> str:
+    """The HTTP parser uvicorn serves with: httptools (C) when installed, else h11."""
+    return "httptools" if importlib.util.find_spec("httptools") is not None else "h11"
+
+
 def gateway(
     broker: BrokerOption = None,
     config: Annotated[
@@ -144,6 +153,7 @@ def gateway(
             "store (state in toolbus.toml), where every worker finds the sessions.",
         ),
     ] = 1,
+    loop: LoopOption = EventLoop.AUTO,
     verbose: VerboseOption = False,
 ) -> None:
     r"""Serve tools and agent sessions over HTTP to authenticated users, with a live console.
@@ -209,6 +219,7 @@ def gateway(
             workers=workers,
             log_level="info" if verbose else "warning",
             lifespan="on",
+            loop=str(loop),
         )
         return
 
@@ -218,6 +229,7 @@ def gateway(
         async with served:
             if served.warning is not None:
                 typer.echo(f"warning: {served.warning}", err=True)
+            typer.echo(f"event loop: {running_loop_name()}; HTTP parser: {http_parser()}", err=True)
             server = uvicorn.Server(
                 uvicorn.Config(
                     create_app(served, run_gateway=False),
@@ -231,7 +243,7 @@ def gateway(
             if not server.started:
                 raise typer.Exit(1)  # uvicorn has said why (the port is taken, say)
 
-    run(main)
+    run(main, loop=loop)
 
 
 @hookimpl

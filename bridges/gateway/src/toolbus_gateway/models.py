@@ -131,6 +131,14 @@ def outcome_view(outcome: CallOutcome) -> CallOutcomeView:
     )
 
 
+def outcome_json(outcome: CallOutcome) -> bytes:
+    """A call's answer body: :class:`CallOutcomeView` as JSON."""
+    return _OUTCOME_JSON.to_json(outcome_view(outcome), by_alias=True)
+
+
+_OUTCOME_JSON = CallOutcomeView.__pydantic_serializer__
+
+
 def call_status(outcome: CallOutcome) -> int:
     """The HTTP status of a call outside a session."""
     if outcome.ok:

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 import anyio
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from sse_starlette import EventSourceResponse
 
 from toolbus import AgentSession, CallOutcome
@@ -34,7 +34,7 @@ from toolbus_gateway.models import (
     Format,
     ToolList,
     call_status,
-    outcome_view,
+    outcome_json,
 )
 from toolbus_gateway.streams import open_stream, take_stream
 
@@ -55,10 +55,9 @@ def one_call_session(gateway: Gateway, caller: Principal, body: CallRequest) -> 
     return gateway.door.open(caller.user, body.groups, body.state, counted=False)
 
 
-def answered(outcome: CallOutcome) -> JSONResponse:
-    return JSONResponse(
-        outcome_view(outcome).model_dump(mode="json", by_alias=True),
-        status_code=call_status(outcome),
+def answered(outcome: CallOutcome) -> Response:
+    return Response(
+        outcome_json(outcome), status_code=call_status(outcome), media_type="application/json"
     )
 
 
@@ -113,9 +112,7 @@ async def list_tools(
         502: {"description": "The tool failed"},
     },
 )
-async def call_tool(
-    request: Request, caller: CallerDep, name: str, body: CallRequest
-) -> JSONResponse:
+async def call_tool(request: Request, caller: CallerDep, name: str, body: CallRequest) -> Response:
     """Call tool ``name`` (its configured or LLM name) once, as a one-call agent session.
 
     The call is audited like any session. A tool error answers 502 with the
