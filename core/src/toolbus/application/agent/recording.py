@@ -80,8 +80,10 @@ class SessionRecorder:
         """Note one call the session was asked to make (no arguments, ever)."""
         if invocation is not None:
             applied = invocation.applied
+        # Built from the session's own typed values: nothing to validate, and a
+        # session records one per call.
         self.calls.append(
-            CallRecord(
+            CallRecord.model_construct(
                 tool=tool,
                 tool_call_id=tool_call_id,
                 status=status,
@@ -153,7 +155,7 @@ class SessionRecorder:
         denial: AccessDenial | None = None,
     ) -> AuditRecord:
         """Build the audit record and hand it to the sink."""
-        record = AuditRecord(
+        record = AuditRecord.model_construct(
             request_id=self.request_id,
             user=self.user,
             requested_groups=None if self.requested_groups is None else list(self.requested_groups),

@@ -150,6 +150,7 @@ class ToolbusMetrics:
         self._registry_lock = threading.Lock()
         self._service_calls: ServiceCallCollector | None = None
         self._service_recorders: dict[str, ServiceCallRecorder] = {}
+        self._children: dict[tuple[Any, tuple[str, ...]], Any] = {}
         if self.enabled:
             self._register(registry)
         else:
@@ -349,12 +350,24 @@ class ToolbusMetrics:
         """Models and providers the process uses (an agent loop's): they may be label values."""
         self._model = _Bounded(self._model.known | set(models))
 
+    def _labelled(self, metric: Any, *values: str) -> Any:
+        """``metric.labels(*values)`` (in the metric's label order), kept for the next time.
+
+        Every label value is bounded, so are the children kept; looking one up
+        in prometheus-client takes a lock and builds its key on every call.
+        """
+        key = (metric, values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*values)
+        return child
+
     # ------------------------------------------------------------- agent sessions
 
     def session_started(self, groups: Iterable[str], offered: int) -> None:
         """A session passed the access check and offers ``offered`` tools."""
         for group in groups:
-            self.requests.labels(group=self._group(group)).inc()
+            self._labelled(self.requests, self._group(group)).inc()
         self.filtered_tools.observe(offered)
 
     def access_denied_for(self, denied: Iterable[str]) -> None:
@@ -379,17 +392,15 @@ class ToolbusMetrics:
         self, tool: str, from_state: str, to_state: str, seconds_in_from: float, offered: int
     ) -> None:
         """A successful call moved a session from one state to another."""
-        self.transitions.labels(
-            tool=self._tool(tool),
-            from_state=self._state(from_state),
-            to_state=self._state(to_state),
+        self._labelled(
+            self.transitions, self._tool(tool), self._state(from_state), self._state(to_state)
         ).inc()
-        self.state_duration.labels(state=self._state(from_state)).observe(seconds_in_from)
+        self._labelled(self.state_duration, self._state(from_state)).observe(seconds_in_from)
         self.filtered_tools.observe(offered)
 
     def session_closed(self, state: str, seconds_in_state: float) -> None:
         """A session ended in ``state`` after ``seconds_in_state`` there."""
-        self.state_duration.labels(state=self._state(state)).observe(seconds_in_state)
+        self._labelled(self.state_duration, self._state(state)).observe(seconds_in_state)
 
     # ------------------------------------------------------------- the agent loop
 
@@ -424,8 +435,8 @@ class ToolbusMetrics:
         """An agent session's call went over the bus; ``error_type`` ``None`` means success."""
         outcome = OK if error_type is None else ERROR
         tool, service = self._tool(tool), self._service(service)
-        self.tool_calls.labels(tool=tool, service=service, outcome=outcome).inc()
-        self.tool_call_duration.labels(tool=tool, service=service).observe(seconds)
+        self._labelled(self.tool_calls, tool, service, outcome).inc()
+        self._labelled(self.tool_call_duration, tool, service).observe(seconds)
         if error_type is not None:
             self.tool_call_errors.labels(
                 tool=tool, service=service, error_type=self._error_type(error_type)
