@@ -1,6 +1,6 @@
 """Plugins: broker adapters and tool plugins, found through entry points, run by pluggy.
 
-Five entry-point groups:
+Six entry-point groups:
 
 * ``toolbus.adapters``: one entry point per broker, **named after its URL
   scheme** (``memory``, ``nats``, ``pulsar``, ``kafka``; RabbitMQ's adapter
@@ -19,6 +19,9 @@ Five entry-point groups:
 * ``toolbus.state_stores``: one entry point per state store, **named after its
   URL scheme** (``memory``, ``nats``, ``redis``), found like broker adapters. The
   module implements :meth:`Spec.toolbus_register_state_stores`.
+* ``toolbus.policy_engines``: one entry point per call-policy engine, **named
+  after the engine** (``cedar``); ``[policy] engine`` names the one to use. The
+  module implements :meth:`Spec.toolbus_register_policy_engines`.
 * ``toolbus.commands``: command-line commands. Each implements
   :meth:`Spec.toolbus_register_commands`; see :mod:`toolbus.cli.plugin_api`.
 
@@ -32,6 +35,7 @@ import importlib.metadata as metadata
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -41,7 +45,14 @@ from toolbus.application.calls.service import ToolService
 from toolbus.domain.asyncapi.brokers import AsyncApiBroker, PlainBroker
 from toolbus.domain.config.schemas import arguments_from_schema
 from toolbus.domain.errors import PluginError
-from toolbus.ports import Bus, BusFactory, StateStore, StateStoreFactory
+from toolbus.ports import (
+    Bus,
+    BusFactory,
+    PolicyEngine,
+    PolicyEngineFactory,
+    StateStore,
+    StateStoreFactory,
+)
 
 if TYPE_CHECKING:
     import typer
@@ -61,6 +72,7 @@ PLUGIN_GROUP = "toolbus.plugins"
 COMMAND_GROUP = "toolbus.commands"
 LLM_GROUP = "toolbus.llms"
 STATE_GROUP = "toolbus.state_stores"
+POLICY_GROUP = "toolbus.policy_engines"
 
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
@@ -76,6 +88,7 @@ _EXTRAS = {
 }
 _LLM_EXTRAS = {"openai": "openai", "anthropic": "anthropic"}
 _STATE_EXTRAS = {"nats": "nats", "redis": "redis"}
+_POLICY_EXTRAS = {"cedar": "policy"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,9 +139,19 @@ class StateStoreInfo:
     beside_broker: StateStoreFactory | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class PolicyEngineInfo:
+    """A call-policy engine: its name (``[policy] engine``) and how to load one."""
+
+    name: str
+    load: PolicyEngineFactory
+    distribution: str
+
+
 AdapterRegistrar = Callable[[AdapterInfo], None]
 LLMRegistrar = Callable[[LLMInfo], None]
 StateStoreRegistrar = Callable[[StateStoreInfo], None]
+PolicyEngineRegistrar = Callable[[PolicyEngineInfo], None]
 
 
 class ToolRegistrar:
@@ -223,6 +246,10 @@ class Spec:
     @hookspec
     def toolbus_register_state_stores(self, register: StateStoreRegistrar) -> None:
         """Register state store adapters by calling ``register(StateStoreInfo(...))``."""
+
+    @hookspec
+    def toolbus_register_policy_engines(self, register: PolicyEngineRegistrar) -> None:
+        """Register call-policy engines by calling ``register(PolicyEngineInfo(...))``."""
 
     @hookspec
     def toolbus_register_tools(self, register: ToolRegistrar) -> None:
@@ -428,6 +455,43 @@ async def connect_state_beside_broker(
     return await info.beside_broker(url, dict(options or {}))
 
 
+def load_policy_engine(
+    name: str,
+    files: Sequence[Path],
+    users: Mapping[str, Mapping[str, Any]],
+    options: Mapping[str, Any] | None = None,
+) -> PolicyEngine:
+    """The policy engine ``name`` (``cedar``) on ``files``, importing that engine only.
+
+    Raises :class:`PluginError` when no installed distribution provides it, and
+    :class:`~toolbus.domain.errors.ConfigError` naming the file and line of
+    every policy that does not read.
+    """
+    found = [ep for ep in _entry_points(POLICY_GROUP) if ep.name == name]
+    if not found:
+        installed = sorted(ep.name for ep in _entry_points(POLICY_GROUP))
+        hint = (
+            f"install it with: pip install 'toolbus[{_POLICY_EXTRAS[name]}]'"
+            if name in _POLICY_EXTRAS
+            else "install a plugin that provides it"
+        )
+        raise PluginError(
+            f"no policy engine {name!r} is installed; {hint} "
+            f"(installed policy engines: {', '.join(installed) or 'none'})"
+        )
+    pm = _manager()
+    try:
+        pm.register(found[0].load(), name=found[0].name)
+    except Exception as exc:
+        raise PluginError(f"policy engine {name!r} failed to load: {exc}") from exc
+    engines: list[PolicyEngineInfo] = []
+    pm.hook.toolbus_register_policy_engines(register=engines.append)
+    for info in engines:
+        if info.name == name:
+            return info.load(files, users, dict(options or {}))
+    raise PluginError(f"the {name!r} plugin registers no policy engine of that name")
+
+
 def load_tool_plugins() -> list[ToolPlugin]:
     """Import every installed tool plugin and collect what it contributes.
 
@@ -511,7 +575,7 @@ def _is_hookimpl(function: object) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class InstalledPlugin:
-    kind: str  # "adapter", "llm", "state", "tools" or "commands"
+    kind: str  # "adapter", "llm", "state", "policy", "tools" or "commands"
     name: str
     distribution: str
     version: str
@@ -524,6 +588,7 @@ def installed_plugins() -> list[InstalledPlugin]:
         ("adapter", ADAPTER_GROUP),
         ("llm", LLM_GROUP),
         ("state", STATE_GROUP),
+        ("policy", POLICY_GROUP),
         ("tools", PLUGIN_GROUP),
         ("commands", COMMAND_GROUP),
     )

@@ -38,16 +38,24 @@ compare-and-set and delete, and :class:`WatchableStateStore` where the engine
 can tell a waiter about changes. The conformance suite in
 ``toolbus.testing.state_conformance`` holds every store to the rules written on
 these protocols.
+
+A call policy that sees each call's arguments is a :class:`PolicyEngine`
+(Cedar, with ``toolbus[policy]``), found by name through the
+``toolbus.policy_engines`` entry points.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from toolbus.domain.access.policy import PolicyDecision, PolicyRequest
 from toolbus.domain.calls.listing import ServedCounts, ServiceListing
+from toolbus.domain.config.registry import Registry
+from toolbus.domain.errors import Problem
 
 
 @runtime_checkable
@@ -322,3 +330,42 @@ class WatchableStateStore(StateStore, Protocol):
 
 StateStoreFactory = Callable[[str, Mapping[str, Any]], Awaitable[StateStore]]
 """``await factory(url, options)`` connects to the state store at ``url``."""
+
+
+class PolicyEngine(Protocol):
+    """Decides on each call: permit, forbid, or ask a person first.
+
+    An engine is loaded from the policy files the operator names, with what it
+    knows of the users (their attributes), and follows changes to the files
+    itself: a change that is valid replaces the policies between two calls, so
+    no call is dropped; one that is not is logged, and the policies in force
+    stay. Decisions are made on the configuration each call uses (a live one
+    changes), and must be quick: :meth:`decide` runs on the event loop, before
+    every call, so it does not block on I/O.
+    """
+
+    def check(self, registry: Registry) -> list[Problem]:
+        """What is wrong with the policies on ``registry`` (none: an empty list).
+
+        Each problem names the file and line, and how to fix it. A door checks
+        at start, and refuses to start on a problem.
+        """
+        ...
+
+    def decide(self, registry: Registry, request: PolicyRequest) -> PolicyDecision:
+        """The decision on one call. A policy that cannot be evaluated forbids the call."""
+        ...
+
+    def teams(self) -> frozenset[str]:
+        """The approver teams the policies name (checked against ``[approvals.teams]``)."""
+        ...
+
+    def close(self) -> None:
+        """Stop following the files."""
+        ...
+
+
+#: ``load(files, users, options)``: an engine on ``files``, knowing ``users``' attributes.
+PolicyEngineFactory = Callable[
+    [Sequence[Path], Mapping[str, Mapping[str, Any]], Mapping[str, Any]], PolicyEngine
+]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -15,15 +16,23 @@ from toolbus.application.calls.service import ToolService
 from toolbus.application.calls.supervision import plain_errors
 from toolbus.application.calls.tools import Tools
 from toolbus.application.doors.door import FrontDoor
+from toolbus.application.doors.settings import POLICY_SECTION, parse_policy_settings
 from toolbus.application.identity.signing import CallSigner
 from toolbus.application.live.config_files import read_snapshot
 from toolbus.application.live.registry import LiveRegistry
 from toolbus.domain.config.descriptors import BUILTIN_TOOL_TYPES
 from toolbus.domain.config.loading import load_registry
 from toolbus.domain.config.registry import Registry
-from toolbus.domain.errors import PluginError
+from toolbus.domain.errors import ConfigError, PluginError, Problem
 from toolbus.hooks import CodeHooks
-from toolbus.plugins import ToolPlugin, connect, load_tool_plugins
+from toolbus.plugins import (
+    ToolPlugin,
+    connect,
+    connect_state,
+    load_policy_engine,
+    load_tool_plugins,
+)
+from toolbus.ports import PolicyEngine, StateStore
 from toolbus.settings import SETTINGS_FILE, Settings, read_settings_file
 
 
@@ -104,20 +113,80 @@ def registry_from(source: RegistrySource, plugins: Sequence[ToolPlugin] | None =
     return load_registry(snapshot, tool_types=tool_types(plugins))
 
 
+def policy_engine(settings: Mapping[str, Any], base_dir: Path) -> PolicyEngine | None:
+    """The call-policy engine ``[policy]`` of ``toolbus.toml`` names, on its files; ``None``
+    without a ``[policy]`` table. Paths are relative to ``base_dir``.
+
+    :class:`ConfigError` names a missing file, and every policy that does not read
+    (its file and line, and the fix); :class:`PluginError` an engine not installed.
+    """
+    table = parse_policy_settings(settings.get(POLICY_SECTION))
+    if table is None:
+        return None
+    files: list[Path] = []
+    problems: list[Problem] = []
+    for name in table.files:
+        path = base_dir / name
+        if path.is_dir():
+            found = sorted(path.glob("*.cedar"))
+            if not found:
+                problems.append(
+                    Problem(
+                        "toolbus.toml [policy]",
+                        "files",
+                        f"folder {str(path)!r} holds no .cedar file; put the policies there",
+                    )
+                )
+            files += found
+        elif path.is_file():
+            files.append(path)
+        else:
+            problems.append(
+                Problem(
+                    "toolbus.toml [policy]",
+                    "files",
+                    f"{str(path)!r} does not exist; name a policy file or a folder of .cedar "
+                    "files (relative to toolbus.toml)",
+                )
+            )
+    if problems:
+        raise ConfigError(problems)
+    return load_policy_engine(table.engine, files, table.users, {"reload": table.reload})
+
+
+@asynccontextmanager
+async def door_state(
+    url: str | None, options: Mapping[str, Any] | None = None
+) -> AsyncIterator[StateStore]:
+    """The state store a front door keeps approvals in: the configured one (``state`` in
+    ``toolbus.toml``), so that every replica shares them, else one in this process's memory."""
+    store = await connect_state(url or f"memory://door-{uuid.uuid4().hex}", options)
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
 SettingsSource = Settings | Mapping[str, Any] | str | os.PathLike[str] | None
 
 
-def _settings(source: SettingsSource) -> tuple[Mapping[str, Any], Path]:
-    """The parsed ``toolbus.toml`` and the folder its paths are relative to."""
+def _settings(source: SettingsSource) -> tuple[Mapping[str, Any], Path, str | None]:
+    """The parsed ``toolbus.toml``, the folder its paths are relative to, the state store."""
     if isinstance(source, Settings):
         base = source.file_path.parent if source.file_path is not None else Path.cwd()
-        return source.file, base
+        return source.file, base, source.state
     if isinstance(source, Mapping):
-        return source, Path.cwd()
+        return source, Path.cwd(), _state_of(source)
     path = Path(source) if source is not None else Path.cwd() / SETTINGS_FILE
     if source is None and not path.is_file():
-        return {}, Path.cwd()
-    return read_settings_file(path), path.parent
+        return {}, Path.cwd(), None
+    table = read_settings_file(path)
+    return table, path.parent, _state_of(table)
+
+
+def _state_of(table: Mapping[str, Any]) -> str | None:
+    state = table.get("state")
+    return state if isinstance(state, str) and state else None
 
 
 @asynccontextmanager
@@ -155,7 +224,7 @@ async def open_tools(
     ``signer`` signs every call for services that verify callers (docs/security.md).
     """
     registry = registry_from(config)
-    table, base = _settings(settings)
+    table, base, state_url = _settings(settings)
     async with AsyncExitStack() as stack:
         with plain_errors():
             bus = await connect(broker, options)
@@ -172,12 +241,20 @@ async def open_tools(
                 )
                 await stack.enter_async_context(follower)
                 tools = follower.tools(client)
+            options_of_state = table.get("state-options")
+            state = await stack.enter_async_context(
+                door_state(
+                    state_url, options_of_state if isinstance(options_of_state, Mapping) else None
+                )
+            )
             door = FrontDoor.from_files(
                 tools,
                 local=registry.snapshot,
                 settings=table,
                 base_dir=base,
                 code_hooks=CodeHooks.installed(),
+                policy_engine=policy_engine(table, base),
+                state=state,
             )
             stack.callback(door.close)
         yield tools

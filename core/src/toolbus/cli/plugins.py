@@ -16,7 +16,8 @@ from toolbus.plugins import InstalledPlugin, installed_plugins
 def plugins(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """List installed broker adapters, LLM adapters, state stores, tool plugins and commands."""
+    """List installed broker adapters, LLM adapters, state stores, policy engines, tool
+    plugins and commands."""
     found = installed_plugins()
     if as_json:
         typer.echo(json.dumps([dataclasses.asdict(p) for p in found], indent=2))
@@ -29,10 +30,11 @@ def plugins(
         ("tools", "Tool plugins"),
     ):
         _section(title, [p for p in found if p.kind == kind], width)
-    commands = [p for p in found if p.kind == "commands"]
-    if commands:
-        # Listed only when present, so a bare core install reads as before.
-        _section("Commands", commands, width)
+    # Listed only when present, so a bare core install reads as before.
+    for kind, title in (("policy", "Policy engines"), ("commands", "Commands")):
+        rows = [p for p in found if p.kind == kind]
+        if rows:
+            _section(title, rows, width)
 
 
 def _section(title: str, rows: list[InstalledPlugin], width: int) -> None:

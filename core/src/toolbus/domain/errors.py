@@ -182,6 +182,43 @@ class LimitReached(ToolbusError):
         )
 
 
+class ApprovalNotFound(ToolbusError, LookupError):
+    """No approval with this id is pending for this person to see: decided and gone,
+    expired long ago, mistyped, or one they may not decide."""
+
+    def __init__(self, approval_id: str) -> None:
+        self.approval_id = approval_id
+        super().__init__(
+            f"no approval {approval_id[:100]!r} for you; list the ones you may decide "
+            "(toolbus approvals list, or GET /v1/approvals)"
+        )
+
+
+class NotAnApprover(ToolbusError):
+    """This person may not decide this approval: not among its approvers."""
+
+    def __init__(self, approver: str, approval_id: str, approvers: Iterable[str]) -> None:
+        self.approver = approver
+        self.approval_id = approval_id
+        named = ", ".join(map(repr, approvers)) or "nobody"
+        super().__init__(
+            f"{approver!r} may not decide approval {approval_id[:100]!r}: its approvers are "
+            f"{named} (approvers and [approvals.teams] in toolbus.toml)"
+        )
+
+
+class ApprovalClosed(ToolbusError):
+    """The approval was decided already, or it expired: it cannot be decided again."""
+
+    def __init__(self, approval_id: str, status: str, by: str | None) -> None:
+        self.approval_id = approval_id
+        self.status = status
+        who = f" by {by!r}" if by else ""
+        super().__init__(
+            f"approval {approval_id[:100]!r} is {status}{who} already; nothing was changed"
+        )
+
+
 class Unauthorized(ToolCallError):
     """The call carried no valid call token, and the service requires one."""
 

@@ -28,8 +28,10 @@ AUDIT_LOGGER = "toolbus.audit"
 SessionOutcome = Literal["completed", "failed", "cancelled", "denied"]
 CallStatus = Literal["ok", "error", "refused", "failed", "cancelled"]
 #: Why a call was refused: not offered in this state, outside the session's groups,
-#: no such tool, or a code hook's ``Deny``. Callers are told ``unknown`` for ``group``.
-Refusal = Literal["state", "group", "unknown", "hook"]
+#: no such tool, a code hook's ``Deny``, the call policy (its arguments), or no
+#: person approved it (denied, or its time ran out). Callers are told ``unknown``
+#: for ``group``.
+Refusal = Literal["state", "group", "unknown", "hook", "policy", "approval"]
 
 
 def timestamp(seconds: float) -> datetime:
@@ -51,6 +53,20 @@ class StateTransition(_Model):
     )
     to_state: str = Field(serialization_alias="to", validation_alias=AliasChoices("to", "to_state"))
     timestamp: datetime
+
+
+class ApprovalNote(_Model):
+    """The approval a call waited for: who decided, how, and how long it waited.
+
+    ``status``: ``approved`` (the call was made), ``denied`` or ``expired``
+    (it was not); ``decided_by`` is the approver (none when it expired).
+    """
+
+    id: str
+    status: Literal["approved", "denied", "expired"]
+    decided_by: str | None = None
+    team: str | None = None
+    waited_seconds: float = 0.0
 
 
 class CallRecord(_Model):
@@ -76,6 +92,10 @@ class CallRecord(_Model):
     env_arguments: list[str] = []
     #: "suspend" or "terminate", for calls that ran.
     after_execution: str | None = None
+    #: The approval the call waited for, if it needed one.
+    approval: ApprovalNote | None = None
+    #: The policy that forbade the call (``refusal`` ``policy``), when it is named.
+    policy: str | None = None
 
 
 class AccessDenial(_Model):

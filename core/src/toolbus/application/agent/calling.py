@@ -17,7 +17,8 @@ from typing import Any
 
 import anyio
 
-from toolbus.application.agent.audit import CallStatus, Refusal, StateTransition
+from toolbus.application.agent.audit import ApprovalNote, CallStatus, Refusal, StateTransition
+from toolbus.application.agent.checks import CallStopped
 from toolbus.application.agent.observations import (
     failed,
     not_in_state,
@@ -90,8 +91,11 @@ class CallRunner:
         *,
         timeout: float | None = None,
         advance: bool = True,
+        approval: ApprovalNote | None = None,
     ) -> CallOutcome:
         state, at, started = self.state(), self.clock(), self.timer()
+        if approval is not None:
+            self.metrics.call_checked(tool.name, approval.status)
         try:
             # A signing client vouches for the groups this session was granted.
             with granting(self.groups):
@@ -104,11 +108,11 @@ class CallRunner:
                     registry=self.registry,
                 )
         except ToolCallError as exc:
-            return self.failed(tool, arguments, tool_call_id, exc, state, at, started)
+            return self.failed(tool, arguments, tool_call_id, exc, state, at, started, approval)
         except BaseException as exc:
-            self.broke(tool, tool_call_id, exc, state, at, started)
+            self.broke(tool, tool_call_id, exc, state, at, started, approval)
             raise
-        return self.succeeded(tool, tool_call_id, invocation, state, at, started, advance)
+        return self.succeeded(tool, tool_call_id, invocation, state, at, started, advance, approval)
 
     def stream(
         self,
@@ -116,8 +120,9 @@ class CallRunner:
         arguments: dict[str, Any],
         tool_call_id: str | None,
         post_use: PostUse | None,
+        approval: ApprovalNote | None = None,
     ) -> ToolStream:
-        return ToolStream(self, tool, arguments, tool_call_id, post_use)
+        return ToolStream(self, tool, arguments, tool_call_id, post_use, approval)
 
     # ------------------------------------------------------------------ how calls end
 
@@ -130,13 +135,22 @@ class CallRunner:
         state: str,
         at: float,
         started: float,
+        approval: ApprovalNote | None = None,
     ) -> CallOutcome:
         """The tool answered with an error: an outcome the model can act on."""
         seconds = self.timer() - started
         self.metrics.tool_call(tool.name, tool.service or tool.type, seconds, exc.error_type)
         applied = apply_options(arguments, tool.options, {})
         self.record.call(
-            tool.name, tool_call_id, "error", state, at, seconds, exc.error_type, applied=applied
+            tool.name,
+            tool_call_id,
+            "error",
+            state,
+            at,
+            seconds,
+            exc.error_type,
+            applied=applied,
+            approval=approval,
         )
         return CallOutcome(
             name=tool.llm_name,
@@ -156,6 +170,7 @@ class CallRunner:
         state: str,
         at: float,
         started: float,
+        approval: ApprovalNote | None = None,
     ) -> None:
         """The bus failed under the call, or it was cancelled: noted, then it propagates."""
         seconds = self.timer() - started
@@ -165,7 +180,16 @@ class CallRunner:
                 tool.name, tool.service or tool.type, seconds, type(exc).__name__
             )
         status: CallStatus = "cancelled" if cancelled else "failed"
-        self.record.call(tool.name, tool_call_id, status, state, at, seconds, type(exc).__name__)
+        self.record.call(
+            tool.name,
+            tool_call_id,
+            status,
+            state,
+            at,
+            seconds,
+            type(exc).__name__,
+            approval=approval,
+        )
 
     def succeeded(
         self,
@@ -176,11 +200,20 @@ class CallRunner:
         at: float,
         started: float,
         advance: bool,
+        approval: ApprovalNote | None = None,
     ) -> CallOutcome:
         seconds = self.timer() - started
         self.metrics.tool_call(tool.name, tool.service or tool.type, seconds, None)
         self.record.call(
-            tool.name, tool_call_id, "ok", state, at, seconds, None, invocation=invocation
+            tool.name,
+            tool_call_id,
+            "ok",
+            state,
+            at,
+            seconds,
+            None,
+            invocation=invocation,
+            approval=approval,
         )
         # Another call of this session may have moved the state while this one
         # ran; the transition starts from the state as it is now.
@@ -246,6 +279,38 @@ class CallRunner:
             tool_call_id=tool_call_id,
         )
 
+    def stopped(
+        self, tool: ToolDescriptor, stop: CallStopped, tool_call_id: str | None
+    ) -> CallOutcome:
+        """The call policy forbade the call, or no person approved it: refused, recorded."""
+        state = self.state()
+        if stop.refusal == "policy":
+            checked = "forbidden"
+        else:
+            checked = "unavailable" if stop.approval is None else stop.approval.status
+        self.metrics.call_checked(tool.name, checked)
+        self.record.call(
+            tool.name,
+            tool_call_id,
+            "refused",
+            state,
+            self.clock(),
+            0.0,
+            None,
+            stop.refusal,
+            approval=stop.approval,
+            policy=stop.policy,
+        )
+        return CallOutcome(
+            name=tool.llm_name,
+            observation=stop.observation,
+            status="refused",
+            state=state,
+            tool=tool.name,
+            tool_call_id=tool_call_id,
+            refusal=stop.refusal,
+        )
+
     def unusable(self, tool: ToolDescriptor, problem: str, tool_call_id: str | None) -> CallOutcome:
         """The model's arguments are not a JSON object: no call, an error it can fix."""
         state = self.state()
@@ -278,8 +343,10 @@ class ToolStream:
         arguments: dict[str, Any],
         tool_call_id: str | None,
         post_use: PostUse | None,
+        approval: ApprovalNote | None = None,
     ) -> None:
         self._runner = runner
+        self._approval = approval
         self.tool = tool
         self.arguments = arguments
         self.tool_call_id = tool_call_id
@@ -317,18 +384,20 @@ class ToolStream:
                         yield chunk
         except ToolCallError as exc:
             outcome = runner.failed(
-                tool, self.arguments, self.tool_call_id, exc, state, at, started
+                tool, self.arguments, self.tool_call_id, exc, state, at, started, self._approval
             )
             self.outcome = outcome if post is None else await post(tool, self.arguments, outcome)
             if post is None:
                 raise
             raise ToolCallError(self.outcome.observation, error_type=exc.error_type) from None
         except BaseException as exc:
-            runner.broke(tool, self.tool_call_id, exc, state, at, started)
+            runner.broke(tool, self.tool_call_id, exc, state, at, started, self._approval)
             raise
         applied = apply_options(self.arguments, tool.options, {})
         answer = CallResult("".join(chunks), tool.after_execution, applied)
-        outcome = runner.succeeded(tool, self.tool_call_id, answer, state, at, started, True)
+        outcome = runner.succeeded(
+            tool, self.tool_call_id, answer, state, at, started, True, self._approval
+        )
         if post is not None:
             outcome = await post(tool, self.arguments, outcome)
             yield outcome.observation

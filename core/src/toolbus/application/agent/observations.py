@@ -66,3 +66,29 @@ def parse_arguments(arguments: Mapping[str, Any] | str | None) -> dict[str, Any]
     if not isinstance(arguments, Mapping):
         return f"must be a JSON object, not {type(arguments).__name__}"
     return dict(arguments)
+
+
+def forbidden(tool: ToolDescriptor, reason: str | None) -> str:
+    """The call policy refused the call, on its arguments or who calls."""
+    why = f": {reason}" if reason else ""
+    return (
+        f"The access policy does not allow this call of {tool.llm_name!r}{why}. No call was "
+        "made; do not call it again with the same arguments."
+    )
+
+
+def approval_denied(tool: ToolDescriptor, approver: str, note: str | None) -> str:
+    """A person denied the call: the model reads who, and their reason."""
+    why = f": {note}" if note else ""
+    return f"{approver} denied the call of {tool.llm_name!r}{why}. No call was made."
+
+
+def approval_expired(tool: ToolDescriptor, seconds: float) -> str:
+    return (
+        f"No one approved the call of {tool.llm_name!r} within {seconds:g} s, so it was not "
+        "made. Tell the user it needs approval, or go on without it."
+    )
+
+
+def approval_unavailable(tool: ToolDescriptor, why: str) -> str:
+    return f"The call of {tool.llm_name!r} needs a person's approval, but {why}. No call was made."

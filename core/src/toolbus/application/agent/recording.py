@@ -17,6 +17,7 @@ from toolbus.application.agent.audit import (
     AUDIT_LOGGER,
     AccessDenial,
     AgentRun,
+    ApprovalNote,
     AuditRecord,
     AuditSink,
     CallRecord,
@@ -76,6 +77,8 @@ class SessionRecorder:
         *,
         invocation: CallResult | None = None,
         applied: AppliedOptions | None = None,
+        approval: ApprovalNote | None = None,
+        policy: str | None = None,
     ) -> None:
         """Note one call the session was asked to make (no arguments, ever)."""
         if invocation is not None:
@@ -96,6 +99,8 @@ class SessionRecorder:
                 fixed_arguments=list(applied.fixed) if applied else [],
                 env_arguments=list(applied.env) if applied else [],
                 after_execution=invocation.after_execution if invocation else None,
+                approval=approval,
+                policy=policy,
             )
         )
 

@@ -23,6 +23,7 @@ from typing import Protocol
 
 from toolbus.application.agent.audit import AuditSink, LoggingAuditSink
 from toolbus.application.agent.caches import SNAPSHOT_HOOKS, SNAPSHOT_PERMISSIONS
+from toolbus.application.agent.checks import CallChecks
 from toolbus.application.agent.code_hooks import NO_HOOKS, CompiledHooks
 from toolbus.application.calls.metrics import ToolbusMetrics, default_metrics
 from toolbus.application.calls.tools import Tools
@@ -59,6 +60,8 @@ class SessionRules:
     timeout: float | None = None
     #: Open sessions per user; a session takes a place while it is open.
     places: Places | None = None
+    #: What each call passes before it is made: a policy on its arguments, approvals.
+    checks: CallChecks | None = None
 
     @staticmethod
     def states(states: Collection[str] | None) -> frozenset[str] | None:
@@ -101,6 +104,7 @@ class SessionParts:
     metrics: ToolbusMetrics
     timeout: float | None
     places: Places | None
+    checks: CallChecks | None
 
 
 def session_parts(
@@ -146,6 +150,7 @@ def session_parts(
         metrics=metrics,
         timeout=timeout if timeout is not None else rules.timeout,
         places=rules.places,
+        checks=rules.checks,
     )
 
 

@@ -63,6 +63,7 @@ from toolbus.application.agent.audit import (
 )
 from toolbus.application.agent.caches import tool_list
 from toolbus.application.agent.calling import MAX_AUDITED_NAME, CallRunner, ToolStream
+from toolbus.application.agent.checks import CallPermitted, CallStopped, CheckedCall
 from toolbus.application.agent.code_hooks import CompiledHooks, Deny
 from toolbus.application.agent.configured_hooks import run_request_start_hooks
 from toolbus.application.agent.held import HeldSession
@@ -74,6 +75,7 @@ from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.calls.metrics import ToolbusMetrics
 from toolbus.application.calls.tools import Tools
 from toolbus.domain.access.permissions import Permissions
+from toolbus.domain.calls.arguments import apply_options
 from toolbus.domain.config.descriptors import ToolDescriptor
 from toolbus.domain.config.registry import WILDCARD, Availability, Registry, normalize_state
 from toolbus.domain.config.schemas import ExportFormat
@@ -185,6 +187,7 @@ class AgentSession:
         #: The configured hooks :meth:`start` runs, in order.
         self.hooks: tuple[HookConfig, ...] = parts.hooks
         self._code = parts.code_hooks
+        self._checks = parts.checks
         self._metrics = parts.metrics
         self._clock = clock
         self._timer = timer
@@ -391,6 +394,12 @@ class AgentSession:
             if isinstance(decision, Deny):
                 return self._calls.denied(tool, decision.reason, tool_call_id)
             parsed = decision
+        permitted = CallPermitted()
+        if self._checks is not None:
+            verdict = await self._checked_call(tool, parsed, tool_call_id, wait=True)
+            if isinstance(verdict, CallStopped):
+                return self._calls.stopped(tool, verdict, tool_call_id)
+            permitted = verdict
 
         async def post_use(
             tool: ToolDescriptor, arguments: dict[str, Any], outcome: CallOutcome
@@ -399,7 +408,11 @@ class AgentSession:
             return rewritten
 
         return self._calls.stream(
-            tool, parsed, tool_call_id, post_use if code.on_post_tool_use else None
+            tool,
+            parsed,
+            tool_call_id,
+            post_use if code.on_post_tool_use else None,
+            permitted.approval,
         )
 
     def _check_open(self) -> None:
@@ -435,19 +448,57 @@ class AgentSession:
         timeout: float | None = None,
         advance: bool = True,
     ) -> CallOutcome:
-        """Pre-use code hooks, the call, post-use code hooks. Each seam costs nothing when empty."""
+        """Pre-use code hooks, the door's checks, the call, post-use code hooks. Each seam
+        costs nothing when empty."""
         code = self._code
         if code.on_pre_tool_use:
             decision = await code.pre_tool_use(self, tool, arguments)
             if isinstance(decision, Deny):
                 return self._calls.denied(tool, decision.reason, tool_call_id)
             arguments = decision
+        approval = None
+        if self._checks is not None:
+            # A hook's call (advance=False) fetches context: it never waits for a person.
+            verdict = await self._checked_call(tool, arguments, tool_call_id, wait=advance)
+            if isinstance(verdict, CallStopped):
+                return self._calls.stopped(tool, verdict, tool_call_id)
+            approval = verdict.approval
         outcome = await self._calls.invoke(
-            tool, arguments, tool_call_id, timeout=timeout, advance=advance
+            tool, arguments, tool_call_id, timeout=timeout, advance=advance, approval=approval
         )
         if code.on_post_tool_use:
             outcome = await code.post_tool_use(self, tool, arguments, outcome)
         return outcome
+
+    async def _checked_call(
+        self,
+        tool: ToolDescriptor,
+        arguments: dict[str, Any],
+        tool_call_id: str | None,
+        *,
+        wait: bool,
+    ) -> CallPermitted | CallStopped:
+        """The door's checks of one call, on the arguments the tool would be sent."""
+        assert self._checks is not None
+        state = self._state
+        applied = apply_options(
+            arguments,
+            tool.options,
+            {**self._calls.context(tool_call_id, state), "user": self.user},
+        )
+        return await self._checks.check(
+            CheckedCall(
+                user=self.user,
+                groups=self.groups,
+                state=state,
+                request_id=self.request_id,
+                tool_call_id=tool_call_id,
+                tool=tool,
+                arguments=applied.arguments,
+                registry=self.registry,
+                wait=wait,
+            )
+        )
 
     def _resolve(self, name: str) -> tuple[ToolDescriptor | None, Refusal | None]:
         if self.registry.is_available(name, self.groups, self._state):

@@ -157,6 +157,7 @@ class ToolbusMetrics:
             self.requests = self.group_availability = self.filtered_tools = _NOOP
             self.transitions = self.state_duration = self.state_availability = _NOOP
             self.access_denied = self.invalid_transitions = self.escalations = _NOOP
+            self.call_checks = _NOOP
             self.tool_calls = self.tool_call_duration = self.tool_call_errors = _NOOP
             self.loop_requests = self.loop_iterations = _NOOP
             self.model_duration = self.model_tokens = _NOOP
@@ -232,6 +233,12 @@ class ToolbusMetrics:
             "Requests beyond a user's permissions (groups, wildcard) and calls of tools "
             "outside the session's groups (tool)",
             ["reason"],
+        )
+        self.call_checks = counter(
+            "toolbus_call_checks_total",
+            "Calls the call policy forbade, and calls that waited for approval, by tool and "
+            "outcome (forbidden, approved, denied, expired)",
+            ["tool", "outcome"],
         )
         self.tool_calls = counter(
             "toolbus_tool_calls_total",
@@ -387,6 +394,11 @@ class ToolbusMetrics:
         self.invalid_transitions.labels(tool=self._tool(tool), reason=reason).inc()
         if reason == "group":
             self.escalations.labels(reason="tool").inc()
+
+    def call_checked(self, tool: str, outcome: str) -> None:
+        """A call the policy forbade (``forbidden``), or one that waited for approval and was
+        ``approved``, ``denied`` or ``expired``."""
+        self.call_checks.labels(tool=self._tool(tool), outcome=outcome).inc()
 
     def state_changed(
         self, tool: str, from_state: str, to_state: str, seconds_in_from: float, offered: int

@@ -10,9 +10,11 @@ through it::
 
 so that each session gets, the same way at every door: the permissions
 (:mod:`toolbus.application.doors.policy`), the entry states, configured hooks
-and code hooks, per-user limits, the audit sinks and the metrics, and its
-calls signed by the door's client. Sessions a door keeps between requests
-(gateway sessions, MCP workflows, agent conversations) are held as plain data
+and code hooks, per-user limits, the audit sinks and the metrics, the checks
+of each call (the call policy on its arguments, approvals:
+:mod:`toolbus.application.doors.gate`), and its calls signed by the door's
+client. Sessions a door keeps between requests (gateway sessions, MCP
+workflows, agent conversations) are held as plain data
 (:mod:`toolbus.application.doors.holding`) and resumed per request.
 """
 
@@ -40,6 +42,8 @@ from toolbus.application.agent.rules import SessionRules, govern
 from toolbus.application.agent.session import AgentSession
 from toolbus.application.calls.metrics import ToolbusMetrics, default_metrics
 from toolbus.application.calls.tools import Tools
+from toolbus.application.doors.approvals import ApprovalBook
+from toolbus.application.doors.gate import CallGate
 from toolbus.application.doors.holding import (
     Held,
     HeldAlready,
@@ -52,10 +56,17 @@ from toolbus.application.doors.policy import AccessPolicy
 from toolbus.application.doors.settings import DoorSettings, parse_door_settings
 from toolbus.application.doors.stored import MAX_CALLS_HELD, StoredHolder
 from toolbus.application.identity.documents import DocumentVerifier
+from toolbus.domain.access.approvals import SECTION as APPROVALS_SECTION
+from toolbus.domain.access.approvals import (
+    ApprovalSettings,
+    parse_approval_settings,
+    teams_named,
+)
 from toolbus.domain.config.registry import Registry, normalize_state
 from toolbus.domain.errors import AccessDenied, ConfigError, Problem
 from toolbus.domain.hooks.configured import SECTION as HOOKS_SECTION
 from toolbus.domain.hooks.configured import HookConfig, load_hooks
+from toolbus.ports import PolicyEngine, StateStore
 
 log = logging.getLogger("toolbus.doors")
 
@@ -91,6 +102,10 @@ class FrontDoor:
             between replicas).
         clock: seconds, for idleness; default the holder's clock (monotonic in
             one process, the wall clock in a state store).
+        policy_engine: the call policy every call is checked by (``[policy]``).
+        approvals: the ``[approvals]`` table.
+        state: the store approvals wait in (the configured one, so that every replica
+            sees them, or one in memory); without it, calls that need approval are refused.
     """
 
     def __init__(
@@ -106,6 +121,9 @@ class FrontDoor:
         timeout: float | None = None,
         holder: SessionHolder | None = None,
         clock: Callable[[], float] | None = None,
+        policy_engine: PolicyEngine | None = None,
+        approvals: ApprovalSettings | None = None,
+        state: StateStore | None = None,
     ) -> None:
         self.tools = tools
         self.hooks = hooks
@@ -138,6 +156,18 @@ class FrontDoor:
         #: The session objects this process last used for held sessions, by key:
         #: (the version they reached, the session), reused while nothing moves them.
         self._live: dict[HeldKey, tuple[int, AgentSession]] = {}
+        self.policy_engine = policy_engine
+        self.approvals = approvals or ApprovalSettings.model_validate({})
+        self.book = (
+            None if state is None else ApprovalBook(state, max_pending=self.approvals.max_pending)
+        )
+        self._gate = CallGate(engine=policy_engine, settings=self.approvals, book=self.book)
+        try:
+            self._check_calls(tools.registry, starting=True)
+        except ConfigError:
+            if policy_engine is not None:
+                policy_engine.close()
+            raise
         govern(tools, lambda registry: self.rules(registry))
 
     @classmethod
@@ -170,17 +200,22 @@ class FrontDoor:
                 ) from None
         if table.audit_file is not None:
             table = table.model_copy(update={"audit_file": str(base / table.audit_file)})
+        approvals = parse_approval_settings((settings or {}).get(APPROVALS_SECTION))
         policy = AccessPolicy(local, settings, live_keys=live_keys)
         hooks = None
         if (settings or {}).get(HOOKS_SECTION) is not None:
             # toolbus.toml's [[hooks]]; checked now, so that a mistake stops the start.
             hooks = load_hooks(local, settings)
-        return cls(tools, policy=policy, settings=table, hooks=hooks, **options)
+        return cls(
+            tools, policy=policy, settings=table, hooks=hooks, approvals=approvals, **options
+        )
 
     def close(self) -> None:
-        """Close the audit file, if the door writes one."""
+        """Close the audit file, if the door writes one, and stop following policy files."""
         if self._file is not None:
             self._file.close()
+        if self.policy_engine is not None:
+            self.policy_engine.close()
 
     # ------------------------------------------------------------------ rules
 
@@ -223,6 +258,7 @@ class FrontDoor:
                 audit=self.audit,
                 metrics=self.metrics,
                 timeout=self.timeout,
+                checks=self._check_calls(registry, starting=False),
             )
             counted = dataclasses.replace(base, places=self.sessions)
             self.metrics.observe_registry(
@@ -230,6 +266,46 @@ class FrontDoor:
             )
             cached = self._rules = (registry, base, counted)
         return cached[2] if places else cached[1]
+
+    def _check_calls(self, registry: Registry, *, starting: bool) -> CallGate | None:
+        """The gate of sessions on ``registry``; ``None`` when nothing is checked per call.
+
+        At start, a policy that does not fit the configuration, or a team that
+        ``[approvals.teams]`` does not name, stops the door (:class:`ConfigError`);
+        on a later configuration they are logged, and the engine refuses the
+        calls it cannot decide.
+        """
+        problems: list[Problem] = []
+        engine = self.policy_engine
+        if engine is not None:
+            problems += engine.check(registry)
+        tools = list(registry.tools.values())
+        named = teams_named(tools)
+        if engine is not None:
+            named.update({team: "a policy's @approval" for team in engine.teams()})
+        for team, by in sorted(named.items()):
+            if team not in self.approvals.teams:
+                known = ", ".join(sorted(self.approvals.teams)) or "none"
+                problems.append(
+                    Problem(
+                        "toolbus.toml [approvals.teams]",
+                        team,
+                        f"is named by {by}, but no such team is configured (teams: {known}); "
+                        f'add {team} = ["<user>", ...] to [approvals.teams]',
+                    )
+                )
+        if problems:
+            if starting:
+                raise ConfigError(problems)
+            log.error(
+                "the call policy and approvals on the new configuration: %s", ConfigError(problems)
+            )
+        needed = (
+            engine is not None
+            or bool(self.approvals.tools)
+            or any(tool.approval is not None for tool in tools)
+        )
+        return self._gate if needed else None
 
     # ------------------------------------------------------------------ sessions
 

@@ -61,3 +61,52 @@ def _message(error: Any) -> str:
     if error["type"] == "extra_forbidden":
         return "is not a front-door setting; see docs/access-control.md for the list"
     return str(error["msg"])
+
+
+POLICY_SECTION = "policy"
+
+
+class PolicySettings(BaseModel):
+    """The ``[policy]`` table: which call-policy engine, on which files, knowing what of users.
+
+    ::
+
+        [policy]
+        engine = "cedar"                 # the default; needs toolbus[policy]
+        files = ["policies"]             # files, or folders of *.cedar files, relative
+                                         # to toolbus.toml
+        reload = true                    # follow changes to the files
+
+        [policy.users.alice]             # attributes of users, as policies see them
+        tenant = "acme"
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    engine: str = Field("cedar", min_length=1)
+    files: tuple[str, ...] = Field(min_length=1)
+    reload: bool = True
+    users: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+def parse_policy_settings(
+    table: Mapping[str, Any] | None, *, where: str = "toolbus.toml [policy]"
+) -> PolicySettings | None:
+    """Validate the ``[policy]`` table (``None`` when there is none)."""
+    if table is None:
+        return None
+    try:
+        return PolicySettings.model_validate(dict(table))
+    except ValidationError as exc:
+        raise ConfigError(
+            Problem(
+                where,
+                ".".join(str(part) for part in error["loc"]),
+                "is not a policy setting; the settings are engine, files, reload and users"
+                if error["type"] == "extra_forbidden"
+                else "is required: name the policy files (or folders of .cedar files)"
+                if error["type"] == "missing"
+                else str(error["msg"]),
+            )
+            for error in exc.errors()
+        ) from None

@@ -12,11 +12,13 @@ from toolbus.domain.calls.naming import sanitize_toolname
 from toolbus.domain.config._fields import Problems, did_you_mean, required_text, string_list
 from toolbus.domain.config.descriptors import (
     AFTER_EXECUTION_VALUES,
+    ANNOTATION_HINTS,
     APPLICABLE_STATES_KEYS,
     DEFAULT_GROUP,
     JSON_SCHEMA_TYPES,
     TOOL_FIELDS,
     TOOL_SERVICE_TYPE,
+    ApprovalRule,
     ServiceDescriptor,
     ToolArgument,
     ToolDescriptor,
@@ -90,6 +92,72 @@ def _arguments(value: Any, where: str, problems: Problems) -> tuple[ToolArgument
         extras = {k: v for k, v in item.items() if k not in _ARGUMENT_FIELDS}
         arguments.append(ToolArgument(name, kind, description, required, extras))
     return tuple(arguments)
+
+
+_APPROVAL_FORMS = '"always", or {"approvers": "<team of [approvals.teams]>", "timeout": <seconds>}'
+
+
+def _approval(value: Any, where: str, problems: Problems) -> ApprovalRule | None:
+    """``approval``: ``"always"``, or an object naming the approvers and a timeout."""
+    if value is None:
+        return None
+    if value == "always":
+        return ApprovalRule()
+    if not isinstance(value, dict):
+        problems.add(where, "approval", f"{describe(value)} is not allowed; use {_APPROVAL_FORMS}")
+        return None
+    before = len(problems)
+    unknown = sorted(set(value) - {"approvers", "timeout"})
+    if unknown:
+        problems.add(
+            where, "approval", f"unknown key(s) {unknown}; an approval takes {_APPROVAL_FORMS}"
+        )
+    team = value.get("approvers")
+    if team is not None and (not isinstance(team, str) or not team):
+        problems.add(
+            where,
+            "approval.approvers",
+            f"must name a team of [approvals.teams], not {describe(team)}",
+        )
+    timeout = value.get("timeout")
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
+    ):
+        problems.add(
+            where,
+            "approval.timeout",
+            f"must be a positive number of seconds, not {describe(timeout)}",
+        )
+    if len(problems) > before:
+        return None
+    return ApprovalRule(team, None if timeout is None else float(timeout))
+
+
+def _annotations(value: Any, where: str, problems: Problems) -> dict[str, bool]:
+    """``annotations``: MCP's boolean hints about the tool, by MCP's names."""
+    if value is None:
+        return {}
+    hints = ", ".join(ANNOTATION_HINTS)
+    if not isinstance(value, dict):
+        problems.add(
+            where, "annotations", f"must be an object of MCP hints ({hints}), not {describe(value)}"
+        )
+        return {}
+    found: dict[str, bool] = {}
+    for key, hint in value.items():
+        if key == "title":
+            continue  # MCP's display name: nothing a policy decides on
+        if key not in ANNOTATION_HINTS:
+            problems.add(
+                where, f"annotations.{key}", f"is not an MCP tool hint; the hints are {hints}"
+            )
+        elif not isinstance(hint, bool):
+            problems.add(
+                where, f"annotations.{key}", f"must be true or false, not {describe(hint)}"
+            )
+        else:
+            found[key] = hint
+    return found
 
 
 def _applicable_states(
@@ -238,6 +306,9 @@ def check_tool(
             "the default) or 'terminate' (the result is the final answer)",
         )
 
+    approval = _approval(raw.get("approval"), where, problems)
+    annotations = _annotations(raw.get("annotations"), where, problems)
+
     if len(problems) > before:
         return None
     return ToolDescriptor(
@@ -255,4 +326,6 @@ def check_tool(
         raw=raw,
         options=options,
         after_execution=str(after_execution),
+        approval=approval,
+        annotations=annotations,
     )

@@ -39,10 +39,14 @@ TOOL_FIELDS = frozenset(
         "state",
         "options",
         "after-execution",
+        "approval",
+        "annotations",
     }
     | set(APPLICABLE_STATES_KEYS)
 )
 AFTER_EXECUTION_VALUES = ("suspend", "terminate")
+#: The hints of MCP's tool annotations a descriptor's ``annotations`` may give.
+ANNOTATION_HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +85,18 @@ class ToolArgument:
 
 
 @dataclass(frozen=True, slots=True)
+class ApprovalRule:
+    """A tool's ``approval``: every call waits for a person's decision.
+
+    ``approvers`` names a team of ``[approvals.teams]`` (``None``: the default
+    approvers); ``timeout`` is seconds a call waits (``None``: the default).
+    """
+
+    approvers: str | None = None
+    timeout: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ToolDescriptor:
     """Tier 2: a tool as the agent and the LLM see it.
 
@@ -109,11 +125,17 @@ class ToolDescriptor:
     options: ArgumentOptions = field(default=NO_OPTIONS, hash=False)
     #: ``after-execution``: "suspend" (the agent goes on) or "terminate" (final answer).
     after_execution: str = "suspend"
+    #: ``approval``: every call needs a person's approval; ``None``: only when a
+    #: policy or the operator's rules say so.
+    approval: ApprovalRule | None = None
+    #: ``annotations``: MCP's hints about the tool (``readOnlyHint``, ``destructiveHint``...).
+    annotations: Mapping[str, bool] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "llm_name", sanitize_toolname(self.name))
         _freeze(self, "config")
         _freeze(self, "raw")
+        _freeze(self, "annotations")
 
 
 def _freeze(instance: object, attribute: str) -> None:

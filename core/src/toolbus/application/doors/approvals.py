@@ -1,0 +1,294 @@
+"""Where approvals wait, for every replica of a door: :class:`ApprovalBook`.
+
+An approval (:class:`~toolbus.domain.access.approvals.Approval`) is plain
+data in a :class:`~toolbus.ports.StateStore` (namespace ``approvals``): the
+configured store when there is one (``state`` in ``toolbus.toml``), so that
+whichever replica a decision reaches (the gateway's API and console, the
+command line, an MCP client) the call waiting on another replica goes on; a
+store in the door's memory otherwise. Decisions are compare-and-set writes,
+so of two approvers deciding at once, one wins and the other is told.
+
+The store has no listing, so the book keeps an index of the pending
+approvals under one key (their ids and when each expires), changed by
+compare-and-set too; an approval whose waiter went away drops out of the
+index once its time is up. The index is bounded (``max-pending``): beyond
+it, a call that needs approval is refused rather than queued without end.
+
+Nothing here holds an argument's value: an approval keeps what its approvers
+may see (secrets redacted) and a digest of the call.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import anyio
+
+from toolbus.domain.access.approvals import DEFAULT_MAX_PENDING, Approval
+from toolbus.domain.errors import ApprovalClosed, ApprovalNotFound, StateStoreError
+from toolbus.ports import StateEntry, StateStore, WatchableStateStore
+
+log = logging.getLogger("toolbus.approvals")
+
+NAMESPACE = "approvals"
+#: The key of the index of pending approvals (ids are hex digits, so never this).
+INDEX = "pending-index"
+#: Seconds a decided or expired approval stays readable (a resumed run finds it).
+RETENTION = 3600.0
+#: Seconds between two reads of an approval, on a store that cannot watch.
+POLL_INTERVAL = 0.5
+_ATTEMPTS = 64
+
+
+class ApprovalsFull(StateStoreError):
+    """As many approvals are pending as the door keeps (``max-pending``)."""
+
+
+class ApprovalBook:
+    """The approvals of one door (and its replicas), kept in ``store``.
+
+    Args:
+        store: where approvals are kept; shared by every replica.
+        clock: Unix seconds (approvals expire at a time every replica agrees on).
+        max_pending: pending approvals kept at most.
+    """
+
+    def __init__(
+        self,
+        store: StateStore,
+        *,
+        clock: Callable[[], float] = time.time,
+        max_pending: int = DEFAULT_MAX_PENDING,
+        namespace: str = NAMESPACE,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.max_pending = max_pending
+        self.namespace = namespace
+
+    # ------------------------------------------------------------------ reading
+
+    async def get(self, approval_id: str) -> Approval | None:
+        found = await self._entry(approval_id)
+        return None if found is None else found[0]
+
+    async def _entry(self, approval_id: str) -> tuple[Approval, int] | None:
+        if approval_id == INDEX:
+            return None
+        entry = await self.store.get(self.namespace, approval_id)
+        if entry is None:
+            return None
+        return Approval.from_json(entry.value), entry.version
+
+    async def pending(self, viewer: str | None = None) -> list[Approval]:
+        """The approvals waiting now, oldest first; with ``viewer``, those they may decide
+        or asked for."""
+        now = self.clock()
+        index = await self._read_index()
+        found = []
+        for approval_id, expires_at in sorted(index.items(), key=lambda item: item[1]):
+            if expires_at <= now:
+                continue
+            approval = await self.get(approval_id)
+            if approval is None or not approval.open_at(now):
+                continue
+            if viewer is None or approval.may_decide(viewer) or approval.user == viewer:
+                found.append(approval)
+        return sorted(found, key=lambda approval: approval.created_at)
+
+    async def changes(self) -> AsyncIterator[None]:
+        """Something changed among the pending approvals (one value per change, or more)."""
+        store = self.store
+        if isinstance(store, WatchableStateStore):
+            async with store.watch(self.namespace, INDEX) as states:
+                async for _ in states:
+                    yield None
+        else:
+            last: Any = object()
+            while True:
+                entry = await store.get(self.namespace, INDEX)
+                version = None if entry is None else entry.version
+                if version != last:
+                    last = version
+                    yield None
+                await anyio.sleep(POLL_INTERVAL)
+
+    # ------------------------------------------------------------------ writing
+
+    async def add(self, approval: Approval) -> Approval:
+        """Keep ``approval`` (pending); the one stored under its id already, if any.
+
+        Raises :class:`ApprovalsFull` when as many approvals wait as the book keeps.
+        """
+        added = await self._change_index(
+            lambda index: _with(index, approval.id, approval.expires_at, self.max_pending)
+        )
+        if not added:
+            raise ApprovalsFull(
+                f"{self.max_pending} calls are waiting for approval already (max-pending in "
+                "[approvals]); decide some of them"
+            )
+        ttl = approval.expires_at - self.clock() + RETENTION
+        created = await self.store.create(self.namespace, approval.id, approval.to_json(), ttl=ttl)
+        if created is not None:
+            return approval
+        stored = await self.get(approval.id)
+        if stored is None:  # gone between the two: write it again
+            await self.store.put(self.namespace, approval.id, approval.to_json(), ttl=ttl)
+            return approval
+        if stored.status != "pending":
+            await self._unindex(stored.id)
+        return stored
+
+    async def decide(
+        self, approval_id: str, approver: str, approve: bool, note: str | None = None
+    ) -> Approval:
+        """Approve or deny; the approval as decided.
+
+        Raises :class:`~toolbus.domain.errors.ApprovalNotFound`,
+        :class:`~toolbus.domain.errors.NotAnApprover` or
+        :class:`~toolbus.domain.errors.ApprovalClosed`.
+        """
+
+        def decided(approval: Approval) -> Approval:
+            return approval.decided(approver, approve, note, self.clock())
+
+        approval = await self._swap(approval_id, decided)
+        await self._unindex(approval_id)
+        log.info(
+            "approval %s of %r (user %r) %s by %r",
+            approval.id,
+            approval.tool,
+            approval.user,
+            approval.status,
+            approver,
+        )
+        return approval
+
+    async def expire(self, approval_id: str) -> Approval:
+        """Its time is up: expired, unless someone decided it at the last moment."""
+
+        def expired(approval: Approval) -> Approval:
+            if approval.status != "pending":
+                raise ApprovalClosed(approval.id, approval.status, approval.decided_by)
+            return approval.expired(self.clock())
+
+        try:
+            approval = await self._swap(approval_id, expired)
+        except ApprovalClosed:
+            found = await self.get(approval_id)
+            if found is None:
+                raise ApprovalNotFound(approval_id) from None
+            approval = found
+        await self._unindex(approval_id)
+        return approval
+
+    async def spend(self, approval_id: str) -> bool:
+        """Mark an approved approval used by its call; ``False`` if it was used already."""
+
+        def spent(approval: Approval) -> Approval:
+            if approval.used or approval.status != "approved":
+                raise ApprovalClosed(approval.id, "used", approval.decided_by)
+            return approval.spent()
+
+        try:
+            await self._swap(approval_id, spent)
+        except (ApprovalClosed, ApprovalNotFound):
+            return False
+        return True
+
+    async def wait(self, approval_id: str, until: float) -> Approval | None:
+        """The approval once it is decided; ``None`` when ``until`` (Unix seconds) came first."""
+        with anyio.move_on_after(max(0.0, until - self.clock())):
+            store = self.store
+            if isinstance(store, WatchableStateStore):
+                async with store.watch(self.namespace, approval_id) as states:
+                    async for entry in states:
+                        decided = _decided(entry)
+                        if decided is not None:
+                            return decided
+            else:
+                while True:
+                    decided = _decided(await store.get(self.namespace, approval_id))
+                    if decided is not None:
+                        return decided
+                    await anyio.sleep(POLL_INTERVAL)
+        return None
+
+    # ------------------------------------------------------------------ plumbing
+
+    async def _swap(self, approval_id: str, change: Callable[[Approval], Approval]) -> Approval:
+        for _ in range(_ATTEMPTS):
+            found = await self._entry(approval_id)
+            if found is None:
+                raise ApprovalNotFound(approval_id)
+            current, version = found
+            updated = change(current)
+            ttl = max(updated.expires_at - self.clock(), 0.0) + RETENTION
+            written = await self.store.update(
+                self.namespace, approval_id, updated.to_json(), version=version, ttl=ttl
+            )
+            if written is not None:
+                return updated
+        raise StateStoreError(f"approval {approval_id!r} kept changing; try again")
+
+    async def _read_index(self) -> dict[str, float]:
+        entry = await self.store.get(self.namespace, INDEX)
+        return {} if entry is None else _index_of(entry.value)
+
+    async def _unindex(self, approval_id: str) -> None:
+        await self._change_index(lambda index: {k: v for k, v in index.items() if k != approval_id})
+
+    async def _change_index(
+        self, change: Callable[[dict[str, float]], dict[str, float] | None]
+    ) -> bool:
+        """Apply ``change`` to the index by compare-and-set; ``False`` if it refused."""
+        for _ in range(_ATTEMPTS):
+            entry = await self.store.get(self.namespace, INDEX)
+            current = {} if entry is None else _index_of(entry.value)
+            now = self.clock()
+            # Approvals whose waiter went away leave once their time is up.
+            current = {k: v for k, v in current.items() if v > now}
+            updated = change(current)
+            if updated is None:
+                return False
+            value = json.dumps(updated).encode()
+            if entry is None:
+                written = await self.store.create(self.namespace, INDEX, value)
+            else:
+                written = await self.store.update(
+                    self.namespace, INDEX, value, version=entry.version
+                )
+            if written is not None:
+                return True
+        raise StateStoreError("the index of pending approvals kept changing; try again")
+
+
+def _with(
+    index: dict[str, float], approval_id: str, expires_at: float, most: int
+) -> dict[str, float] | None:
+    if approval_id not in index and len(index) >= most:
+        return None
+    return {**index, approval_id: expires_at}
+
+
+def _index_of(value: bytes) -> dict[str, float]:
+    try:
+        data = json.loads(value)
+    except ValueError:
+        log.warning("the index of pending approvals was not JSON; starting it again")
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {str(k): float(v) for k, v in data.items() if isinstance(v, int | float)}
+
+
+def _decided(entry: StateEntry | None) -> Approval | None:
+    if entry is None:
+        return None
+    approval = Approval.from_json(entry.value)
+    return None if approval.status == "pending" else approval

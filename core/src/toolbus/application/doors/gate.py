@@ -1,0 +1,229 @@
+"""Every call checked with its arguments, and approved first where it must be: :class:`CallGate`.
+
+A front door gives its sessions a :class:`CallGate`
+(:class:`~toolbus.application.agent.checks.CallChecks`). For each call, after
+the code hooks and with the tool's argument options applied:
+
+1. the call policy, when one is configured, decides: permit, forbid (the
+   call is refused; the model reads why), or ask a person first;
+2. a call needs approval when the policy says so, when its tool's descriptor
+   does (``"approval": "always"``), or when ``[approvals] tools`` lists it.
+   It then waits in the :class:`~toolbus.application.doors.approvals.ApprovalBook`
+   until one of its approvers decides, or its time runs out. Whoever drives
+   the session is told (:func:`~toolbus.application.agent.checks.listening`)
+   and may answer for the caller when callers approve their own calls.
+
+Only an approved call is made. A denied or expired one is refused with an
+observation naming the approver and their reason; every one is audited with
+the approval (who, how, how long it waited).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable
+
+from toolbus.application.agent.audit import ApprovalNote
+from toolbus.application.agent.checks import (
+    PERMITTED,
+    CallPermitted,
+    CallStopped,
+    CheckedCall,
+    current_listener,
+    current_reply,
+)
+from toolbus.application.agent.observations import (
+    approval_denied,
+    approval_expired,
+    approval_unavailable,
+    forbidden,
+)
+from toolbus.application.doors.approvals import ApprovalBook, ApprovalsFull
+from toolbus.domain.access.approvals import (
+    Approval,
+    ApprovalSettings,
+    Demand,
+    approval_key,
+    demanded,
+    redacted_arguments,
+)
+from toolbus.domain.access.policy import ApproveFirst, Forbid, PolicyRequest
+from toolbus.domain.errors import ApprovalClosed, NotAnApprover, StateStoreError
+from toolbus.ports import PolicyEngine
+
+log = logging.getLogger("toolbus.approvals")
+
+#: How many approvals one call id may have used before a new one is refused.
+_MAX_ROUNDS = 1000
+
+
+class CallGate:
+    """The call policy and approvals of a door; see the module docs.
+
+    Args:
+        engine: the call policy, or ``None`` (every call is permitted by policy).
+        settings: the ``[approvals]`` table.
+        book: where approvals wait; ``None``: calls that need approval are refused.
+        clock: Unix seconds.
+    """
+
+    def __init__(
+        self,
+        *,
+        engine: PolicyEngine | None,
+        settings: ApprovalSettings,
+        book: ApprovalBook | None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.engine = engine
+        self.settings = settings
+        self.book = book
+        self.clock = clock
+
+    async def check(self, call: CheckedCall) -> CallPermitted | CallStopped:
+        tool = call.tool
+        asked: ApproveFirst | None = None
+        if self.engine is not None:
+            decision = self.engine.decide(
+                call.registry,
+                PolicyRequest(call.user, call.groups, tool, call.state, call.arguments),
+            )
+            if isinstance(decision, Forbid):
+                return CallStopped(
+                    "policy", forbidden(tool, decision.reason), policy=decision.policy
+                )
+            if isinstance(decision, ApproveFirst):
+                asked = decision
+        demand = demanded(tool, asked, self.settings)
+        if demand is None:
+            return PERMITTED
+        if not call.wait:
+            return _unavailable(call, "calls made for hooks do not wait for a person")
+        if self.book is None:
+            return _unavailable(call, "this door keeps no approvals (it was given no store)")
+        try:
+            return await self._approved(call, self.book, demand)
+        except ApprovalsFull as exc:
+            return _unavailable(call, str(exc))
+        except StateStoreError as exc:
+            log.warning("approvals cannot be reached: %s", exc)
+            return _unavailable(call, "approvals cannot be reached now; try again later")
+
+    async def _approved(
+        self, call: CheckedCall, book: ApprovalBook, demand: Demand
+    ) -> CallPermitted | CallStopped:
+        approvers = self.settings.team(demand.team)
+        if self.settings.callers_approve and call.user not in approvers:
+            approvers = (*approvers, call.user)
+        if not approvers:
+            return _unavailable(
+                call,
+                "no one is named to approve it (approvers, or the team "
+                f"{demand.team!r}, in [approvals] of toolbus.toml)"
+                if demand.team
+                else "no one is named to approve it (approvers in [approvals] of toolbus.toml)",
+            )
+        digest = approval_key(
+            call.user, call.request_id, call.tool_call_id, call.tool.name, call.arguments
+        )
+        approval, free = await self._find(call, book, digest)
+        if approval is None:
+            approval = await book.add(self._new(call, demand, approvers, free))
+        started = self.clock()
+        if approval.status == "pending":
+            approval = await self._decision(call, book, approval)
+        status = approval.status
+        if status == "pending":  # the book answers a decided or expired approval
+            status = "expired"
+        note = ApprovalNote(
+            id=approval.id,
+            status=status,
+            decided_by=approval.decided_by,
+            team=approval.team,
+            waited_seconds=max(0.0, self.clock() - started),
+        )
+        if status == "approved":
+            if not await book.spend(approval.id):
+                return _unavailable(call, "its approval was used by another call already")
+            return CallPermitted(note)
+        if status == "denied":
+            return CallStopped(
+                "approval",
+                approval_denied(call.tool, approval.decided_by or "an approver", approval.note),
+                note,
+            )
+        return CallStopped(
+            "approval",
+            approval_expired(call.tool, approval.expires_at - approval.created_at),
+            note,
+        )
+
+    async def _find(
+        self, call: CheckedCall, book: ApprovalBook, digest: str
+    ) -> tuple[Approval | None, str]:
+        """The approval this call has already, else the id a new one takes.
+
+        The one it brings the caller's answer to (the same call, asked again);
+        for a model's call, which has an id, the one a run resumed elsewhere was
+        waiting on (a call made again after its approval was used needs a new
+        one). Any other call asks anew.
+        """
+        reply = current_reply()
+        if reply is not None:
+            brought = await book.get(reply.approval_id)
+            if brought is not None and brought.id.startswith(digest) and not brought.used:
+                return brought, brought.id
+        if call.tool_call_id is None:
+            return None, f"{digest}-{uuid.uuid4().hex}"
+        for round_ in range(_MAX_ROUNDS):
+            approval_id = digest if round_ == 0 else f"{digest}-{round_}"
+            found = await book.get(approval_id)
+            if found is None or not found.used:
+                return found, approval_id
+        raise ApprovalsFull(f"call {call.tool_call_id!r} was approved {_MAX_ROUNDS} times already")
+
+    def _new(
+        self, call: CheckedCall, demand: Demand, approvers: tuple[str, ...], approval_id: str
+    ) -> Approval:
+        now = self.clock()
+        return Approval(
+            id=approval_id,
+            user=call.user,
+            tool=call.tool.name,
+            arguments=redacted_arguments(call.arguments, call.tool),
+            approvers=approvers,
+            team=demand.team,
+            reason=demand.reason,
+            request_id=call.request_id,
+            tool_call_id=call.tool_call_id,
+            created_at=now,
+            expires_at=now + demand.timeout,
+        )
+
+    async def _decision(
+        self, call: CheckedCall, book: ApprovalBook, approval: Approval
+    ) -> Approval:
+        """Wait for the decision: the caller's, when it may give one, or an approver's."""
+        reply = current_reply()
+        answer = None
+        if reply is not None and reply.approval_id == approval.id:
+            answer = reply.answer
+        else:
+            listener = current_listener()
+            if listener is not None:
+                answer = await listener(approval)
+        if answer is not None and approval.may_decide(call.user):
+            try:
+                return await book.decide(approval.id, call.user, answer.approve, answer.note)
+            except (ApprovalClosed, NotAnApprover):
+                pass  # decided meanwhile, or expired: what the book holds now says
+        decided = await book.wait(approval.id, approval.expires_at)
+        if decided is not None:
+            return decided
+        return await book.expire(approval.id)
+
+
+def _unavailable(call: CheckedCall, why: str) -> CallStopped:
+    return CallStopped("approval", approval_unavailable(call.tool, why))
