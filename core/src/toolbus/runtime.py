@@ -17,6 +17,7 @@ from toolbus.application.calls.supervision import plain_errors
 from toolbus.application.calls.tools import Tools
 from toolbus.application.doors.door import FrontDoor
 from toolbus.application.doors.settings import POLICY_SECTION, parse_policy_settings
+from toolbus.application.doors.stored import StoredHolder
 from toolbus.application.identity.signing import CallSigner
 from toolbus.application.live.config_files import read_snapshot
 from toolbus.application.live.registry import LiveRegistry
@@ -123,35 +124,20 @@ def policy_engine(settings: Mapping[str, Any], base_dir: Path) -> PolicyEngine |
     table = parse_policy_settings(settings.get(POLICY_SECTION))
     if table is None:
         return None
-    files: list[Path] = []
-    problems: list[Problem] = []
-    for name in table.files:
-        path = base_dir / name
-        if path.is_dir():
-            found = sorted(path.glob("*.cedar"))
-            if not found:
-                problems.append(
-                    Problem(
-                        "toolbus.toml [policy]",
-                        "files",
-                        f"folder {str(path)!r} holds no .cedar file; put the policies there",
-                    )
-                )
-            files += found
-        elif path.is_file():
-            files.append(path)
-        else:
-            problems.append(
-                Problem(
-                    "toolbus.toml [policy]",
-                    "files",
-                    f"{str(path)!r} does not exist; name a policy file or a folder of .cedar "
-                    "files (relative to toolbus.toml)",
-                )
-            )
-    if problems:
-        raise ConfigError(problems)
-    return load_policy_engine(table.engine, files, table.users, {"reload": table.reload})
+    paths = [base_dir / name for name in table.files]
+    missing = [
+        Problem(
+            "toolbus.toml [policy]",
+            "files",
+            f"{str(path)!r} does not exist; name a policy file or a folder of .cedar files "
+            "(relative to toolbus.toml)",
+        )
+        for path in paths
+        if not path.exists()
+    ]
+    if missing:
+        raise ConfigError(missing)
+    return load_policy_engine(table.engine, paths, table.users, {"reload": table.reload})
 
 
 @asynccontextmanager
@@ -167,21 +153,75 @@ async def door_state(
         await store.close()
 
 
+@asynccontextmanager
+async def opened_door(
+    tools: Tools,
+    *,
+    local: Mapping[str, Any] | None,
+    settings: Settings | Mapping[str, Any],
+    base_dir: Path | None = None,
+    store: StateStore | None = None,
+    **options: Any,
+) -> AsyncIterator[FrontDoor]:
+    """The front door the operator's files describe, for the life of the block.
+
+    Besides :meth:`FrontDoor.from_files`: the state store approvals wait in
+    (``store``, a connected one the caller closes; else ``state`` in
+    ``toolbus.toml``; else memory) and the call policy ``[policy]`` names,
+    both closed with the door. A shared store (given, or configured) holds the
+    door's held sessions too, unless ``holder`` is given. ``settings`` is the
+    loaded :class:`~toolbus.settings.Settings` (its ``state`` honours
+    ``TOOLBUS_STATE``) or the parsed ``toolbus.toml``.
+    """
+    if isinstance(settings, Settings):
+        table: Mapping[str, Any] = settings.file
+        url, state_options = settings.state, settings.state_options
+        if base_dir is None and settings.file_path is not None:
+            base_dir = settings.file_path.parent
+    else:
+        table = settings
+        url = _state_of(settings)
+        given = settings.get("state-options")
+        state_options = given if isinstance(given, Mapping) else {}
+    base = base_dir or Path.cwd()
+    async with AsyncExitStack() as stack:
+        if store is not None:
+            state = store
+        else:
+            state = await stack.enter_async_context(door_state(url, state_options))
+        if (store is not None or url is not None) and "holder" not in options:
+            # Held sessions in the configured store too: any replica serves any request.
+            options["holder"] = StoredHolder(state)
+        door = FrontDoor.from_files(
+            tools,
+            local=local,
+            settings=table,
+            base_dir=base,
+            policy_engine=policy_engine(table, base),
+            state=state,
+            **options,
+        )
+        try:
+            yield door
+        finally:
+            door.close()
+
+
 SettingsSource = Settings | Mapping[str, Any] | str | os.PathLike[str] | None
 
 
-def _settings(source: SettingsSource) -> tuple[Mapping[str, Any], Path, str | None]:
-    """The parsed ``toolbus.toml``, the folder its paths are relative to, the state store."""
+def _settings(source: SettingsSource) -> tuple[Settings | Mapping[str, Any], Path]:
+    """The settings (loaded, or the parsed ``toolbus.toml``) and the folder its paths are
+    relative to."""
     if isinstance(source, Settings):
         base = source.file_path.parent if source.file_path is not None else Path.cwd()
-        return source.file, base, source.state
+        return source, base
     if isinstance(source, Mapping):
-        return source, Path.cwd(), _state_of(source)
+        return source, Path.cwd()
     path = Path(source) if source is not None else Path.cwd() / SETTINGS_FILE
     if source is None and not path.is_file():
-        return {}, Path.cwd(), None
-    table = read_settings_file(path)
-    return table, path.parent, _state_of(table)
+        return {}, Path.cwd()
+    return read_settings_file(path), path.parent
 
 
 def _state_of(table: Mapping[str, Any]) -> str | None:
@@ -224,7 +264,7 @@ async def open_tools(
     ``signer`` signs every call for services that verify callers (docs/security.md).
     """
     registry = registry_from(config)
-    table, base, state_url = _settings(settings)
+    table, base = _settings(settings)
     async with AsyncExitStack() as stack:
         with plain_errors():
             bus = await connect(broker, options)
@@ -241,20 +281,13 @@ async def open_tools(
                 )
                 await stack.enter_async_context(follower)
                 tools = follower.tools(client)
-            options_of_state = table.get("state-options")
-            state = await stack.enter_async_context(
-                door_state(
-                    state_url, options_of_state if isinstance(options_of_state, Mapping) else None
+            await stack.enter_async_context(
+                opened_door(
+                    tools,
+                    local=registry.snapshot,
+                    settings=table,
+                    base_dir=base,
+                    code_hooks=CodeHooks.installed(),
                 )
             )
-            door = FrontDoor.from_files(
-                tools,
-                local=registry.snapshot,
-                settings=table,
-                base_dir=base,
-                code_hooks=CodeHooks.installed(),
-                policy_engine=policy_engine(table, base),
-                state=state,
-            )
-            stack.callback(door.close)
         yield tools

@@ -14,13 +14,24 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolbus.domain.errors import (
     AccessDenied,
+    ApprovalClosed,
+    ApprovalNotFound,
     ConfigError,
     LimitReached,
+    NotAnApprover,
     SessionNotFound,
     ToolbusError,
     UnknownTool,
 )
-from toolbus_gateway import asyncapi, console, health, service_routes, session_routes, tool_routes
+from toolbus_gateway import (
+    approval_routes,
+    asyncapi,
+    console,
+    health,
+    service_routes,
+    session_routes,
+    tool_routes,
+)
 from toolbus_gateway.auth import AuthFailure
 from toolbus_gateway.console_sessions import ConsoleSessions
 from toolbus_gateway.direct import HEALTHZ, DirectRoutes
@@ -89,6 +100,7 @@ def create_app(gateway: Gateway, *, run_gateway: bool = True) -> FastAPI:
     app.include_router(tool_routes.router)
     app.include_router(session_routes.router)
     app.include_router(service_routes.router)
+    app.include_router(approval_routes.router)
     app.include_router(health.router)
     app.include_router(console.router)
     app.include_router(asyncapi.router)
@@ -149,6 +161,18 @@ def _no_session(gateway: Gateway, exc: SessionNotFound) -> JSONResponse:
     return _error(404, "no-such-session", str(exc))
 
 
+def _no_approval(gateway: Gateway, exc: ApprovalNotFound) -> JSONResponse:
+    return _error(404, "no-such-approval", str(exc))
+
+
+def _not_an_approver(gateway: Gateway, exc: NotAnApprover) -> JSONResponse:
+    return _error(403, "not-an-approver", str(exc))
+
+
+def _approval_closed(gateway: Gateway, exc: ApprovalClosed) -> JSONResponse:
+    return _error(409, "approval-closed", str(exc), approval_status=exc.status)
+
+
 def _no_tool(gateway: Gateway, exc: UnknownTool) -> JSONResponse:
     return _error(404, "no-such-tool", str(exc))
 
@@ -176,6 +200,9 @@ ERROR_ANSWERS: dict[type[Exception], Callable[[Gateway, Any], JSONResponse]] = {
     StreamLimit: _too_many_streams,
     SessionExists: _session_exists,
     SessionNotFound: _no_session,
+    ApprovalNotFound: _no_approval,
+    NotAnApprover: _not_an_approver,
+    ApprovalClosed: _approval_closed,
     UnknownTool: _no_tool,
     ConfigError: _bad_config,
     ToolbusError: _unavailable,

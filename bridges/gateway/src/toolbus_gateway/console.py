@@ -1,7 +1,7 @@
 """The operators' console: one server-rendered page that keeps itself current over SSE.
 
-The page is plain HTML in panels (services, workflow, tools, audit, call
-rates). Each panel is also served on its own as a fragment; the console's
+The page is plain HTML in panels (pending approvals, services, workflow,
+tools, audit, call rates). Each panel is also served on its own as a fragment; the console's
 small script listens to ``/console/events`` and, when an event says a panel
 changed, fetches that fragment again and swaps it in. Nothing is built on
 the client, so the page works without a build step, and a thousand tools are
@@ -23,6 +23,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sse_starlette import EventSourceResponse
 
 from toolbus.application.identity.credentials import Secret
+from toolbus.domain.errors import ApprovalClosed, ApprovalNotFound, NotAnApprover
 from toolbus_gateway.asyncapi import CONSOLE_PATH as ASYNCAPI_PATH
 from toolbus_gateway.auth import AuthFailure, Principal
 from toolbus_gateway.console_sessions import (
@@ -57,6 +58,8 @@ REFUSALS = {
     "unknown": "unknown tool",
     "state": "wrong state",
     "hook": "denied by a hook",
+    "policy": "forbidden by the policy",
+    "approval": "not approved",
 }
 
 
@@ -146,6 +149,10 @@ def _login(request: Request, message: str, status_code: int = 401) -> HTMLRespon
 
 @router.get("/fragments/{name}", response_class=HTMLResponse)
 async def fragment(request: Request, name: str, caller: ConsoleCaller) -> HTMLResponse:
+    if name == "approvals":
+        session = await console_session(request)
+        csrf = session.csrf if session is not None else ""
+        return HTMLResponse(_approvals(gateway_of(request), caller, csrf))
     render = FRAGMENTS.get(name)
     if render is None:
         return HTMLResponse(f"<p>no panel {escape(name)!r}</p>", status_code=404)
@@ -167,7 +174,75 @@ async def events(request: Request, caller: ConsoleCaller) -> EventSourceResponse
     return open_stream(gateway, changes(), leave)
 
 
+@router.post("/approvals/{approval_id}")
+async def decide(request: Request, approval_id: str, caller: ConsoleCaller) -> Response:
+    """An approve or deny button of the approvals panel (a form with the session's token)."""
+    form = parse_qs((await request.body()).decode("utf-8", "replace"))
+    session = await console_session(request)
+    if session is None or not same_token(_field(form, "csrf"), session.csrf):
+        return HTMLResponse(_document("toolbus gateway", _FORBIDDEN), status_code=403)
+    gateway = gateway_of(request)
+    book = None if gateway.door is None else gateway.door.book
+    decision = _field(form, "decision")
+    if book is None or decision not in ("approve", "deny"):
+        return _decision_failed("that form did not say approve or deny", 400)
+    try:
+        await book.decide(
+            approval_id, caller.user, decision == "approve", _field(form, "note") or None
+        )
+    except NotAnApprover as exc:
+        return _decision_failed(str(exc), 403)
+    except ApprovalClosed as exc:
+        return _decision_failed(str(exc), 409)
+    except ApprovalNotFound as exc:
+        return _decision_failed(str(exc), 404)
+    gateway.pending_approvals = await book.pending()
+    gateway.changes.mark("approvals")
+    return RedirectResponse("/console", status_code=303)
+
+
+def _decision_failed(message: str, status_code: int) -> HTMLResponse:
+    body = (
+        f'<main class="login"><h1>toolbus gateway</h1><p class="error">{escape(message)}</p>'
+        '<p><a href="/console">Back to the console</a></p></main>'
+    )
+    return HTMLResponse(_document("toolbus gateway", body), status_code=status_code)
+
+
 # ------------------------------------------------------------------ panels
+
+
+def _approvals(gateway: Gateway, caller: Principal, csrf: str) -> str:
+    pending = [a for a in gateway.pending_approvals if a.open_at(time.time())]
+    if not pending:
+        return '<p class="empty">No call is waiting for approval.</p>'
+    rows = []
+    now = time.time()
+    for approval in pending:
+        arguments = json.dumps(approval.arguments, ensure_ascii=False)
+        if approval.may_decide(caller.user):
+            action = (
+                f'<form method="post" action="/console/approvals/{escape(approval.id)}" '
+                f'class="decide"><input type="hidden" name="csrf" value="{escape(csrf)}">'
+                '<input name="note" maxlength="500" placeholder="note (optional)" '
+                'aria-label="note">'
+                '<button type="submit" name="decision" value="approve">approve</button> '
+                '<button type="submit" name="decision" value="deny">deny</button></form>'
+            )
+        else:
+            action = f"for {escape(', '.join(approval.approvers))}"
+        rows.append(
+            f'<tr data-approval="{escape(approval.id)}" data-tool="{escape(approval.tool)}">'
+            f"<td>{escape(approval.user)}</td><td>{escape(approval.tool)}</td>"
+            f'<td class="arguments">{escape(arguments)}</td><td>{escape(approval.reason)}</td>'
+            f"<td>{max(0, int(approval.expires_at - now))} s</td><td>{action}</td></tr>"
+        )
+    return (
+        "<table><thead><tr><th>user</th><th>tool</th><th>arguments</th><th>why</th>"
+        "<th>expires in</th><th>decision</th></tr></thead><tbody>"
+        + "".join(rows)
+        + "</tbody></table>"
+    )
 
 
 def _services(gateway: Gateway) -> str:
@@ -297,6 +372,7 @@ FRAGMENTS: dict[str, Callable[[Gateway], str]] = {
 }
 #: Which panels an event refreshes.
 REFRESHES = {
+    "approvals": ["approvals"],
     "services": ["services", "status"],
     "registry": ["workflow", "tools", "status"],
     "audit": ["audit"],
@@ -315,6 +391,7 @@ def _panel(title: str, name: str, body: str, wide: bool = False) -> str:
 def _page(gateway: Gateway, caller: Principal, csrf: str) -> str:
     panels = "".join(
         [
+            _panel("Pending approvals", "approvals", _approvals(gateway, caller, csrf), wide=True),
             _panel("Live services", "services", _services(gateway)),
             _panel("Call rates", "rates", _rates(gateway)),
             _panel("State workflow", "workflow", _workflow(gateway), wide=True),

@@ -11,7 +11,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from contextlib import AsyncExitStack
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -29,12 +29,13 @@ from toolbus.application.doors.holding import InProcessHolder, SessionHolder
 from toolbus.application.doors.stored import StoredHolder
 from toolbus.application.identity.signing import CallSigner
 from toolbus.application.live.registry import DEFAULT_FETCH_TIMEOUT
+from toolbus.domain.access.approvals import Approval
 from toolbus.domain.access.permissions import Permissions
-from toolbus.domain.errors import ConfigError, Problem
+from toolbus.domain.errors import ConfigError, Problem, ToolbusError
 from toolbus.hooks import CodeHooks
 from toolbus.plugins import load_tool_plugins
 from toolbus.ports import Bus, StateStore
-from toolbus.runtime import registry_from, tool_types
+from toolbus.runtime import opened_door, registry_from, tool_types
 from toolbus_gateway.auth import Authenticator
 from toolbus_gateway.events import Event, Topic
 from toolbus_gateway.services import ServiceWatch
@@ -158,9 +159,9 @@ class Gateway:
             default); ``False`` is ``--no-access-control``.
         base_dir: the folder paths in ``settings_file`` are relative to.
         state: a state store URL (``nats://...``, ``redis://...``) or a connected
-            store: sessions, their limits and console log-outs are kept there, so
-            that replicas behind a load balancer serve any request. ``None``
-            keeps them in this process (one replica only).
+            store: sessions, their limits, console log-outs and pending approvals
+            are kept there, so that replicas behind a load balancer serve any
+            request. ``None`` keeps them in this process (one replica only).
         state_options: the store's options (``[state-options]``).
     """
 
@@ -233,6 +234,8 @@ class Gateway:
         self._local: Registry | None = None
         #: Printed at start when access control is off (``--no-access-control``).
         self.warning: str | None = None
+        #: The approvals pending now (every replica's), for the console.
+        self.pending_approvals: list[Approval] = []
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -281,23 +284,28 @@ class Gateway:
                 assert self._local is not None
                 self.tools = Tools(client, self._local)
                 await self.watch.probe()
-            self.door = self._front_door(self.tools)
-            stack.callback(self.door.close)
+            self.door = await stack.enter_async_context(self._front_door(self.tools))
+            self.warning = self.door.require_access_control(
+                "toolbus gateway", allow_off=not self.access_control
+            )
+            tasks.start_soon(self._follow_approvals)
             stack.push_async_callback(self._close_sessions)
             tasks.start_soon(self._expire_sessions)
             self._stack = stack.pop_all()
         return self
 
-    def _front_door(self, tools: Tools) -> FrontDoor:
-        """Permissions, entry states, hooks and limits from the operator's local files."""
+    def _front_door(self, tools: Tools) -> AbstractAsyncContextManager[FrontDoor]:
+        """Permissions, entry states, hooks, limits, the call policy and approvals, from
+        the operator's local files; sessions and approvals in the gateway's store."""
         holder: SessionHolder | None = None
         if self.state_store is not None:
             holder = StoredHolder(self.state_store)
-        door = FrontDoor.from_files(
+        return opened_door(
             tools,
             local=None if self._local is None else self._local.snapshot,
             settings=self.settings_file,
             base_dir=self.base_dir,
+            store=self.state_store,
             code_hooks=CodeHooks.installed() if self.code_hooks is None else self.code_hooks,
             audit=self.audit,
             metrics=self.metrics.toolbus,
@@ -307,10 +315,19 @@ class Gateway:
             # wall clock; one process keeps the gateway's own.
             clock=self.clock if holder is None else None,
         )
-        self.warning = door.require_access_control(
-            "toolbus gateway", allow_off=not self.access_control
-        )
-        return door
+
+    async def _follow_approvals(self) -> None:
+        """The console's approvals panel changes whenever any replica's approvals do."""
+        assert self.door is not None
+        book = self.door.book
+        if book is None:
+            return
+        try:
+            async for _ in book.changes():
+                self.pending_approvals = await book.pending()
+                self.changes.mark("approvals")
+        except ToolbusError as exc:  # the store went away: the panel shows the last it read
+            log.warning("stopped following approvals: %s", exc)
 
     def held_sessions(self) -> int:
         holder = None if self.door is None else self.door.holder

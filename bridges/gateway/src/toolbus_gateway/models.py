@@ -151,3 +151,38 @@ def call_status(outcome: CallOutcome) -> int:
     if outcome.refusal == "state":
         return 409
     return 403  # denied by a code hook
+
+
+class ApprovalView(BaseModel):
+    """A call waiting for (or past) a person's decision; times are Unix seconds.
+
+    ``arguments`` are what the approvers may see: secrets are redacted.
+    """
+
+    id: str
+    user: str
+    tool: str
+    arguments: dict[str, Any]
+    approvers: list[str]
+    team: str | None = None
+    reason: str
+    request_id: str
+    tool_call_id: str | None = None
+    created_at: float
+    expires_at: float
+    status: Literal["pending", "approved", "denied", "expired"]
+    decided_by: str | None = None
+    decided_at: float | None = None
+    note: str | None = None
+
+
+class ApprovalList(BaseModel):
+    """The pending approvals the caller may decide, or asked for, oldest first."""
+
+    approvals: list[ApprovalView]
+
+
+class Decision(_Body):
+    """An approver's decision: an optional note, which the caller's model reads on a denial."""
+
+    note: str | None = Field(None, max_length=500)

@@ -37,6 +37,14 @@ class EventPrinter:
                 else json.dumps(event.arguments or {}, ensure_ascii=False)
             )
             typer.echo(self.indent + typer.style(f"→ {event.tool}({arguments})", dim=True))
+        elif kind == "approval" and event.approval is not None:
+            self._close()
+            approvers = ", ".join(event.approval.approvers)
+            typer.echo(
+                f"{self.indent}waiting for approval {event.approval.id} of {event.tool} "
+                f"(approvers: {approvers}): {event.approval.reason}",
+                err=True,
+            )
         elif kind == "observation":
             self._close()
             text = event.content.replace("\n", " ")

@@ -6,7 +6,6 @@ import os
 import signal
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from pathlib import Path
 from typing import Annotated
 
 import anyio
@@ -31,7 +30,6 @@ from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.calls.host import running
 from toolbus.application.calls.tools import Tools
 from toolbus.application.doors.conversations import DoorConversations
-from toolbus.application.doors.door import FrontDoor
 from toolbus.application.doors.holding import SessionHolder
 from toolbus.application.doors.stored import StoredHolder
 from toolbus.application.tracing.export import export_from_environment
@@ -48,7 +46,7 @@ from toolbus.domain.errors import ConfigError, PluginError
 from toolbus.hooks import CodeHooks
 from toolbus.plugins import ToolPlugin, connect, connect_llm, connect_state, load_tool_plugins
 from toolbus.ports import Bus
-from toolbus.runtime import build_registry
+from toolbus.runtime import build_registry, opened_door
 from toolbus.settings import Settings, load_settings
 
 #: Where ``--llm`` comes from when it is not given.
@@ -110,21 +108,6 @@ def _plan(broker: str | None, config: str | None) -> tuple[Settings, list[ToolPl
         fail(str(exc))
 
 
-def _door(
-    settings: Settings, registry: Registry, tools: Tools, holder: SessionHolder | None = None
-) -> FrontDoor:
-    """The front door of the agent: permissions, entry states, hooks, limits, audit."""
-    base = settings.file_path.parent if settings.file_path is not None else Path.cwd()
-    return FrontDoor.from_files(
-        tools,
-        local=registry.snapshot,
-        settings=settings.file,
-        base_dir=base,
-        code_hooks=CodeHooks.installed(),
-        holder=holder,
-    )
-
-
 @asynccontextmanager
 async def _agent(
     stack: AsyncExitStack,
@@ -149,7 +132,8 @@ async def _agent(
         services = [service for plugin in plugins for service in plugin.services]
         await stack.enter_async_context(running(bus, *services, drain_timeout=0))
     client = await stack.enter_async_context(ToolServiceClient(bus))
-    holder, checkpoints = None, None
+    holder: SessionHolder | None = None
+    checkpoints = None
     if settings.state is not None and not settings.broker.startswith("memory:"):
         # Conversations and runs in the store: any replica continues a conversation,
         # and a request whose replica died goes on where it stood on another.
@@ -157,8 +141,17 @@ async def _agent(
         stack.push_async_callback(store.close)
         holder = StoredHolder(store)
         checkpoints = RunCheckpoints(store, ttl=limits.time_limit + CHECKPOINT_GRACE)
-    door = _door(settings, registry, Tools(client, registry), holder)
-    stack.callback(door.close)
+    # The agent's front door: permissions, entry states, hooks, limits, audit, call checks
+    # (approvals wait in the configured store, else in memory).
+    door = await stack.enter_async_context(
+        opened_door(
+            Tools(client, registry),
+            local=registry.snapshot,
+            settings=settings,
+            code_hooks=CodeHooks.installed(),
+            holder=holder,
+        )
+    )
     if access_control is not None:
         warning = door.require_access_control("toolbus agent serve", allow_off=not access_control)
         if warning is not None:

@@ -14,16 +14,14 @@ import anyio
 
 from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.calls.tools import Tools
-from toolbus.application.doors.door import FrontDoor
-from toolbus.application.doors.stored import StoredHolder
 from toolbus.application.identity.credentials import CredentialTable, load_credentials
 from toolbus.application.identity.signing import CallSigner
 from toolbus.application.live.registry import LiveRegistry
 from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import ConfigError, Problem
 from toolbus.hooks import CodeHooks
-from toolbus.plugins import ToolPlugin, connect, connect_state, load_tool_plugins
-from toolbus.runtime import registry_from, tool_types
+from toolbus.plugins import ToolPlugin, connect, load_tool_plugins
+from toolbus.runtime import opened_door, registry_from, tool_types
 from toolbus.settings import Settings, load_settings
 from toolbus_mcp.serving.server import BusMcpServer, McpCaller
 from toolbus_mcp.serving.transports import serve_http, serve_stdio
@@ -106,23 +104,16 @@ async def serve_bus(options: ServeOptions) -> None:
         host, port = parse_listen(options.listen)
         credentials = credential_table(local.snapshot, settings)
         caller = None
-    async with AsyncExitStack() as stack:
-        tools, live = await stack.enter_async_context(bus_tools(options, settings, local, plugins))
-        holder = None
-        if settings.state is not None:
-            # Workflows in the store: any replica behind a load balancer serves any request.
-            store = await connect_state(settings.state, settings.state_options)
-            stack.push_async_callback(store.close)
-            holder = StoredHolder(store)
-        door = FrontDoor.from_files(
+    async with (
+        bus_tools(options, settings, local, plugins) as (tools, live),
+        opened_door(
             tools,
             local=local.snapshot,
-            settings=settings.file,
-            base_dir=settings.file_path.parent if settings.file_path is not None else Path.cwd(),
+            settings=settings,
             code_hooks=CodeHooks.installed(),
             timeout=options.timeout,
-            holder=holder,
-        )
+        ) as door,
+    ):
         if credentials is not None:
             warning = door.require_access_control(
                 "toolbus mcp serve --transport http", allow_off=options.no_access_control
@@ -154,4 +145,3 @@ async def serve_bus(options: ServeOptions) -> None:
         finally:
             with anyio.CancelScope(shield=True):
                 await server.close()
-                door.close()

@@ -46,6 +46,7 @@ import anyio
 
 from toolbus.application.agent.audit import AuditSink
 from toolbus.application.agent.checkpoints import Checkpoint, RunCheckpoints, run_call_id
+from toolbus.application.agent.checks import ApprovalAnswer, listening
 from toolbus.application.agent.code_hooks import CompiledHooks
 from toolbus.application.agent.held import HeldSession
 from toolbus.application.agent.llm import LLM, LLMError, ToolCallStarted
@@ -56,6 +57,7 @@ from toolbus.application.calls.metrics import ToolbusMetrics, default_metrics
 from toolbus.application.calls.tools import Tools
 from toolbus.application.tracing import conventions
 from toolbus.application.tracing import propagation as tracing
+from toolbus.domain.access.approvals import Approval
 from toolbus.domain.access.permissions import Permissions
 from toolbus.domain.agent.conversation import assistant_message, initial_messages
 from toolbus.domain.agent.decisions import (
@@ -69,7 +71,13 @@ from toolbus.domain.agent.decisions import (
     after_turn,
 )
 from toolbus.domain.agent.turns import ModelTurn, TextDelta, ToolCall, Usage
-from toolbus.domain.agent.wire import AgentEvent, AgentRequest, EventError, EventUsage
+from toolbus.domain.agent.wire import (
+    AgentEvent,
+    AgentRequest,
+    EventApproval,
+    EventError,
+    EventUsage,
+)
 from toolbus.domain.errors import AccessDenied, LimitReached, SessionNotFound
 
 log = logging.getLogger("toolbus.agent")
@@ -542,6 +550,26 @@ class _Run:
         outcomes: list[CallOutcome | None] = [answered.get(call.id) for call in calls]
         checkpointed = self.loop.checkpoints is not None
 
+        async def waiting(approval: Approval) -> ApprovalAnswer | None:
+            # The caller learns which approval the run waits on, and who may decide it.
+            await self.emit(
+                AgentEvent(
+                    chunk_type="approval",
+                    content=f"{approval.tool} waits for approval: {approval.reason}",
+                    tool=approval.tool,
+                    tool_call_id=approval.tool_call_id,
+                    arguments=approval.arguments,
+                    state=session.state,
+                    approval=EventApproval(
+                        id=approval.id,
+                        approvers=list(approval.approvers),
+                        reason=approval.reason,
+                        expires_at=approval.expires_at,
+                    ),
+                )
+            )
+            return None
+
         async def one(index: int, call: ToolCall) -> None:
             if not checkpointed:
                 outcomes[index] = await session.call(call.name, call.arguments, call.id)
@@ -554,13 +582,14 @@ class _Run:
             await self._checkpoint(session, self._chat, calls, answered)
 
         new = {call.id for call in fresh}
-        if len(fresh) == 1:
-            await one(calls.index(fresh[0]), fresh[0])
-        elif fresh:
-            async with anyio.create_task_group() as group:
-                for index, call in enumerate(calls):
-                    if call.id in new:
-                        group.start_soon(one, index, call)
+        with listening(waiting):
+            if len(fresh) == 1:
+                await one(calls.index(fresh[0]), fresh[0])
+            elif fresh:
+                async with anyio.create_task_group() as group:
+                    for index, call in enumerate(calls):
+                        if call.id in new:
+                            group.start_soon(one, index, call)
         done = [outcome for outcome in outcomes if outcome is not None]
         for outcome in done:
             if outcome.tool_call_id not in new:

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 #: The kinds of event an agent request is answered with.
-ChunkType = Literal["thought", "action", "observation", "answer", "error"]
+ChunkType = Literal["thought", "action", "approval", "observation", "answer", "error"]
 
 #: Where agent services read requests and send events, unless told otherwise.
 DEFAULT_REQUEST_QUEUE = "non-persistent://tg/request/agent"
@@ -69,6 +69,19 @@ class EventError(_Model):
     message: str
 
 
+class EventApproval(_Model):
+    """A call waiting for a person's approval: which approval, who may decide, until when.
+
+    ``expires_at`` is Unix seconds; decide it with ``toolbus approvals approve ID``
+    (or deny), the gateway's ``/v1/approvals``, or its console.
+    """
+
+    id: str
+    approvers: list[str] = Field(default_factory=list)
+    reason: str = ""
+    expires_at: float = 0.0
+
+
 class EventUsage(_Model):
     input_tokens: int = 0
     output_tokens: int = 0
@@ -88,6 +101,9 @@ class AgentEvent(_Model):
     ``action`` and ``observation`` events name the ``tool``, the model's
     ``tool_call_id`` and (``action`` only) the ``arguments``; ``observation``
     events say how the call came out in ``status``: ``ok``, ``error`` or ``refused``.
+    An ``approval`` event says a call waits for a person (``approval``; its
+    ``arguments`` as the approvers see them, secrets redacted); its
+    observation follows once it is decided.
     """
 
     chunk_type: ChunkType
@@ -105,6 +121,7 @@ class AgentEvent(_Model):
     iterations: int | None = None
     usage: EventUsage | None = None
     session: str | None = None
+    approval: EventApproval | None = None
 
     @property
     def last(self) -> bool:
