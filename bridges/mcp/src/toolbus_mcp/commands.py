@@ -166,6 +166,13 @@ def serve_toolset(
     max_pages: Annotated[
         int, typer.Option(min=1, help="Pages of the server's tool list read at most.")
     ] = 100,
+    approve: Annotated[
+        str,
+        typer.Option(
+            help="Which tools need a person's approval: none, destructive (as the tools' MCP "
+            "hints say) or all.",
+        ),
+    ] = "none",
     verify_key: Annotated[
         list[str] | None,
         typer.Option(
@@ -185,7 +192,10 @@ def serve_toolset(
     from toolbus.settings import load_settings
     from toolbus_mcp.importing.addresses import McpServerAddress
     from toolbus_mcp.importing.toolsets import McpToolset
+    from toolbus_mcp.importing.translation import APPROVE_CHOICES
 
+    if approve not in APPROVE_CHOICES:
+        fail(f"--approve {approve!r}: use one of {', '.join(APPROVE_CHOICES)}")
     try:
         verifier = CallVerifier.load(verify_key) if verify_key else None
     except SigningKeyError as exc:
@@ -204,6 +214,7 @@ def serve_toolset(
             relist_interval=relist_interval,
             max_tools=max_tools,
             max_pages=max_pages,
+            approve=approve,
         )
     except (ConfigError, ValueError) as exc:
         fail(str(exc), EXIT_BAD_INPUT)

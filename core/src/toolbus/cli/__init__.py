@@ -26,6 +26,7 @@ _COMMAND_MODULES = (
     "keys",
     "asyncapi",
     "dead_letters",
+    "approvals",
 )
 
 

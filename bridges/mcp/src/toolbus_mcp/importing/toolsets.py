@@ -62,7 +62,12 @@ from toolbus.domain.errors import (
 )
 from toolbus.ports import Bus
 from toolbus_mcp.importing.addresses import McpServerAddress
-from toolbus_mcp.importing.translation import MCP_TOOL_PARAM, observation, toolset_tools
+from toolbus_mcp.importing.translation import (
+    MCP_TOOL_PARAM,
+    Approve,
+    observation,
+    toolset_tools,
+)
 
 log = logging.getLogger("toolbus.mcp")
 
@@ -119,6 +124,8 @@ class McpToolset:
             after change notifications.
         max_pages: pages of ``tools/list`` read at most.
         max_tools: tools served at most.
+        approve: which tools need a person's approval: ``none``, ``destructive``
+            (by the tools' MCP hints) or ``all``.
     """
 
     def __init__(
@@ -134,6 +141,7 @@ class McpToolset:
         relist_interval: float = DEFAULT_RELIST_INTERVAL,
         max_pages: int = DEFAULT_MAX_PAGES,
         max_tools: int = DEFAULT_MAX_TOOLS,
+        approve: Approve = "none",
     ) -> None:
         if relist_interval < 0 or max_pages < 1 or max_tools < 1:
             raise ValueError(
@@ -149,6 +157,7 @@ class McpToolset:
         self.relist_interval = relist_interval
         self.max_pages = max_pages
         self.max_tools = max_tools
+        self.approve: Approve = approve
         self.service = McpToolService(self)
         #: The descriptors announced now, keyed by bus tool name.
         self.tools: dict[str, dict[str, Any]] = {}
@@ -329,7 +338,12 @@ class McpToolset:
             # around entering it would wrap the client's task group.
             client = await stack.enter_async_context(self._client_for(stack))
             with anyio.fail_after(self.connect_timeout):
-                tools = toolset_tools(self.name, await self._all_tools(client), groups=self.groups)
+                tools = toolset_tools(
+                    self.name,
+                    await self._all_tools(client),
+                    groups=self.groups,
+                    approve=self.approve,
+                )
             self.connections += 1
             yield client, tools
 
@@ -398,7 +412,12 @@ class McpToolset:
     async def _relist(self, client: Client) -> None:
         try:
             with anyio.fail_after(self.connect_timeout):
-                tools = toolset_tools(self.name, await self._all_tools(client), groups=self.groups)
+                tools = toolset_tools(
+                    self.name,
+                    await self._all_tools(client),
+                    groups=self.groups,
+                    approve=self.approve,
+                )
         except ConfigError as exc:
             log.error("MCP toolset %r: keeping the previous tools: %s", self.name, exc)
             return

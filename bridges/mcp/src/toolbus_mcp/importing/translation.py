@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import mcp_types as mcp
 
@@ -20,6 +20,35 @@ from toolbus.domain.live.announcements import derived_tool
 #: The config param telling a toolset's service which MCP tool a descriptor calls.
 MCP_TOOL_PARAM = "mcp-tool"
 
+#: Which of a toolset's tools need a person's approval: none, those MCP's hints
+#: call destructive, or all.
+Approve = Literal["none", "destructive", "all"]
+APPROVE_CHOICES: tuple[Approve, ...] = ("none", "destructive", "all")
+
+
+def hints(tool: mcp.Tool) -> dict[str, bool]:
+    """The MCP tool's annotations, by MCP's names, as a descriptor's ``annotations``."""
+    given = tool.annotations
+    if given is None:
+        return {}
+    found = {
+        "readOnlyHint": given.read_only_hint,
+        "destructiveHint": given.destructive_hint,
+        "idempotentHint": given.idempotent_hint,
+        "openWorldHint": given.open_world_hint,
+    }
+    return {name: value for name, value in found.items() if value is not None}
+
+
+def destructive(tool: mcp.Tool) -> bool:
+    """Whether MCP's hints say the tool may destroy something.
+
+    As MCP defines them: a tool that is not read-only may be destructive unless
+    it says it is not (``destructiveHint`` defaults to true).
+    """
+    given = hints(tool)
+    return not given.get("readOnlyHint", False) and given.get("destructiveHint", True)
+
 
 def toolset_tool_name(toolset: str, tool: str) -> str:
     """The bus name of MCP tool ``tool`` of ``toolset``: what hooks' toolset/tool names give."""
@@ -27,14 +56,20 @@ def toolset_tool_name(toolset: str, tool: str) -> str:
 
 
 def toolset_tools(
-    toolset: str, tools: Iterable[mcp.Tool], *, groups: Sequence[str] | None = None
+    toolset: str,
+    tools: Iterable[mcp.Tool],
+    *,
+    groups: Sequence[str] | None = None,
+    approve: Approve = "none",
 ) -> dict[str, dict[str, Any]]:
     """Tool descriptors (keyed by bus name) for the tools an MCP server lists.
 
     Each is named :func:`toolset_tool_name`, described as the server describes
     it, takes the arguments of its input schema, and carries the MCP tool's own
     name as the config value :data:`MCP_TOOL_PARAM`. ``groups`` (when given)
-    is every tool's ``group``.
+    is every tool's ``group``. The MCP tool's hints become its ``annotations``
+    (policies see them); ``approve`` says which tools need approval
+    (``"approval": "always"``): ``destructive`` ones by those hints, or ``all``.
 
     Raises :class:`ConfigError` naming both tools when two names become one
     after sanitizing: calls could not tell them apart.
@@ -65,6 +100,11 @@ def toolset_tools(
             descriptor["arguments"] = derived["arguments"]
         if groups is not None:
             descriptor["group"] = list(groups)
+        annotations = hints(tool)
+        if annotations:
+            descriptor["annotations"] = annotations
+        if approve == "all" or (approve == "destructive" and destructive(tool)):
+            descriptor["approval"] = "always"
         found[name] = descriptor
     if problems:
         raise ConfigError(problems)

@@ -26,6 +26,10 @@ OpenTelemetry conventions say; with an OpenTelemetry SDK recording, the MCP
 SDK's server span (``tools/call {tool}``, with the ``mcp.*`` attributes) is
 the parent of the call's ``execute_tool`` span.
 
+A call that waits for approval asks the client's person when the caller may
+decide it and the client can be asked (:mod:`toolbus_mcp.serving.approvals`);
+otherwise it waits for the other approvers.
+
 When a client's offered tools change (a call moved its state, the live
 configuration changed, an announced service appeared or expired), it is told
 the way its protocol revision says: a ``ToolsListChanged`` event on its
@@ -55,6 +59,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Too
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from toolbus.application.agent.checks import listening, replying
 from toolbus.application.agent.session import AgentSession
 from toolbus.application.doors.door import WORKFLOW, FrontDoor
 from toolbus.application.doors.holding import Held, HeldAlready, HeldKey, InProcessHolder
@@ -65,6 +70,7 @@ from toolbus.application.tracing import propagation as tracing
 from toolbus.domain.config.schemas import export_tools
 from toolbus.domain.errors import AccessDenied, LimitReached, UnknownTool
 from toolbus.ports import WatchableStateStore
+from toolbus_mcp.serving.approvals import ClientAsker, InputNeeded, reply_of
 from toolbus_mcp.serving.arguments import ArgumentCheck
 
 log = logging.getLogger("toolbus.mcp")
@@ -315,15 +321,23 @@ class BusMcpServer:
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: mcp.CallToolRequestParams
-    ) -> mcp.CallToolResult:
+    ) -> mcp.CallToolResult | mcp.InputRequiredResult:
         workflow = await self._workflow_for(ctx)
         # One call at a time per workflow, so that its state moves in order.
         async with workflow.lock:
             workflow, held, session = await self._resumed(ctx, workflow)
             arguments = params.arguments or {}
             self._arguments.check(session, params.name, arguments)
-            with _continued(ctx):
-                outcome = await session.call(params.name, arguments)
+            reply = reply_of(params)
+            try:
+                with (
+                    _continued(ctx),
+                    listening(ClientAsker(ctx, session.user)),
+                    replying(reply) if reply is not None else nullcontext(),
+                ):
+                    outcome = await session.call(params.name, arguments)
+            except InputNeeded as needed:  # asked before anything ran: nothing to keep
+                return needed.result()
             await self.door.keep(held, session)
         if outcome.transition is not None:
             await workflow.notify_if_changed()
