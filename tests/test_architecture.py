@@ -189,6 +189,7 @@ ADAPTERS = (
     "toolbus_kafka",
     "toolbus_rabbitmq",
     "toolbus_redis",
+    "toolbus_cedar",
 )
 LLM_ADAPTERS = ("toolbus.scripted", "toolbus_openai", "toolbus_anthropic")
 # The LLM port lives in the application layer (with the loop that uses it); LLM

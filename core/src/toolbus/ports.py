@@ -360,6 +360,16 @@ class PolicyEngine(Protocol):
         """The approver teams the policies name (checked against ``[approvals.teams]``)."""
         ...
 
+    def describe(self, registry: Registry) -> str:
+        """What policies can refer to on ``registry``, in the engine's terms (Cedar: its
+        schema), for the operator writing them (``toolbus policy schema``)."""
+        ...
+
+    @property
+    def policy_count(self) -> int:
+        """How many policies are in force."""
+        ...
+
     def close(self) -> None:
         """Stop following the files."""
         ...

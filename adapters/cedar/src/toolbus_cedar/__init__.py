@@ -9,7 +9,7 @@ Installed with ``pip install 'toolbus[policy]'`` and chosen by ``[policy]`` in
 * :mod:`~toolbus_cedar.references`: what of a call the policies read;
 * :mod:`~toolbus_cedar.fixes`: Cedar's messages, with what to do;
 * :mod:`~toolbus_cedar.watching`: following the files;
-* :mod:`~toolbus_cedar.plugin` and :mod:`~toolbus_cedar.commands`: the entry points.
+* :mod:`~toolbus_cedar.plugin`: the entry point.
 """
 
 from __future__ import annotations

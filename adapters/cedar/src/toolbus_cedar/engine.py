@@ -48,6 +48,7 @@ from toolbus_cedar.reading import Located, PolicyText, read
 from toolbus_cedar.reading import Problem as FileProblem
 from toolbus_cedar.references import References, references
 from toolbus_cedar.schema import CallSchema, ValueProblem, call_schema, cedar_value, user_problems
+from toolbus_cedar.watching import watch
 
 log = logging.getLogger("toolbus.policy")
 
@@ -298,9 +299,7 @@ class CedarEngine:
         self._watcher: threading.Thread | None = None
         self._stop = threading.Event()
         if reload:
-            from toolbus_cedar.watching import watch
-
-            self._watcher = watch(self)
+            self._watcher = watch(self.paths, self.reload, self._stop)
 
     # ------------------------------------------------------------------ the port
 
@@ -314,6 +313,9 @@ class CedarEngine:
     def teams(self) -> frozenset[str]:
         return self._policies.teams()
 
+    def describe(self, registry: Registry) -> str:
+        return self._for(registry).schema.text
+
     @property
     def policy_count(self) -> int:
         """How many policies are in force."""
@@ -326,10 +328,6 @@ class CedarEngine:
             self._watcher = None
 
     # ------------------------------------------------------------------ changes
-
-    @property
-    def stopping(self) -> threading.Event:
-        return self._stop
 
     def reload(self) -> list[Problem]:
         """Read the files again; take them if they are valid, else keep the policies in

@@ -11,24 +11,23 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import watchfiles
-
-if TYPE_CHECKING:
-    from toolbus_cedar.engine import CedarEngine
 
 log = logging.getLogger("toolbus.policy")
 
 
-def watch(engine: CedarEngine) -> threading.Thread:
-    """Start following ``engine``'s files; ``engine.close()`` stops it."""
-    folders = sorted({path if path.is_dir() else path.parent for path in engine.paths})
-    watched = {path.resolve() for path in engine.paths}
+def watch(
+    paths: Sequence[Path], reload: Callable[[], object], stop: threading.Event
+) -> threading.Thread:
+    """Call ``reload`` whenever one of ``paths`` (files, or folders of them) changes,
+    until ``stop`` is set."""
+    folders = sorted({path if path.is_dir() else path.parent for path in paths})
+    watched = {path.resolve() for path in paths}
 
     def concerns(_change: watchfiles.Change, name: str) -> bool:
-        from pathlib import Path
-
         path = Path(name).resolve()
         return path in watched or path.parent in watched
 
@@ -37,11 +36,11 @@ def watch(engine: CedarEngine) -> threading.Thread:
             for _ in watchfiles.watch(
                 *folders,
                 watch_filter=concerns,
-                stop_event=engine.stopping,
+                stop_event=stop,
                 raise_interrupt=False,
                 debounce=200,
             ):
-                engine.reload()
+                reload()
         except Exception:
             log.exception("stopped following the policy files; restart to take changes")
 
