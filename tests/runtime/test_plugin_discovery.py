@@ -32,6 +32,7 @@ from toolbus.plugins import (
     COMMAND_GROUP,
     LLM_GROUP,
     PLUGIN_GROUP,
+    POLICY_GROUP,
     STATE_GROUP,
     AdapterInfo,
     ToolRegistrar,
@@ -250,11 +251,13 @@ def test_installed_plugins_lists_adapters_tool_plugins_and_commands_with_version
     expected = {("adapter", name): ep for name, ep in installed(ADAPTER_GROUP).items()}
     expected |= {("llm", name): ep for name, ep in installed(LLM_GROUP).items()}
     expected |= {("state", name): ep for name, ep in installed(STATE_GROUP).items()}
+    expected |= {("policy", name): ep for name, ep in installed(POLICY_GROUP).items()}
     expected |= {("tools", name): ep for name, ep in installed(PLUGIN_GROUP).items()}
     expected |= {("commands", name): ep for name, ep in installed(COMMAND_GROUP).items()}
     assert set(found) == set(expected)
     assert {"memory", *FIRST_PARTY_ADAPTERS} <= {n for k, n in found if k == "adapter"}
     assert {"joke", "calculator"} <= {n for k, n in found if k == "tools"}
+    assert ("policy", "cedar") in found
     for key, ep in expected.items():
         assert ep.dist is not None
         assert found[key].distribution == ep.dist.metadata["Name"]

@@ -84,6 +84,8 @@ async def test_the_record_holds_everything_the_spec_asks_for(toolbus: ToolTestKi
                 "fixed_arguments": [],
                 "env_arguments": [],
                 "after_execution": "suspend",
+                "approval": None,
+                "policy": None,
             }
         ],
         "access_denied": None,
