@@ -33,6 +33,7 @@ from toolbus.plugins import (
     COMMAND_GROUP,
     LLM_GROUP,
     PLUGIN_GROUP,
+    POLICY_GROUP,
     STATE_GROUP,
     ToolRegistrar,
     hookimpl,
@@ -459,6 +460,7 @@ def installed() -> list[tuple[str, str, str, str]]:
         ("adapter", ADAPTER_GROUP),
         ("llm", LLM_GROUP),
         ("state", STATE_GROUP),
+        ("policy", POLICY_GROUP),
         ("tools", PLUGIN_GROUP),
         ("commands", COMMAND_GROUP),
     )

@@ -1,0 +1,257 @@
+"""Calls a person approves first, and call policies that see the arguments, at the front door.
+
+On the in-memory bus with the tool-group spec's workflow tools served for real,
+approvals kept in a real in-memory state store, and Cedar (``toolbus[policy]``)
+deciding on the arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from tests.session.support import SERVICES, workflow_snapshot
+from toolbus.application.agent.audit import ListAuditSink
+from toolbus.application.calls.metrics import ToolbusMetrics
+from toolbus.application.doors.approvals import ApprovalBook
+from toolbus.application.doors.door import FrontDoor
+from toolbus.domain.access.approvals import Approval
+from toolbus.domain.config.loading import load_registry
+from toolbus.domain.errors import ConfigError
+from toolbus.plugins import connect_state, load_policy_engine
+from toolbus.testing.kit import ToolTestKit
+
+pytestmark = pytest.mark.anyio
+
+LOCAL = {"users": {"carol": ["read-only", "knowledge"], "ops": ["*"]}, "fallback": []}
+
+
+@pytest.fixture
+async def kit() -> AsyncIterator[ToolTestKit]:
+    async with AsyncExitStack() as stack:
+        kit = await ToolTestKit.open(stack)
+        await kit.serve(*SERVICES)
+        yield kit
+
+
+async def door_for(
+    kit: ToolTestKit,
+    audit: ListAuditSink,
+    approvals: dict[str, Any],
+    *,
+    engine: Any = None,
+) -> FrontDoor:
+    state = await connect_state("memory://approvals-test")
+    return FrontDoor.from_files(
+        kit.tools(load_registry(workflow_snapshot())),
+        local=None,
+        settings={"permissions": LOCAL, "approvals": approvals},
+        audit=audit,
+        metrics=ToolbusMetrics.disabled(),
+        state=state,
+        policy_engine=engine,
+    )
+
+
+async def first_pending(book: ApprovalBook) -> Approval:
+    """The first approval to wait, awaited through the book's change feed."""
+    async for _ in book.changes():
+        pending = await book.pending()
+        if pending:
+            return pending[0]
+    raise AssertionError("the change feed ended")
+
+
+async def call_decided(
+    door: FrontDoor,
+    approve: bool | None,
+    *,
+    tool: str = "knowledge-query",
+    arguments: dict[str, Any] | None = None,
+) -> tuple[Any, Approval | None]:
+    """Carol calls knowledge-query while ops approves, denies (or, with None, nobody acts)."""
+    assert door.book is not None
+    seen: list[Approval] = []
+    result: list[Any] = []
+
+    async def decide() -> None:
+        approval = await first_pending(door.book)  # type: ignore[arg-type]
+        seen.append(approval)
+        if approve is not None:
+            await door.book.decide(approval.id, "ops", approve, "checked it")  # type: ignore[union-attr]
+
+    async def call() -> None:
+        async with door.open("carol", ["read-only"]) as session:
+            result.append(await session.call(tool, arguments or {"question": "who?"}))
+
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(decide)
+            tasks.start_soon(call)
+    return result[0], (seen[0] if seen else None)
+
+
+async def test_an_approved_call_is_made_and_audited_with_its_approver(kit: ToolTestKit) -> None:
+    audit = ListAuditSink()
+    door = await door_for(kit, audit, {"approvers": ["ops"], "tools": ["knowledge-query"]})
+
+    outcome, approval = await call_decided(door, True)
+
+    assert outcome.ok
+    assert approval is not None
+    assert (approval.user, approval.tool, approval.approvers) == (
+        "carol",
+        "knowledge-query",
+        ("ops",),
+    )
+    assert approval.arguments == {"question": "who?"}
+    call = audit.records[-1].calls[0]
+    assert call.approval is not None
+    assert (call.approval.status, call.approval.decided_by) == ("approved", "ops")
+    assert await door.book.pending() == []  # type: ignore[union-attr]
+
+
+async def test_a_denied_call_is_not_made_and_the_model_reads_who_denied_it(
+    kit: ToolTestKit,
+) -> None:
+    audit = ListAuditSink()
+    door = await door_for(kit, audit, {"approvers": ["ops"], "tools": ["knowledge-query"]})
+
+    outcome, _ = await call_decided(door, False)
+
+    assert not outcome.ok
+    assert "ops" in str(outcome.observation) and "denied" in str(outcome.observation)
+    call = audit.records[-1].calls[0]
+    assert call.refusal == "approval"
+    assert call.approval is not None
+    assert (call.approval.status, call.approval.decided_by) == ("denied", "ops")
+
+
+async def test_a_call_nobody_decides_expires_after_the_configured_timeout(
+    kit: ToolTestKit,
+) -> None:
+    audit = ListAuditSink()
+    door = await door_for(
+        kit, audit, {"approvers": ["ops"], "tools": ["knowledge-query"], "timeout": 0.3}
+    )
+
+    outcome, approval = await call_decided(door, None)
+
+    assert not outcome.ok
+    assert approval is not None and approval.expires_at - approval.created_at == pytest.approx(0.3)
+    call = audit.records[-1].calls[0]
+    assert call.approval is not None
+    assert (call.approval.status, call.approval.decided_by) == ("expired", None)
+
+
+async def test_someone_not_named_may_not_decide(kit: ToolTestKit) -> None:
+    door = await door_for(
+        kit, ListAuditSink(), {"approvers": ["ops"], "tools": ["knowledge-query"]}
+    )
+    assert door.book is not None
+    errors: list[Exception] = []
+
+    async def carol_tries_then_ops_denies() -> None:
+        approval = await first_pending(door.book)  # type: ignore[arg-type]
+        try:
+            await door.book.decide(approval.id, "carol", True)  # type: ignore[union-attr]
+        except Exception as exc:
+            errors.append(exc)
+        await door.book.decide(approval.id, "ops", False)  # type: ignore[union-attr]
+
+    async def call() -> None:
+        async with door.open("carol", ["read-only"]) as session:
+            assert not (await session.call("knowledge-query", {"question": "q"})).ok
+
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(carol_tries_then_ops_denies)
+            tasks.start_soon(call)
+    assert [type(e).__name__ for e in errors] == ["NotAnApprover"]
+
+
+async def test_a_team_nobody_configured_stops_the_start(kit: ToolTestKit) -> None:
+    snapshot = workflow_snapshot()
+    snapshot["tool"]["knowledge-query"]["approval"] = {"approvers": "finance"}
+    with pytest.raises(ConfigError, match=r"finance.*\[approvals.teams\]"):
+        FrontDoor.from_files(
+            kit.tools(load_registry(snapshot)),
+            local=None,
+            settings={"permissions": LOCAL},
+            audit=ListAuditSink(),
+            metrics=ToolbusMetrics.disabled(),
+        )
+
+
+# ------------------------------------------------------------------ policies on arguments
+
+TENANT_POLICY = """
+permit(principal, action == Action::"call", resource);
+
+@reason("callers ask only about their own tenant")
+forbid(principal, action, resource)
+when { context.arguments has question }
+unless { principal has tenant && context.arguments.question == principal.tenant };
+
+@approval
+permit(principal, action, resource)
+when { context.arguments has prompt && context.arguments.prompt like "*delete*" };
+"""
+
+
+def cedar(tmp_path: Path, text: str, users: dict[str, Any]) -> Any:
+    pytest.importorskip("toolbus_cedar")
+    policy = tmp_path / "calls.cedar"
+    policy.write_text(text)
+    return load_policy_engine("cedar", [policy], users, {"reload": False})
+
+
+async def test_the_policy_decides_on_the_arguments(kit: ToolTestKit, tmp_path: Path) -> None:
+    audit = ListAuditSink()
+    engine = cedar(tmp_path, TENANT_POLICY, {"carol": {"tenant": "acme"}})
+    door = await door_for(kit, audit, {"approvers": ["ops"]}, engine=engine)
+    try:
+        # each in a session of its own: knowledge-query moves the session on to "analysis"
+        async with door.open("carol", ["read-only"]) as session:
+            own = await session.call("knowledge-query", {"question": "acme"})
+        async with door.open("carol", ["read-only"]) as session:
+            other = await session.call("knowledge-query", {"question": "globex"})
+        async with door.open("carol", ["read-only"]) as session:
+            plain = await session.call("text-completion", {"prompt": "a poem"})
+        assert own.ok and plain.ok
+        assert not other.ok
+        assert "callers ask only about their own tenant" in str(other.observation)
+        assert [c.refusal for r in audit.records for c in r.calls] == [None, "policy", None]
+
+        outcome, approval = await call_decided(
+            door, True, tool="text-completion", arguments={"prompt": "delete it all"}
+        )
+        assert outcome.ok
+        assert approval is not None and approval.approvers == ("ops",)
+    finally:
+        door.close()
+
+
+async def test_a_policy_that_names_an_argument_no_tool_has_stops_the_start(
+    kit: ToolTestKit, tmp_path: Path
+) -> None:
+    engine = cedar(
+        tmp_path,
+        "forbid(principal, action, resource) when { context.arguments.amount > 10 };",
+        {},
+    )
+    with pytest.raises(ConfigError, match=r"calls\.cedar") as raised:
+        FrontDoor.from_files(
+            kit.tools(load_registry(workflow_snapshot())),
+            local=None,
+            settings={"permissions": LOCAL},
+            audit=ListAuditSink(),
+            metrics=ToolbusMetrics.disabled(),
+            policy_engine=engine,
+        )
+    assert "amount" in str(raised.value)
