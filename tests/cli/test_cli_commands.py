@@ -482,6 +482,7 @@ def test_plugins_lists_adapters_and_tool_plugins_with_versions(toolbus_cli: Invo
         "adapter": "Broker adapters:",
         "llm": "LLM adapters:",
         "state": "State stores:",
+        "policy": "Policy engines:",
         "tools": "Tool plugins:",
         "commands": "Commands:",
     }
