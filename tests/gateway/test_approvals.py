@@ -8,8 +8,10 @@ from typing import Any
 
 import anyio
 import pytest
+from playwright.async_api import Page
 
-from tests.gateway.support import RunningGateway, Signer, authenticator, serving, snapshot
+from tests.gateway.conftest import needs_chromium
+from tests.gateway.support import KEYS, RunningGateway, Signer, authenticator, serving, snapshot
 from toolbus import running
 from toolbus.plugins import connect
 from toolbus_gateway import Gateway, parse_gateway_settings
@@ -18,10 +20,19 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
+def approvers() -> list[str]:
+    return ["bob"]
+
+
+@pytest.fixture
 async def served(
-    broker_url: str, tool_services: tuple[Any, ...], signer: Signer, tmp_path: Path
+    broker_url: str,
+    tool_services: tuple[Any, ...],
+    signer: Signer,
+    tmp_path: Path,
+    approvers: list[str],
 ) -> AsyncIterator[RunningGateway]:
-    """A gateway where bob approves every call of echo."""
+    """A gateway where ``approvers`` (bob) approve every call of echo."""
     bus = await connect(broker_url)
     try:
         async with running(bus, *tool_services):
@@ -30,7 +41,7 @@ async def served(
                 authenticator=authenticator(signer, tmp_path),
                 config=snapshot(*tool_services),
                 settings=parse_gateway_settings({}),
-                settings_file={"approvals": {"approvers": ["bob"], "tools": ["echo"]}},
+                settings_file={"approvals": {"approvers": approvers, "tools": ["echo"]}},
             )
             async with serving(gateway) as server:
                 yield server
@@ -108,3 +119,35 @@ async def test_only_an_approver_may_decide(served: RunningGateway) -> None:
 
     assert decision.status_code in (403, 404)
     assert "bob" in call.text
+
+
+@needs_chromium
+@pytest.mark.parametrize("approvers", [["ops"]])
+async def test_the_console_shows_a_waiting_call_and_approves_it(
+    served: RunningGateway, page: Page
+) -> None:
+    answers: list[Any] = []
+
+    async def call() -> None:
+        async with served.client("alice") as http:
+            answers.append(
+                await http.post("/v1/tools/echo/call", json={"arguments": {"text": "hello"}})
+            )
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tasks:
+            await page.goto(f"{served.url}/console")
+            await page.fill("input[name=token]", KEYS["ops"])
+            await page.click("button[type=submit]")
+            await page.wait_for_selector("body.live")  # the event stream is open
+            tasks.start_soon(call)
+            # The panel follows the approvals without a reload.
+            row = page.locator('#approvals tr[data-tool="echo"]')
+            await row.wait_for(timeout=30_000)
+            assert "alice" in await row.inner_text()
+            await row.locator("input[name=note]").fill("fine")
+            await row.locator('button[value="approve"]').click()
+    assert answers[0].status_code == 200 and "hello" in answers[0].text
+    record = [r for r in served.gateway.audit.records if r.user == "alice"][-1]
+    assert record.calls[-1].approval is not None
+    assert record.calls[-1].approval.decided_by == "ops"
