@@ -255,3 +255,43 @@ async def test_a_policy_that_names_an_argument_no_tool_has_stops_the_start(
             policy_engine=engine,
         )
     assert "amount" in str(raised.value)
+
+
+async def test_changed_policy_files_are_taken_between_calls_and_bad_ones_are_not(
+    kit: ToolTestKit, tmp_path: Path
+) -> None:
+    pytest.importorskip("toolbus_cedar")
+    policy = tmp_path / "calls.cedar"
+    policy.write_text(TENANT_POLICY)
+    engine = load_policy_engine("cedar", [policy], {"carol": {"tenant": "acme"}}, {})
+    door = await door_for(kit, ListAuditSink(), {"approvers": ["ops"]}, engine=engine)
+
+    async def asks(question: str) -> bool:
+        async with door.open("carol", ["read-only"]) as session:
+            return (await session.call("knowledge-query", {"question": question})).ok
+
+    outcomes: list[bool] = []
+
+    async def calls_meanwhile(done: anyio.Event) -> None:
+        while not done.is_set():
+            outcomes.append(await asks("acme"))
+
+    try:
+        assert not await asks("globex")
+        done = anyio.Event()
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(calls_meanwhile, done)
+            # As an editor saves: a new file renamed over the old one.
+            fresh = tmp_path / "calls.cedar.new"
+            fresh.write_text('permit(principal, action == Action::"call", resource);\n')
+            fresh.replace(policy)
+            assert await anyio.to_thread.run_sync(engine.wait_for, 1, 20.0)
+            done.set()
+        assert await asks("globex")  # the new policies are in force
+        assert outcomes and all(outcomes)  # no call in flight was dropped or refused
+
+        policy.write_text("permit(principal, action, resource) when { nonsense };\n")
+        assert engine.reload()  # what was wrong: not taken
+        assert await asks("globex")  # the policies in force stay
+    finally:
+        door.close()

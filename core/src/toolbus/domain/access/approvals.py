@@ -168,7 +168,8 @@ def teams_named(tools: list[ToolDescriptor]) -> dict[str, str]:
 
 
 def redacted_arguments(arguments: Mapping[str, Any], tool: ToolDescriptor) -> dict[str, Any]:
-    """The arguments as an approver may see them: secrets replaced, long values cut."""
+    """The arguments as an approver may see them: secrets replaced (in nested objects too),
+    long values cut."""
     secret = {
         argument.name
         for argument in tool.arguments
@@ -184,7 +185,20 @@ def redacted_arguments(arguments: Mapping[str, Any], tool: ToolDescriptor) -> di
     return shown
 
 
+def _hidden(value: Any) -> Any:
+    """``value`` with the secrets inside it (by their keys' names) replaced."""
+    if isinstance(value, Mapping):
+        return {
+            key: REDACTED if secret_name(str(key)) else _hidden(inner)
+            for key, inner in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_hidden(inner) for inner in value]
+    return value
+
+
 def _cut(value: Any) -> Any:
+    value = _hidden(value)
     if isinstance(value, str):
         return value if len(value) <= MAX_SHOWN_VALUE else value[:MAX_SHOWN_VALUE] + "…"
     if isinstance(value, bool | int | float) or value is None:
