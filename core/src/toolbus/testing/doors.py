@@ -30,6 +30,7 @@ The suite is pytest tests: install it with ``pip install 'toolbus[testing]'``.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import textwrap
@@ -60,7 +61,7 @@ Outcome = Literal["ok", "refused", "denied", "limited", "error"]
 
 #: The users of the suite's ``toolbus.toml``: each case uses its own, so that
 #: cases never share a user's sessions, workflows or limits.
-USERS = ("alice", "bob", "carol", "dave", "erin", "frank", "grace", "ops")
+USERS = ("alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi", "ivan", "ops")
 #: Groups each user may request; ``ops`` may request every group.
 PERMITTED = {user: ["default"] for user in USERS if user != "ops"} | {"ops": ["*"]}
 #: States a caller may ask to start in; any other is reached only through a held session.
@@ -71,6 +72,17 @@ MAX_PER_USER = 2
 CARD = "4111-1111-1111-1111"
 REDACTED = "[redacted]"
 DENY_REASON = "Only administrators may delete accounts"
+#: What the call policy's forbid says (with ``toolbus[policy]``).
+POLICY_REASON = "Nobody may look up the vault"
+#: Seconds a call of ``refund`` waits for an approver before it expires.
+APPROVAL_TIMEOUT = 1
+#: The call policy every door reads, when Cedar is installed: all calls, but the vault's.
+POLICIES = f"""permit(principal, action == Action::"call", resource);
+
+@reason("{POLICY_REASON}")
+forbid(principal, action, resource)
+when {{ context.arguments has item && context.arguments.item == "vault" }};
+"""
 
 _SERVICE = "door-conformance-shop"
 _REQUEST_QUEUE = "non-persistent://door-conformance/request/shop"
@@ -143,8 +155,15 @@ CONFIG: dict[str, Any] = {
         ),
         "browse": _tool("browse", "browse", **{"applicable-states": ["browsing"]}),
         "hold": _tool("hold", "hold"),
+        # Needs approval ([approvals] tools); nobody gives it in time.
+        "refund": _tool("refund", "refund"),
     },
 }
+
+
+def policy_engine_installed() -> bool:
+    """Whether Cedar (``toolbus[policy]``) is installed: the doors then read :data:`POLICIES`."""
+    return importlib.util.find_spec("toolbus_cedar") is not None
 
 
 def toolbus_toml(broker: str) -> str:
@@ -166,6 +185,11 @@ def toolbus_toml(broker: str) -> str:
         max-workflows-per-user = {MAX_PER_USER}
         audit-file = "audit.jsonl"
 
+        [approvals]
+        approvers = ["ops"]
+        tools = ["refund"]
+        timeout = {APPROVAL_TIMEOUT}
+
         [permissions]
         fallback = []
 
@@ -173,6 +197,7 @@ def toolbus_toml(broker: str) -> str:
         """
         )
         + f"{users}\n\n{keys}"
+        + ('\n[policy]\nfiles = ["calls.cedar"]\n' if policy_engine_installed() else "")
     )
 
 
@@ -427,6 +452,7 @@ class DoorConformance:
         install_plugin(site)
         (directory / "toolbus.toml").write_text(toolbus_toml(door_broker), encoding="utf-8")
         (directory / "config.json").write_text(json.dumps(CONFIG, indent=2), encoding="utf-8")
+        (directory / "calls.cedar").write_text(POLICIES, encoding="utf-8")
         shop = ShopService()
         async with AsyncExitStack() as stack:
             bus = await connect(door_broker)
@@ -477,7 +503,7 @@ class DoorConformance:
         operator = await door.tools(Caller("ops", ("*",)))
 
         assert mine.outcome == "ok", mine
-        assert set(mine.tools) == {"lookup", "delete-account", "add-to-cart", "hold"}
+        assert set(mine.tools) == {"lookup", "delete-account", "add-to-cart", "hold", "refund"}
         assert operator.outcome == "ok", operator
         assert "admin-reset" in operator.tools
 
@@ -504,6 +530,40 @@ class DoorConformance:
         if streamed is not None:
             assert streamed.outcome == "ok", streamed
             assert CARD not in streamed.wire and REDACTED in streamed.text
+
+    # ------------------------------------------------------------------ call policy, approvals
+
+    async def test_the_call_policy_decides_on_the_arguments_and_is_audited(
+        self, door: DoorDriver, door_setup: DoorSetup
+    ) -> None:
+        if not policy_engine_installed():
+            pytest.skip("no policy engine installed: pip install 'toolbus[policy]'")
+        refused = await door.call(Caller("heidi"), "lookup", {"item": "vault"})
+        allowed = await door.call(Caller("heidi"), "lookup", {"item": "socks"})
+
+        assert refused.outcome == "refused", f"{door.name} answered {refused}"
+        assert POLICY_REASON in refused.text
+        assert allowed.outcome == "ok", allowed
+        assert door_setup.shop.reached("heidi", "lookup") == 1
+        await eventually_audited(
+            door, "heidi", lambda r: any(c.refusal == "policy" for c in r.calls)
+        )
+
+    async def test_a_call_nobody_approves_is_not_made_and_expires_audited(
+        self, door: DoorDriver, door_setup: DoorSetup
+    ) -> None:
+        answered = await door.call(Caller("ivan"), "refund")
+
+        assert answered.outcome == "refused", f"{door.name} answered {answered}"
+        assert door_setup.shop.reached("ivan", "refund") == 0
+        await eventually_audited(
+            door,
+            "ivan",
+            lambda r: any(
+                c.approval is not None and c.approval.status == "expired" for c in r.calls
+            ),
+            timeout=APPROVAL_TIMEOUT + 10,
+        )
 
     async def test_a_stream_goes_through_the_session(
         self, door: DoorDriver, door_setup: DoorSetup
@@ -619,12 +679,15 @@ class DoorConformance:
 
 
 __all__ = [
+    "APPROVAL_TIMEOUT",
     "CARD",
     "CONFIG",
     "DENY_REASON",
     "ENTRY_STATES",
     "MAX_PER_USER",
     "PERMITTED",
+    "POLICIES",
+    "POLICY_REASON",
     "REDACTED",
     "USERS",
     "Answer",
@@ -639,5 +702,6 @@ __all__ = [
     "install_plugin",
     "key_variable",
     "normalized",
+    "policy_engine_installed",
     "toolbus_toml",
 ]
