@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -76,3 +77,89 @@ def test_help_keeps_every_bracketed_word(path: tuple[str, ...], command: Any) ->
         assert flat(bracketed) in shown, (
             f"{bracketed!r} lost from 'toolbus {' '.join(path)} --help'"
         )
+
+
+#: typer's own labels for values: Python types, ranges, and ``{name}`` for an argument.
+PYTHON_LABELS = re.compile(r"<[a-z][a-z_\[\], |]*>|\{[a-z_]+\}")
+
+
+@pytest.mark.parametrize(
+    ("path", "command"), all_commands(), ids=lambda v: " ".join(v) if isinstance(v, tuple) else ""
+)
+def test_help_shows_words_a_person_reads_not_python_types(
+    path: tuple[str, ...], command: Any
+) -> None:
+    result = CliRunner().invoke(app, [*path, "--help"], env={"TERMINAL_WIDTH": "400"})
+
+    assert result.exit_code == 0, result.output
+    assert PYTHON_LABELS.findall(result.output) == [], result.output
+
+
+DOCS_CLI = Path(__file__).parent.parent.parent / "docs" / "cli.md"
+#: A synopsis block of docs/cli.md: a plain code block starting with ``toolbus``.
+SYNOPSIS = re.compile(r"```\n(toolbus .*?)```", re.S)
+#: A row of an options table: ``| `--option WORD` |``.
+TABLE_ROW = re.compile(r"^\| `(--[a-z-]+) ([^`]+)`", re.M)
+HEADING = re.compile(r"^## `toolbus ([a-z ]+)`", re.M)
+OPTION_WORD = re.compile(r"(--[a-z][a-z-]*) (\S+)")
+
+
+def _word(token: str) -> str:
+    """``NAME[=SOURCE]]...`` as ``NAME[=SOURCE]``: the word, without the synopsis's brackets."""
+    token = token.removesuffix("...").rstrip(")")
+    while token.count("]") > token.count("["):
+        token = token[: token.rindex("]")]
+    return token.removesuffix("...")
+
+
+def documented_words() -> list[tuple[tuple[str, ...], str, str]]:
+    """``(command path, option, word)`` for every option docs/cli.md writes with a value word."""
+    text = DOCS_CLI.read_text(encoding="utf-8")
+    found: list[tuple[tuple[str, ...], str, str]] = []
+    for block in SYNOPSIS.findall(text):
+        words = block.split()
+        path = tuple(w for w in words[1:4] if w.isalpha() and w.islower())
+        # "toolbus serve SERVICE..." is short for "toolbus serve services SERVICE...".
+        path = ("serve", "services") if path == ("serve",) else path
+        for option, token in OPTION_WORD.findall(block):
+            if not token.startswith(("-", "[")):
+                found.append((path, option, _word(token)))
+    headings = list(HEADING.finditer(text))
+    for index, heading in enumerate(headings):
+        end = headings[index + 1].start() if index + 1 < len(headings) else len(text)
+        path = tuple(heading.group(1).split())
+        for option, token in TABLE_ROW.findall(text[heading.end() : end]):
+            found.append((path, option, _word(token)))
+    return found
+
+
+def shown_word(path: tuple[str, ...], option: str) -> str | None:
+    """The word ``toolbus PATH --help`` shows for ``option``'s value."""
+    group = typer.main.get_command(app)
+    context = group.make_context("toolbus", [], resilient_parsing=True)
+    command = group
+    for name in path:
+        command = command.get_command(context, name)
+        context = command.make_context(name, [], parent=context, resilient_parsing=True)
+    for param in command.get_params(context):
+        if option in param.opts:
+            word: str | None = param.display_type_rich(context)
+            return word.removesuffix("...") if word else word
+    raise AssertionError(f"'toolbus {' '.join(path)}' has no option {option}")
+
+
+def test_docs_cli_names_a_value_word_for_options_of_every_kind() -> None:
+    paths = {path for path, _, _ in documented_words()}
+
+    assert {("call",), ("serve", "services"), ("mcp", "serve"), ("agent", "serve")} <= paths
+
+
+@pytest.mark.parametrize(
+    ("path", "option", "word"), documented_words(), ids=lambda v: str(v).replace(" ", "_")
+)
+def test_help_writes_each_value_as_docs_cli_does(
+    path: tuple[str, ...], option: str, word: str
+) -> None:
+    toolbus.cli.assemble()
+
+    assert shown_word(path, option) == word

@@ -225,9 +225,8 @@ class CommandLine:
 
     def group(self, name: str, *, help: str) -> CommandGroup:
         """Add ``toolbus name``, a group of subcommands; add them to the group returned."""
-        import typer  # here, not above: every process imports this module, few add groups
-
-        group = typer.Typer(name=name, help=help, no_args_is_help=True)
+        # The same kind of typer application as toolbus's own, so that help reads the same.
+        group = type(self._app)(name=name, help=help, no_args_is_help=True)
         self._app.add_typer(group)
         return CommandGroup(group)
 

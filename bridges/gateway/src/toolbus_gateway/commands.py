@@ -118,6 +118,7 @@ def gateway(
         typer.Option(
             "--config",
             "-c",
+            metavar="PATH",
             help="Tool configuration (snapshot file or directory); default TOOLBUS_CONFIG, "
             "then config in toolbus.toml. With --live, the local layer.",
         ),
@@ -128,11 +129,15 @@ def gateway(
     ] = False,
     listen: Annotated[
         str | None,
-        typer.Option(help="HOST:PORT to serve on; default listen in \\[gateway], 127.0.0.1:8080."),
+        typer.Option(
+            metavar="HOST:PORT",
+            help="Where to serve; default listen in \\[gateway], 127.0.0.1:8080.",
+        ),
     ] = None,
     sign_key: Annotated[
         str | None,
         typer.Option(
+            metavar="SOURCE",
             help="Sign every call with this key (a JWK or PEM file, or env:NAME) for services "
             "that verify callers; default sign-key in \\[gateway]. Needs toolbus\\[signing].",
         ),

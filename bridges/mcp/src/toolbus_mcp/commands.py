@@ -41,6 +41,7 @@ def serve_bus_tools(
         typer.Option(
             "--config",
             "-c",
+            metavar="PATH",
             help="Configuration file or directory. Without it the tools follow the config "
             "service and announcements (live).",
         ),
@@ -54,10 +55,14 @@ def serve_bus_tools(
         ),
     ] = None,
     transport: Annotated[
-        str, typer.Option(help="stdio (one client on stdin/stdout) or http (streamable HTTP).")
+        str,
+        typer.Option(
+            metavar="stdio|http",
+            help="stdio (one client on stdin/stdout) or http (streamable HTTP).",
+        ),
     ] = "stdio",
     listen: Annotated[
-        str, typer.Option(help="ADDRESS:PORT for --transport http.")
+        str, typer.Option(metavar="HOST:PORT", help="Where --transport http listens.")
     ] = "127.0.0.1:8000",
     user: Annotated[str, typer.Option(help="stdio: the user calls are made for.")] = "mcp",
     group: Annotated[
@@ -73,6 +78,7 @@ def serve_bus_tools(
     sign_key: Annotated[
         str | None,
         typer.Option(
+            metavar="SOURCE",
             help="Sign every call with the caller's user and groups, with this private key: a "
             "JWK or PEM file, or env:VARIABLE (needs toolbus\\[signing]). Services that verify "
             "callers require it.",
@@ -122,7 +128,10 @@ def serve_bus_tools(
 def serve_toolset(
     toolset: Annotated[
         str,
-        typer.Option(help="The toolset's name: the service id and every tool name's prefix."),
+        typer.Option(
+            metavar="NAME",
+            help="The toolset's name: the service id and every tool name's prefix.",
+        ),
     ],
     command: Annotated[
         str | None, typer.Option(help='Start this MCP server (stdio), e.g. "npx some-server".')
@@ -133,13 +142,17 @@ def serve_toolset(
     env: Annotated[
         list[str] | None,
         typer.Option(
+            metavar="NAME[=SOURCE]",
             help="Pass environment variable NAME (or NAME=SOURCE: NAME set from SOURCE) to the "
             "started server; repeat.",
         ),
     ] = None,
     header: Annotated[
         list[str] | None,
-        typer.Option(help="HTTP header NAME=SOURCE, its value read from variable SOURCE; repeat."),
+        typer.Option(
+            metavar="NAME=SOURCE",
+            help="HTTP header NAME=SOURCE, its value read from variable SOURCE; repeat.",
+        ),
     ] = None,
     group: Annotated[
         list[str] | None,
@@ -176,6 +189,7 @@ def serve_toolset(
     verify_key: Annotated[
         list[str] | None,
         typer.Option(
+            metavar="SOURCE",
             help="Accept only calls signed by one of these public keys (a JWK, JWK Set or PEM "
             "file, or env:VARIABLE; repeatable). Needs toolbus\\[signing].",
             show_default=False,

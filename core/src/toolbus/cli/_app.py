@@ -6,9 +6,10 @@ import importlib.metadata as metadata
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperGroup
 
-app = typer.Typer(
+from toolbus.cli._help import CommandApp, ReadableGroup
+
+app = CommandApp(
     name="toolbus",
     help="Agent tools behind message brokers.",
     no_args_is_help=True,
@@ -52,7 +53,7 @@ def toolbus(
 SERVE_SERVICES = "services"
 
 
-class DefaultCommandGroup(TyperGroup):
+class DefaultCommandGroup(ReadableGroup):
     """A group that runs its default command when the first word names no other.
 
     ``toolbus serve joke-service`` means ``toolbus serve services joke-service``,
@@ -66,7 +67,7 @@ class DefaultCommandGroup(TyperGroup):
         return super().parse_args(ctx, args)
 
 
-serve_app = typer.Typer(
+serve_app = CommandApp(
     name="serve",
     cls=DefaultCommandGroup,
     no_args_is_help=True,

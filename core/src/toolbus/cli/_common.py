@@ -61,6 +61,7 @@ ConfigOption = Annotated[
     typer.Option(
         "--config",
         "-c",
+        metavar="PATH",
         help="Snapshot JSON file, or directory holding tool-service/ and tool/; "
         "default: TOOLBUS_CONFIG, then config in toolbus.toml.",
     ),
@@ -83,7 +84,8 @@ def config_path(option: Path | None) -> Path:
 
 #: ``--broker URL`` as every command that talks to a broker takes it.
 BrokerOption = Annotated[
-    str | None, typer.Option(help="Broker URL; default from TOOLBUS_BROKER or toolbus.toml.")
+    str | None,
+    typer.Option(metavar="URL", help="Broker URL; default from TOOLBUS_BROKER or toolbus.toml."),
 ]
 
 #: ``--verbose``/``-v``: log at INFO (see :func:`setup_logging`).

@@ -35,7 +35,16 @@ from toolbus.application.doors.stored import StoredHolder
 from toolbus.application.tracing.export import export_from_environment
 from toolbus.cli._agent_output import EventPrinter
 from toolbus.cli._app import app
-from toolbus.cli.plugin_api import EXIT_FAILED, LoopOption, fail, redact_url, run, setup_logging
+from toolbus.cli._help import CommandApp
+from toolbus.cli.plugin_api import (
+    EXIT_FAILED,
+    BrokerOption,
+    LoopOption,
+    fail,
+    redact_url,
+    run,
+    setup_logging,
+)
 from toolbus.domain.agent.wire import (
     DEFAULT_REQUEST_QUEUE,
     DEFAULT_RESPONSE_QUEUE,
@@ -54,20 +63,18 @@ LLM_VARIABLE = "TOOLBUS_LLM"
 #: Seconds an agent run's checkpoint outlives its time limit, for a replica to go on with it.
 CHECKPOINT_GRACE = 300.0
 
-agent_app = typer.Typer(
+agent_app = CommandApp(
     name="agent",
     no_args_is_help=True,
     help="Run the agent loop as a service on the bus (toolbus ask talks to it).",
 )
 app.add_typer(agent_app)
 
-BrokerOption = Annotated[
-    str | None, typer.Option(help="Broker URL; default from TOOLBUS_BROKER or toolbus.toml.")
-]
 LLMOption = Annotated[
     str | None,
     typer.Option(
         "--llm",
+        metavar="URL",
         help="The model: openai://MODEL, openai+http://HOST:PORT/v1/MODEL, anthropic://MODEL, "
         "scripted://demo...; default from TOOLBUS_LLM. API keys come from environment "
         "variables (OPENAI_API_KEY, ANTHROPIC_API_KEY).",
@@ -79,6 +86,7 @@ ConfigOpt = Annotated[
     typer.Option(
         "--config",
         "-c",
+        metavar="PATH",
         help="Configuration file or directory; default TOOLBUS_CONFIG, toolbus.toml, "
         "else the installed plugins' tools.",
     ),
@@ -91,8 +99,12 @@ NoAccessControl = Annotated[
         "every tool. Without it, a broker-facing agent without \\[permissions] refuses to start.",
     ),
 ]
-RequestQueue = Annotated[str, typer.Option(help="The queue agent requests go to.")]
-ResponseQueue = Annotated[str, typer.Option(help="The queue agent events come back on.")]
+RequestQueue = Annotated[
+    str, typer.Option(metavar="QUEUE", help="The queue agent requests go to.")
+]
+ResponseQueue = Annotated[
+    str, typer.Option(metavar="QUEUE", help="The queue agent events come back on.")
+]
 
 
 def _llm_url(option: str | None) -> str | None:
@@ -190,7 +202,7 @@ def serve_agent(
         float, typer.Option(help="Seconds of wall clock per request.")
     ] = DEFAULT_TIME_LIMIT,
     system_prompt: Annotated[
-        str | None, typer.Option(help="A system prompt sent first in every chat.")
+        str | None, typer.Option(metavar="TEXT", help="A system prompt sent first in every chat.")
     ] = None,
     drain_timeout: Annotated[
         float, typer.Option(help="Seconds requests in flight may take to finish on shutdown.")

@@ -46,11 +46,14 @@ def asyncapi_command(
     broker: Annotated[
         str | None,
         typer.Option(
+            metavar="URL",
             help="Broker the document describes (and --live reads); default from "
-            "TOOLBUS_BROKER or toolbus.toml."
+            "TOOLBUS_BROKER or toolbus.toml.",
         ),
     ] = None,
-    title: Annotated[str, typer.Option(help="The document's title.")] = "toolbus deployment",
+    title: Annotated[
+        str, typer.Option(metavar="TEXT", help="The document's title.")
+    ] = "toolbus deployment",
     out: Annotated[
         Path | None,
         typer.Option("--output", "-o", help="Write to this file instead of standard output."),

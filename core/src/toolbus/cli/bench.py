@@ -53,7 +53,9 @@ def bench(
         typer.Option("--in-flight", "-n", min=1, help="Calls in flight (repeatable)."),
     ] = None,
     seconds: Annotated[float, typer.Option(min=0.05, help="Seconds per measurement.")] = 5.0,
-    payload: Annotated[int, typer.Option(min=0, help="Bytes of argument text per call.")] = 16,
+    payload: Annotated[
+        int, typer.Option(min=0, metavar="BYTES", help="Bytes of argument text per call.")
+    ] = 16,
     persistent: Annotated[
         bool, typer.Option(help="Use a persistent:// request queue (at least once).")
     ] = False,

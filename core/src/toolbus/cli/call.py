@@ -83,10 +83,12 @@ def check_someone_serves(bus: Bus, registry: Registry, tool: str, broker: str) -
 def call(
     tool: Annotated[str, typer.Argument(help="The tool's name.", show_default=False)],
     arg: Annotated[
-        list[str] | None, typer.Option("--arg", "-a", help="An argument as name=value.")
+        list[str] | None,
+        typer.Option("--arg", "-a", metavar="NAME=VALUE", help="An argument as name=value."),
     ] = None,
     json_arguments: Annotated[
-        str | None, typer.Option("--json", help="All arguments as one JSON object.")
+        str | None,
+        typer.Option("--json", metavar="OBJECT", help="All arguments as one JSON object."),
     ] = None,
     user: Annotated[
         str,
@@ -101,11 +103,15 @@ def call(
     broker: BrokerOption = None,
     config: Annotated[
         str | None,
-        typer.Option(help="Configuration file or directory; default: installed plugins' tools."),
+        typer.Option(
+            metavar="PATH",
+            help="Configuration file or directory; default: installed plugins' tools.",
+        ),
     ] = None,
     sign_key: Annotated[
         str | None,
         typer.Option(
+            metavar="SOURCE",
             help="Sign the call with this private key: a JWK or PEM file, or env:VARIABLE "
             "(needs toolbus\\[signing]). Services that verify callers require it.",
             show_default=False,

@@ -30,6 +30,7 @@ from toolbus.application.live.config_client import DEFAULT_TIMEOUT, ChangeResult
 from toolbus.application.live.config_files import read_snapshot
 from toolbus.application.live.config_service import CONFIG_REQUEST_QUEUE
 from toolbus.cli._app import app
+from toolbus.cli._help import CommandApp
 from toolbus.cli.plugin_api import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -47,7 +48,7 @@ from toolbus.settings import load_settings
 
 T = TypeVar("T")
 
-config_app = typer.Typer(
+config_app = CommandApp(
     name="config",
     help="Read and change the configuration kept by the config service (toolbus serve config).",
     no_args_is_help=True,
@@ -143,7 +144,9 @@ def put(
     value: Annotated[
         str | None,
         typer.Option(
-            help="The value as JSON; default: read from standard input.", show_default=False
+            metavar="JSON",
+            help="The value as JSON; default: read from standard input.",
+            show_default=False,
         ),
     ] = None,
     broker: BrokerOption = None,
@@ -176,7 +179,7 @@ def list_items(
     type_: Annotated[
         str | None,
         typer.Argument(
-            metavar="[TYPE]", help="Only items of this type, e.g. tool.", show_default=False
+            metavar="TYPE", help="Only items of this type, e.g. tool.", show_default=False
         ),
     ] = None,
     broker: BrokerOption = None,

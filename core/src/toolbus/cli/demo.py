@@ -169,6 +169,7 @@ def demo(
         str | None,
         typer.Option(
             "--llm",
+            metavar="URL",
             help="A model for the agent section (e.g. openai://gpt-4.1-mini); default "
             "TOOLBUS_LLM, else a scripted model.",
             show_default=False,

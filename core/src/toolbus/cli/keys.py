@@ -11,9 +11,10 @@ import typer
 
 from toolbus.application.identity import SigningKeyError, generate_key, private_jwk, public_jwk
 from toolbus.cli._app import app
+from toolbus.cli._help import CommandApp
 from toolbus.cli.plugin_api import fail
 
-keys_app = typer.Typer(
+keys_app = CommandApp(
     name="keys",
     help="Make keys for signed calls (needs toolbus\\[signing]).",
     no_args_is_help=True,
@@ -25,18 +26,31 @@ app.add_typer(keys_app, name="keys")
 def new(
     private: Annotated[
         Path,
-        typer.Argument(help="Where to write the private key (JWK); readable by you only."),
+        typer.Argument(
+            metavar="PRIVATE_FILE",
+            help="Where to write the private key (JWK); readable by you only.",
+        ),
     ],
     public: Annotated[
         Path | None,
-        typer.Option(help="Where to write the public key (JWK) that services verify with."),
+        typer.Option(
+            metavar="PUBLIC_FILE",
+            help="Where to write the public key (JWK) that services verify with.",
+        ),
     ] = None,
     kid: Annotated[
         str | None,
-        typer.Option(help="Key id; default: the key's thumbprint. A dated name rotates well."),
+        typer.Option(
+            metavar="NAME",
+            help="Key id; default: the key's thumbprint. A dated name rotates well.",
+        ),
     ] = None,
     algorithm: Annotated[
-        str, typer.Option(help="Ed25519 (default), ES256, or HS256 (a shared secret).")
+        str,
+        typer.Option(
+            metavar="Ed25519|ES256|HS256",
+            help="Ed25519 (default), ES256, or HS256 (a shared secret).",
+        ),
     ] = "Ed25519",
 ) -> None:
     """Generate a signing key; the caller keeps the private file, services get the public one."""

@@ -56,7 +56,9 @@ def serve(
             "/readyz for probes (needs toolbus\\[metrics])."
         ),
     ] = None,
-    metrics_addr: Annotated[str, typer.Option(help="Address for --metrics-port.")] = "127.0.0.1",
+    metrics_addr: Annotated[
+        str, typer.Option(metavar="ADDR", help="Address for --metrics-port.")
+    ] = "127.0.0.1",
     store: Annotated[
         Path | None,
         typer.Option(
@@ -86,6 +88,7 @@ def serve(
     verify_key: Annotated[
         list[str] | None,
         typer.Option(
+            metavar="SOURCE",
             help="Verify callers: accept only calls signed by one of these public keys (a "
             "JWK, JWK Set or PEM file, or env:VARIABLE; repeatable, for rotation). Needs "
             "toolbus\\[signing].",

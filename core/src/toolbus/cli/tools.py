@@ -66,7 +66,10 @@ def tools_command(
     ] = OutputFormat.table,
     broker: Annotated[
         str | None,
-        typer.Option(help="Broker URL for live mode; default from TOOLBUS_BROKER or toolbus.toml."),
+        typer.Option(
+            metavar="URL",
+            help="Broker URL for live mode; default from TOOLBUS_BROKER or toolbus.toml.",
+        ),
     ] = None,
     live: LiveOption = None,
     wait: WaitOption = DEFAULT_WAIT,

@@ -152,7 +152,7 @@ def serve_openapi(
     verify_key: Annotated[
         list[str] | None,
         typer.Option(
-            metavar="KEY",
+            metavar="SOURCE",
             help="Accept only calls signed by one of these public keys (a JWK, JWK Set or "
             "PEM file, or env:VARIABLE; repeatable). Needs toolbus\\[signing].",
             show_default=False,
