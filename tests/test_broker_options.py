@@ -163,6 +163,38 @@ def test_a_bad_server_and_a_bad_option_come_in_one_error(broker: str, url: str) 
     assert "'b:x' is not host[:port]" in message and "'bogus'" in message
 
 
+@pytest.mark.parametrize("broker", ["nats", "kafka", "pulsar"])
+def test_a_server_that_is_not_host_port_is_one_problem(broker: str) -> None:
+    parse, url = PARSERS[broker]
+    with pytest.raises(BrokerOptionError) as caught:
+        parse(url.rpartition(":")[0] + ":notaport")
+
+    assert len(caught.value.problems) == 1, str(caught.value)
+    assert "is not host[:port]" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("broker", "options"),
+    [
+        ("kafka", {"acks": "s3cret-word"}),
+        ("nats", {"servers": ["s3cret-word:4222", "host:s3cret"]}),
+        ("kafka", {"bootstrap_servers": "a:9092,s3cret:x"}),
+        ("nats", {"tls": "s3cret"}),
+    ],
+)
+def test_option_messages_name_the_option_once_and_never_echo_its_value(
+    broker: str, options: dict[str, object]
+) -> None:
+    parse, url = PARSERS[broker]
+    with pytest.raises(BrokerOptionError) as caught:
+        parse(url, options)
+
+    message = str(caught.value)
+    assert "s3cret" not in message
+    (name,) = options
+    assert message.count(repr(name)) == 1, message
+
+
 SECRET = "s3cr3t-value"
 
 
@@ -317,21 +349,21 @@ def test_the_shared_types_say_what_is_wrong_and_hide_secrets() -> None:
         )
 
     said = {problem.field: problem.message for problem in caught.value.problems}
+    # Each names its option once (as its field) and never the value given.
     assert said == {
-        "wait": "Sample option 'wait' must be a positive number of seconds (greater than 0)",
-        "linger": "Sample option 'linger' must be a number of seconds, 0 or more",
-        "count": "Sample option 'count' must be a whole number",
-        "small": "Sample option 'small' may be at most 9",
-        "on": "Sample option 'on' is not a boolean; use true or false",
-        "mode": "Sample option 'mode' is 'slow'; use one of fast, safe",
-        "servers": "Sample option 'servers' must list servers as host[:port]: "
-        "'' is not host[:port]",
-        "password": "Sample option 'password' (hidden) must be a non-empty string, not int",
+        "wait": "must be a positive number of seconds (greater than 0)",
+        "linger": "must be a number of seconds, 0 or more",
+        "count": "must be a whole number",
+        "small": "may be at most 9",
+        "on": "is not a boolean; use true or false",
+        "mode": "must be one of fast, safe",
+        "servers": "must list servers as host[:port]; entry 1 of 1 is not",
+        "password": "must be a non-empty string, not int",
     }
 
 
 def test_conflicts_are_checked_once_every_option_is_valid() -> None:
-    with pytest.raises(BrokerOptionError, match="'linger' must not be longer than 'wait'"):
+    with pytest.raises(BrokerOptionError, match="'linger': must not be longer than 'wait'"):
         parse_broker_options(Sample, "linger=5", None, where="sample")
 
 

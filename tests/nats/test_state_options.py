@@ -46,7 +46,7 @@ def test_every_problem_is_reported_at_once_without_the_password() -> None:
     assert "hunter2" not in message
     assert "state store URL 'nats://n1:bad'" in message
     assert "'n1:bad' is not host[:port]" in message
-    assert "'replicas' may be at most 5" in message
+    assert "'replicas': may be at most 5" in message
     assert "did you mean 'bucket'?" in message
 
 
@@ -54,9 +54,9 @@ def test_options_meant_for_a_broker_and_a_bad_bucket_name_are_refused() -> None:
     with pytest.raises(BrokerOptionError) as caught:
         parse_state_options("nats://n1?ack_wait=5&bucket=a.b", {"pull_batch": 8})
     message = str(caught.value)
-    assert "'ack_wait' is for broker URLs; a state store does not use it" in message
-    assert "'pull_batch' is for broker URLs" in message
-    assert "'bucket' may hold only letters, digits" in message
+    assert "'ack_wait': is for broker URLs; a state store does not use it" in message
+    assert "'pull_batch': is for broker URLs" in message
+    assert "'bucket': may hold only letters, digits" in message
 
 
 def test_a_url_that_is_not_nats_is_refused() -> None:

@@ -84,13 +84,12 @@ def test_several_brokers_in_one_url() -> None:
 def test_secrets_never_appear_in_errors() -> None:
     message = problems("pulsar://broker:6650", {"token": "", "oauth2": "not-json-s3cr3t"})
     assert "s3cr3t" not in message
-    assert "(hidden)" in message
 
 
 def test_only_one_authentication_method() -> None:
     message = problems("pulsar://b:6650", {"token": "t", "basic_username": "u"})
     assert "several authentication methods" in message
-    assert "'tls_cert' needs 'tls_key'" in problems("pulsar://b:6650", {"tls_cert": "/c.pem"})
+    assert "'tls_cert': needs 'tls_key'" in problems("pulsar://b:6650", {"tls_cert": "/c.pem"})
 
 
 @pytest.mark.parametrize(

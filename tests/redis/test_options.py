@@ -50,9 +50,9 @@ def test_every_problem_is_reported_at_once_without_the_password() -> None:
     assert "hunter2" not in message
     assert "state store URL 'redis://h1,h2/x'" in message
     assert "names several servers; give the primary's host:port only" in message
-    assert "'db' must be a whole number" in message
+    assert "'db': must be a whole number" in message
     assert "did you mean 'timeout'?" in message
-    assert "'max_connections' must be at least 1" in message
+    assert "'max_connections': must be at least 1" in message
 
 
 def test_a_url_that_is_not_redis_is_refused() -> None:

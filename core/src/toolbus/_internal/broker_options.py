@@ -16,9 +16,10 @@ stay out of the URL), validates them and checks how they fit together
 :class:`~toolbus.domain.errors.BrokerOptionError`.
 
 Values never appear in the messages, since an option may hold a secret; the
-exceptions are a server that is not ``host[:port]`` and a word that is not one
-of an option's fixed settings (:func:`one_of`), which are not secrets and which
-the reader needs to see to fix.
+URL is named (without its password and its query string) in every message
+about it. A message names its option once, as its problem's field, and says
+what is wrong: ``broker URL 'nats://h:4222' field 'ack_wait': must be a number
+of seconds``.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ class BrokerOptions(pydantic.BaseModel):
         """``(option, what is wrong)`` for options each valid alone that do not fit together.
 
         The option is ``""`` when the problem is the combination as a whole; the
-        message follows "NATS option 'x' ", as in "must be below 'y'".
+        message says what is wrong with the option, as in "must be below 'y'".
         """
         return iter(())
 
@@ -116,10 +117,7 @@ def parse_broker_options(
             for error in exc.errors(include_url=False, include_input=False)
         ]
         raise BrokerOptionError(found) from None
-    found += [
-        Problem(where, name, _sentence(model, name, message))
-        for name, message in parsed.conflicts()
-    ]
+    found += [Problem(where, name, message) for name, message in parsed.conflicts()]
     if found:
         raise BrokerOptionError(found)
     return parsed
@@ -159,7 +157,8 @@ def parse_broker_url(model: type[Options], url: str, options: Mapping[str, Any] 
             )
             for server in bad
         ]
-        if servers_option is not None:
+        # Only the servers that are right go on: one mistake is one problem.
+        if servers_option is not None and servers:
             values[servers_option] = servers
     elif servers_option is None or servers_option not in (options or {}):
         given_apart = f" (or the {servers_option} option)" if servers_option else ""
@@ -189,7 +188,7 @@ def _problem(model: type[BrokerOptions], error: Any, where: str) -> Problem:
     if error["type"] == "extra_forbidden":
         return Problem(where, name, _unknown(model, name))
     if error["type"] == _OPTION_ERROR:
-        return Problem(where, name, _sentence(model, name, message))
+        return Problem(where, name, message)
     # pydantic's own messages ("Input should be ...") read as the rest of a sentence.
     return Problem(where, name, message[:1].lower() + message[1:])
 
@@ -198,27 +197,15 @@ def _unknown(model: type[BrokerOptions], name: str) -> str:
     known = sorted(model.model_fields)
     close = difflib.get_close_matches(name, known, n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
-    if model.broker:
-        what = f"is not a {model.broker} option (unknown {model.broker} option {name!r}{hint})"
-    else:
-        what = f"is not an option here ({hint[2:]})" if hint else "is not an option here"
-    return f"{what}; known: {', '.join(known)}"
-
-
-def _sentence(model: type[BrokerOptions], name: str, message: str) -> str:
-    """``message`` about option ``name`` as a sentence of its own, as it would be in a log line."""
-    if not name:
-        return message
-    field = model.model_fields.get(name)
-    hidden = " (hidden)" if field is not None and field.repr is False else ""
-    broker = f"{model.broker} " if model.broker else ""
-    return f"{broker}option {name!r}{hidden} {message}"
+    what = f"is not a {model.broker} option" if model.broker else "is not an option here"
+    return f"{what}{hint} (known: {', '.join(known)})"
 
 
 def bad_option(message: str) -> PydanticCustomError:
-    """The error an option's validator raises: ``message`` follows "NATS option 'x' ".
+    """The error an option's validator raises: what is wrong, as in "must be a whole number".
 
-    Never put the value in it: an option may hold a secret.
+    The problem names the option; never put the value in the message: an option
+    may hold a secret.
     """
     return PydanticCustomError(_OPTION_ERROR, "{message}", {"message": message})
 
@@ -324,8 +311,7 @@ PositiveSeconds = Annotated[
 ]
 #: Text that is not empty (a path, a name).
 Text = Annotated[str, pydantic.PlainValidator(_text)]
-#: A credential: :data:`Text`, or None when not given; left out of ``repr``, and
-#: marked "(hidden)" in messages.
+#: A credential: :data:`Text`, or None when not given; left out of ``repr``.
 SecretText = Annotated[Text | None, pydantic.Field(repr=False)]
 
 
@@ -346,8 +332,7 @@ def one_of(*choices: str, listed: str | None = None) -> pydantic.PlainValidator:
             raise bad_option(f"must be {shown}, not {type(value).__name__}")
         choice = canonical.get(value.strip().lower())
         if choice is None:
-            # A setting's word is not a secret, and the reader needs it to see the typo.
-            raise bad_option(f"is {value!r}; use {shown}")
+            raise bad_option(f"must be {shown}")
         return choice
 
     return pydantic.PlainValidator(choose)
@@ -408,9 +393,12 @@ def server_list(default_port: int, *, schemes: tuple[str, ...] = ()) -> pydantic
             raise bad_option(f"must be a list of host:port strings, for example {example}")
         servers, bad = host_ports(listed, default_port, schemes=schemes)
         if bad:
+            # By position: the list may come from configuration, where it is not shown.
+            positions = [str(i) for i, server in enumerate(listed, 1) if server.strip() in bad]
+            entries = "entry" if len(positions) == 1 else "entries"
             raise bad_option(
-                "must list servers as host[:port]: "
-                + ", ".join(f"{server!r} is not host[:port]" for server in bad)
+                f"must list servers as host[:port]; {entries} {', '.join(positions)} "
+                f"of {len(listed)} {'is' if len(positions) == 1 else 'are'} not"
             )
         return servers
 
