@@ -93,6 +93,16 @@ def test_every_problem_is_reported_at_once_without_the_keys(tmp_path: Path) -> N
     assert "inline-secret" not in text and "abc" not in text.replace("abcdef", "")
 
 
+def test_a_short_key_is_reported_naming_its_user_and_variable() -> None:
+    section = {"api-keys": [{"user": "alice", "env": "ALICE_KEY"}, {"user": "dave", "env": "K"}]}
+    with pytest.raises(ConfigError) as caught:
+        parse_credentials(section, environ={"ALICE_KEY": ALICE_KEY, "K": "short-key"})
+
+    (problem,) = caught.value.problems
+    assert "user 'dave'" in str(problem) and "variable 'K'" in str(problem)
+    assert "short-key" not in str(caught.value)
+
+
 def test_two_users_with_one_key_are_refused(tmp_path: Path) -> None:
     section = {"api-keys": [{"user": "alice", "env": "K"}, {"user": "bob", "env": "K"}]}
     with pytest.raises(ConfigError, match="users 'alice' and 'bob' have the same key"):

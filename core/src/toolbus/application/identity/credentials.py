@@ -310,6 +310,9 @@ def _entry(
     user = raw.get("user")
     if not isinstance(user, str) or not user:
         problems.append(Problem(where, "user", "must be the user's name, a non-empty string"))
+    else:
+        # Whose key is wrong is what an operator looks for first (a name is no secret).
+        where = f"{where} (user {user!r})"
     label = raw.get("label")
     if label is not None and (not isinstance(label, str) or not label):
         problems.append(Problem(where, "label", "must be a non-empty string when given"))
