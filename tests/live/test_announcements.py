@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import uuid
 from collections.abc import AsyncIterator
@@ -179,7 +180,7 @@ async def test_probes_close_together_share_one_announcement(agent_bus: MemoryBus
     assert ann.announced == 2  # the start-up one, and one for all five probes
 
 
-async def test_configured_tools_win_clashes_and_each_clash_is_logged_once(
+async def test_configured_tools_win_clashes_and_each_is_said_once_at_debug(
     agent_bus: MemoryBus, clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     @tool_service("impostor")
@@ -190,7 +191,7 @@ async def test_configured_tools_win_clashes_and_each_clash_is_logged_once(
     tools = {"weather": {"name": "weather", "description": "Not the configured one"}}
     announcer = Announcer(agent_bus, impostor, tools=tools, ttl=30)
     async with LiveRegistry(agent_bus, local=local, follow_config=False, clock=clock) as live:
-        with caplog.at_level(logging.WARNING, "toolbus.live"):
+        with caplog.at_level(logging.DEBUG, "toolbus.live"):
             for _ in range(3):
                 live.offer(announcer.announcement)
                 clock.advance(10)
@@ -199,30 +200,71 @@ async def test_configured_tools_win_clashes_and_each_clash_is_logged_once(
 
         assert live.registry.tool("weather").groups == ("configured",)
         assert live.registry.tool("weather").service == "weather"
-        warnings = [r.getMessage() for r in caplog.records if r.name == "toolbus.live"]
+        said = [
+            (r.levelno, r.getMessage())
+            for r in caplog.records
+            if r.name == "toolbus.live" and "announced by" in r.getMessage()
+        ]
         clash = (
             "tool 'weather' (name 'weather') announced by tool service 'impostor' is ignored: "
             "the configuration already has the same key (configured entries take precedence)"
         )
-        # Once while it lasted, and once more when it came back after the withdrawal.
-        assert warnings == [clash, clash]
+        # What configuration is for is no warning. Once while it lasted, and once more
+        # when it came back after the withdrawal.
+        assert said == [(logging.DEBUG, clash), (logging.DEBUG, clash)]
 
 
-async def test_an_announcement_that_cannot_join_is_logged_once(
+async def test_a_clash_between_two_announcing_services_is_a_warning(
+    agent_bus: MemoryBus, caplog: pytest.LogCaptureFixture
+) -> None:
+    @tool_service("impostor")
+    async def impostor(user: str, config: dict[str, str], arguments: dict[str, str]) -> str:
+        return "wrong"
+
+    tools = {"echo": {"name": "echo", "description": "Not the real echo"}}
+    async with LiveRegistry(agent_bus, follow_config=False) as live:
+        with caplog.at_level(logging.WARNING, "toolbus.live"):
+            live.offer(Announcer(agent_bus, echo).announcement)
+            live.offer(Announcer(agent_bus, impostor, tools=tools).announcement)
+
+        assert live.registry.tool("echo").service == "echo"
+        (record,) = [r for r in caplog.records if "impostor" in r.getMessage()]
+        assert record.levelno == logging.WARNING
+
+
+async def test_an_announcement_the_configured_service_overrides_is_said_once_at_debug(
     agent_bus: MemoryBus, caplog: pytest.LogCaptureFixture
 ) -> None:
     local = weather_snapshot()
-    # A tool for the configured weather service, without the config value it requires.
+    # A tool for the configured weather service, without the config value it requires:
+    # what `toolbus serve weather:weather` announces beside a config.json that configures
+    # the service with a required config param.
     announcer = Announcer(
         agent_bus, weather, tools={"forecast": {"name": "forecast", "description": "d"}}
     )
     async with LiveRegistry(agent_bus, local=local, follow_config=False) as live:
-        with caplog.at_level(logging.WARNING, "toolbus.live"):
+        with caplog.at_level(logging.DEBUG, "toolbus.live"):
             live.offer(announcer.announcement)
             live.offer(announcer.announcement)
         assert "forecast" not in live.registry.tools
         (record,) = [r for r in caplog.records if "announcement of 'weather' ignored" in r.message]
+        assert record.levelno == logging.DEBUG
         assert "required config param" in record.getMessage()
+
+
+async def test_an_announcement_invalid_in_itself_is_a_warning(
+    agent_bus: MemoryBus, caplog: pytest.LogCaptureFixture
+) -> None:
+    broken = Announcer(agent_bus, echo).announcement
+    broken = dataclasses.replace(
+        broken, tools={"echo": {**broken.tools["echo"], "group": "not-a-list"}}
+    )
+    async with LiveRegistry(agent_bus, follow_config=False) as live:
+        with caplog.at_level(logging.DEBUG, "toolbus.live"):
+            live.offer(broken)
+
+        (record,) = [r for r in caplog.records if "announcement of 'echo' ignored" in r.message]
+        assert record.levelno == logging.WARNING
 
 
 async def test_junk_on_the_announcements_queue_is_ignored(

@@ -8,6 +8,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
+import anyio
 import pytest
 
 from tests.live.support import WEATHER_SERVICE, weather, weather_snapshot, weather_tool
@@ -15,7 +16,13 @@ from toolbus import AgentSession, Registry, Tools
 from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.calls.host import running
 from toolbus.application.live.config_client import ConfigClient
-from toolbus.application.live.config_service import ConfigService, serving_config
+from toolbus.application.live.config_service import (
+    CONFIG_REQUEST_QUEUE,
+    ConfigPublisher,
+    ConfigService,
+    serving_config,
+)
+from toolbus.application.live.config_store import ConfigStore
 from toolbus.application.live.registry import LiveRegistry
 from toolbus.domain.errors import ConfigError
 from toolbus.domain.live.items import ConfigRejected, ConfigVersion
@@ -43,9 +50,7 @@ async def deployment(memory_bus: MemoryBus, tmp_path: Path) -> AsyncIterator[Dep
         config = ConfigClient(client, user="ops")
         await config.put("tool-service/weather", WEATHER_SERVICE)
         await config.put("tool/weather", weather_tool(groups=["research"]))
-        live = await stack.enter_async_context(
-            LiveRegistry(memory_bus, client=client, announcements=False)
-        )
+        live = await stack.enter_async_context(LiveRegistry(memory_bus, announcements=False))
         yield Deployment(config, service, live, live.tools(client))
 
 
@@ -102,13 +107,14 @@ async def test_an_agent_started_before_the_config_service_catches_up(
     memory_bus: MemoryBus, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     local = weather_snapshot(weather=weather_tool(groups=["local"]))
+    caplog.set_level(logging.INFO, "toolbus.live")
     async with (
         ToolServiceClient(memory_bus) as client,
-        LiveRegistry(
-            memory_bus, local=local, client=client, announcements=False, fetch_timeout=0.05
-        ) as live,
+        LiveRegistry(memory_bus, local=local, announcements=False, fetch_timeout=0.05) as live,
     ):
-        assert "no configuration from the config service" in caplog.text
+        # Many deployments run no config service: one line at INFO, no warning.
+        assert "no config service answered within 0.05 s" in caplog.text
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
         assert live.version is None
         assert live.registry.tool("weather").groups == ("local",)
 
@@ -122,6 +128,37 @@ async def test_an_agent_started_before_the_config_service_catches_up(
             assert service.current.version == 2
 
 
+async def test_a_starting_agent_gets_the_live_configuration_by_probing_not_by_request(
+    memory_bus: MemoryBus, tmp_path: Path
+) -> None:
+    service = ConfigService(ConfigStore(tmp_path / "s.json"))
+    publisher = ConfigPublisher(memory_bus, service, interval=3600)
+    try:
+        # Nothing serves the config service's (persistent) request queue: only the
+        # push that answers the agent's probe can bring the version.
+        async with anyio.create_task_group() as tasks:
+            await tasks.start(publisher.run)
+            with anyio.fail_after(10):
+                async with LiveRegistry(memory_bus, announcements=False, fetch_timeout=30) as live:
+                    assert live.version == 0
+            publisher.stop()
+    finally:
+        service.close()
+    assert publisher.published == 2  # at its start, and for the probe
+
+
+async def test_an_agent_that_does_not_wait_sends_nothing_to_the_config_request_queue(
+    memory_bus: MemoryBus,
+) -> None:
+    requests = await memory_bus.subscribe(CONFIG_REQUEST_QUEUE)
+    async with LiveRegistry(memory_bus, wait_for_config=False) as live:
+        await live.wait_until(lambda _: True)
+    with anyio.move_on_after(0.2) as waited:
+        await anext(aiter(requests))
+    assert waited.cancelled_caught
+    await requests.close()
+
+
 async def test_the_config_service_overrides_the_local_file_entry_by_entry(
     memory_bus: MemoryBus, tmp_path: Path
 ) -> None:
@@ -131,7 +168,7 @@ async def test_the_config_service_overrides_the_local_file_entry_by_entry(
     async with (
         serving_config(memory_bus, tmp_path / "s.json"),
         ToolServiceClient(memory_bus) as client,
-        LiveRegistry(memory_bus, local=local, client=client, announcements=False) as live,
+        LiveRegistry(memory_bus, local=local, announcements=False) as live,
     ):
         config = ConfigClient(client)
         # The config service's snapshot is validated on its own: it names the service too.

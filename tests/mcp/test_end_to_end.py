@@ -73,7 +73,7 @@ async def test_a_hook_reaches_a_bridged_mcp_tool_and_respects_its_ttl(
     async with (
         started(bridge, "serving MCP toolset memory_server") as process,
         ToolServiceClient(nats_bus, default_timeout=30) as client,
-        LiveRegistry(nats_bus, client=client, follow_config=False) as live,
+        LiveRegistry(nats_bus, follow_config=False) as live,
     ):
         await live.wait_until(lambda r: "memory_server_get_memories" in r.tools, timeout=30)
         tools = live.tools(client)

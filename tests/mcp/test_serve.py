@@ -259,7 +259,7 @@ async def test_an_announced_service_appearing_notifies_clients(kit: ToolTestKit)
         return f"sunny in {city}"
 
     async with AsyncExitStack() as stack:
-        live = LiveRegistry(kit.bus, client=kit.client, follow_config=False)
+        live = LiveRegistry(kit.bus, follow_config=False)
         await stack.enter_async_context(live)
         door = front_door(live.tools(kit.client))
         server = BusMcpServer(door, live=live, caller=McpCaller("dave"))
@@ -292,7 +292,7 @@ async def test_a_2025_revision_client_hears_of_a_service_appearing(kit: ToolTest
             changed.set()
 
     async with AsyncExitStack() as stack:
-        live = LiveRegistry(kit.bus, client=kit.client, follow_config=False)
+        live = LiveRegistry(kit.bus, follow_config=False)
         await stack.enter_async_context(live)
         door = front_door(live.tools(kit.client))
         server = BusMcpServer(door, live=live, caller=McpCaller("dave"))

@@ -48,9 +48,7 @@ async def bridged(
         stack.callback(tasks.cancel_scope.cancel)
         await tasks.start(lambda task_status: toolset.serve(bus, task_status=task_status))
         client = await stack.enter_async_context(ToolServiceClient(bus, default_timeout=30))
-        live = await stack.enter_async_context(
-            LiveRegistry(bus, client=client, follow_config=False)
-        )
+        live = await stack.enter_async_context(LiveRegistry(bus, follow_config=False))
         await live.wait_until(lambda registry: first in registry.tools, timeout=30)
         yield live.tools(client), live
 
@@ -123,9 +121,7 @@ async def test_replicas_of_a_toolset_compete_for_calls(tmp_path: Path) -> None:
                 )
             )
         client = await stack.enter_async_context(ToolServiceClient(bus, default_timeout=30))
-        live = await stack.enter_async_context(
-            LiveRegistry(bus, client=client, follow_config=False)
-        )
+        live = await stack.enter_async_context(LiveRegistry(bus, follow_config=False))
         await live.wait_until(lambda registry: GET_MEMORIES in registry.tools, timeout=30)
         tools = live.tools(client)
         async with anyio.create_task_group() as calls:

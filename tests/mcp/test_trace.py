@@ -103,7 +103,7 @@ async def bridged_both_ways(imported_app: Any, tool: str) -> AsyncIterator[Any]:
             await tasks.start(lambda task_status: toolset.serve(bus, task_status=task_status))
             async with (
                 ToolServiceClient(bus, default_timeout=30) as client,
-                LiveRegistry(bus, client=client, follow_config=False) as live,
+                LiveRegistry(bus, follow_config=False) as live,
             ):
                 await live.wait_until(lambda r: tool in r.tools, timeout=30)
                 server = BusMcpServer(front_door(live.tools(client)), live=live)

@@ -16,8 +16,10 @@ from pathlib import Path
 
 import anyio
 import pytest
+from anyio.streams.text import TextReceiveStream
 
 from tests.live.support import WEATHER_SERVICE, weather, weather_tool
+from tests.test_readme import FILE_BLOCK, README
 from toolbus import ToolServiceClient, running, tool_service
 from toolbus.application.live.companions import alongside
 from toolbus.application.live.config_client import ConfigClient
@@ -110,3 +112,35 @@ async def test_a_tool_nobody_offers_exits_2_after_the_wait(nats_url: str, tmp_pa
     assert status == 2
     assert "no tool named 'nowhere'" in err
     assert "looked for 0.5 s" in err and "--wait" in err
+
+
+async def test_the_readmes_broker_path_prints_the_answer_and_nothing_else(
+    nats_url: str, tmp_path: Path
+) -> None:
+    # The README's service and configuration: the configuration names the service the
+    # process announces, with a required config param its announced tool lacks.
+    for name, body in FILE_BLOCK.findall(README.read_text()):
+        (tmp_path / name).write_text(body)
+    script = Path(sys.executable).with_name("toolbus")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLBUS_")}
+    env["PYTHONPATH"] = str(tmp_path)
+    serving = await anyio.open_process(
+        [str(script), "serve", "weather:weather", "--broker", nats_url], cwd=tmp_path, env=env
+    )
+    try:
+        assert serving.stderr is not None
+        lines = TextReceiveStream(serving.stderr)
+        with anyio.fail_after(60):
+            seen = ""
+            while "announcing weather" not in seen:
+                seen += await lines.receive()
+        for _ in range(2):  # the second call is no different
+            status, out, err = await toolbus(
+                "call", "weather-us", "--config", "config.json", "--broker", nats_url,
+                "-a", "city=Boston", cwd=tmp_path,
+            )  # fmt: skip
+            assert (status, out, err) == (0, "Boston: 70°F\n", "")
+    finally:
+        serving.terminate()
+        await serving.wait()
+        await serving.aclose()

@@ -276,9 +276,7 @@ async def open_tools(
             tools = Tools(client, registry)
             if live:
                 types = tool_types(load_tool_plugins())
-                follower = LiveRegistry(
-                    bus, local=registry.snapshot, client=client, tool_types=types
-                )
+                follower = LiveRegistry(bus, local=registry.snapshot, tool_types=types)
                 await stack.enter_async_context(follower)
                 tools = follower.tools(client)
             await stack.enter_async_context(

@@ -273,7 +273,6 @@ class Gateway:
                 follower = LiveRegistry(
                     self.bus,
                     local=None if self._local is None else self._local.snapshot,
-                    client=client,
                     tool_types=tool_types(plugins),
                     fetch_timeout=self._fetch_timeout,
                 )

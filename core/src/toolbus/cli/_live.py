@@ -17,7 +17,6 @@ from typing import Annotated, Any
 import anyio
 import typer
 
-from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.live.registry import LiveRegistry
 from toolbus.cli.plugin_api import fail, run
 from toolbus.domain.config.registry import Registry
@@ -54,22 +53,10 @@ def is_live(live: bool | None, broker: str) -> bool:
 
 
 async def follow(
-    stack: AsyncExitStack,
-    bus: Bus,
-    client: ToolServiceClient,
-    local: Mapping[str, Any],
-    plugins: list[ToolPlugin],
-    wait: float,
+    stack: AsyncExitStack, bus: Bus, local: Mapping[str, Any], plugins: list[ToolPlugin]
 ) -> LiveRegistry:
     """A live registry over ``local``, started without waiting for the config service."""
-    live = LiveRegistry(
-        bus,
-        local=local,
-        client=client,
-        tool_types=tool_types(plugins),
-        fetch_timeout=wait,
-        wait_for_config=False,
-    )
+    live = LiveRegistry(bus, local=local, tool_types=tool_types(plugins), wait_for_config=False)
     return await stack.enter_async_context(live)
 
 
@@ -109,8 +96,7 @@ def live_registry(settings: Settings, wait: float) -> Registry:
         async with AsyncExitStack() as stack:
             bus = await connect(settings.broker, settings.broker_options)
             stack.push_async_callback(bus.close)
-            client = await stack.enter_async_context(ToolServiceClient(bus))
-            live = await follow(stack, bus, client, local.snapshot, plugins, wait)
+            live = await follow(stack, bus, local.snapshot, plugins)
             # Nothing says "every service has announced": listen for the whole wait.
             await anyio.sleep(wait)
             return live.registry

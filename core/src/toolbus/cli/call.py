@@ -164,7 +164,7 @@ def call(
             registry = local
             tools = Tools(client, registry)
             if following:
-                follower = await follow(stack, bus, client, local.snapshot, plugins, wait)
+                follower = await follow(stack, bus, local.snapshot, plugins)
                 registry = await registry_with(follower, tool, wait, redact_url(settings.broker))
                 tools = follower.tools(client)
             check_someone_serves(bus, registry, tool, settings.broker)

@@ -84,9 +84,7 @@ async def bus_tools(
         if not options.live:
             yield Tools(client, local), None
             return
-        live = LiveRegistry(
-            bus, local=local.snapshot, client=client, tool_types=tool_types(plugins)
-        )
+        live = LiveRegistry(bus, local=local.snapshot, tool_types=tool_types(plugins))
         await stack.enter_async_context(live)
         yield live.tools(client), live
 

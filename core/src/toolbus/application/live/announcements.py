@@ -34,12 +34,13 @@ from anyio.abc import TaskStatus
 
 from toolbus.application.calls.service import FunctionToolService, ToolService
 from toolbus.application.calls.supervision import supervised
+from toolbus.application.live.probes import PROBE_COOLDOWN, ProbeAnswers, subscribe_probes
 from toolbus.domain.config.descriptors import BUILTIN_TOOL_TYPES
 from toolbus.domain.config.loading import load_registry
 from toolbus.domain.errors import BusClosed
 from toolbus.domain.live import announcements as messages
-from toolbus.domain.live.announcements import Announcement, Probe, Withdrawal
-from toolbus.ports import Bus, Subscription, broker_known_gone
+from toolbus.domain.live.announcements import Announcement, Withdrawal
+from toolbus.ports import Bus, broker_known_gone
 
 log = logging.getLogger("toolbus.announcements")
 
@@ -48,8 +49,6 @@ PROBE_QUEUE = "non-persistent://toolbus/tools/probe"
 DEFAULT_INTERVAL = 10.0
 #: An announcement lives this many intervals: one lost message is no outage.
 TTL_INTERVALS = 3
-#: Seconds between announcements made for probes (see ``Announcer``).
-PROBE_COOLDOWN = 1.0
 #: How long a withdrawal may take on the way out before we give up on it.
 WITHDRAW_TIMEOUT = 5.0
 
@@ -114,7 +113,6 @@ class Announcer:
         self.announcements_queue = announcements_queue
         self.probe_queue = probe_queue
         self.clock = clock
-        self.probe_cooldown = probe_cooldown
         offered = messages.announced_tools(
             service.id, tools if tools is not None else service_tools(service)
         )
@@ -129,9 +127,8 @@ class Announcer:
         load_registry(self.announcement.snapshot(), tool_types=self._tool_types)
         #: Announcements published so far, for tests and logs.
         self.announced = 0
-        self._last: float | None = None
+        self._probes = ProbeAnswers(self.announce, cooldown=probe_cooldown, clock=clock)
         self._stop = anyio.Event()
-        self._probed = anyio.Event()
         self._withdrawn = False
 
     def __repr__(self) -> str:
@@ -150,7 +147,7 @@ class Announcer:
         except Exception as exc:
             log.warning("%r: could not announce: %s", self.service.id, exc)
             return False
-        self._last = self.clock()
+        self._probes.answered()
         self._withdrawn = False
         self.announced += 1
         return True
@@ -200,13 +197,15 @@ class Announcer:
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Announce now and every interval until stopped or cancelled; then withdraw."""
         self._stop = anyio.Event()
-        probes = await self._subscribe_probes()
+        probes = await subscribe_probes(
+            self.bus, self.probe_queue, repr(self.service.id), self.interval
+        )
         try:
             await self.announce()
             task_status.started()
             async with anyio.create_task_group() as tasks:
                 if probes is not None:
-                    tasks.start_soon(self._answer_probes, probes)
+                    tasks.start_soon(self._probes.run, probes)
                 while not self._stop.is_set():
                     with anyio.move_on_after(self.interval):
                         await self._stop.wait()
@@ -221,45 +220,6 @@ class Announcer:
                     await probes.close()
                 if not self._withdrawn and self.announced:
                     await self.withdraw()
-
-    async def _subscribe_probes(self) -> Subscription | None:
-        try:
-            return await self.bus.subscribe(self.probe_queue)
-        except BusClosed:
-            raise
-        except Exception as exc:
-            log.warning(
-                "%r: cannot hear probes (announcing every %g s only): %s",
-                self.service.id,
-                self.interval,
-                exc,
-            )
-            return None
-
-    async def _answer_probes(self, probes: Subscription) -> None:
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(self._announce_when_probed)
-            async for delivery in probes:
-                await delivery.ack()
-                try:
-                    message = messages.decode(delivery.body)
-                except ValueError:
-                    continue
-                if isinstance(message, Probe):
-                    self._probed.set()
-            tasks.cancel_scope.cancel()
-
-    async def _announce_when_probed(self) -> None:
-        # Every probe is followed by an announcement made after it, and probes that
-        # arrive within one cool-down of each other share that announcement.
-        while True:
-            await self._probed.wait()
-            if self._last is not None:
-                wait = self.probe_cooldown - (self.clock() - self._last)
-                if wait > 0:
-                    await anyio.sleep(wait)
-            self._probed = anyio.Event()
-            await self.announce()
 
 
 @asynccontextmanager

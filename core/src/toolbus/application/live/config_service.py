@@ -23,9 +23,12 @@ next version number, and only then answered. A change that changes nothing
 ``not-found``; a malformed request is ``bad-request``.
 
 :class:`ConfigPublisher` pushes every new version, with the full snapshot, on
-:data:`CONFIG_CHANGES_QUEUE` (fan-out) for agents to reload from, and repeats
-the current one every ``interval`` seconds so that an agent that missed a push
-(the queue is at-most-once) catches up.
+:data:`CONFIG_CHANGES_QUEUE` (fan-out) for agents to reload from, repeats the
+current one every ``interval`` seconds so that an agent that missed a push
+(the queue is at-most-once) catches up, and pushes it at once when a starting
+agent probes (:data:`~toolbus.application.live.announcements.PROBE_QUEUE`): an
+agent learns the live configuration in one round trip, and that there is none
+without sending a request that nobody would answer.
 
 Run one config service per store: changes are serialised inside the service,
 and the store's lock keeps a second process off the same file.
@@ -36,7 +39,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import AsyncIterator, Iterable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +50,9 @@ from anyio.abc import TaskStatus
 from toolbus.application.calls.host import running
 from toolbus.application.calls.service import ToolService
 from toolbus.application.calls.supervision import plain_errors
+from toolbus.application.live.announcements import PROBE_QUEUE
 from toolbus.application.live.config_store import ConfigStore
+from toolbus.application.live.probes import PROBE_COOLDOWN, ProbeAnswers, subscribe_probes
 from toolbus.domain.config.descriptors import BUILTIN_TOOL_TYPES
 from toolbus.domain.errors import BadRequest, BusClosed, ConfigError, NotFound, Problem
 from toolbus.domain.live.items import (
@@ -283,9 +288,10 @@ class ConfigPublisher:
     """Pushes the config service's versions to agents on :data:`CONFIG_CHANGES_QUEUE`.
 
     Publishes the current version when started, each new version as soon as it
-    is stored, and the current one again every ``interval`` seconds. Failing to
-    publish is logged and retried with the next change or interval; it never
-    stops the service.
+    is stored, the current one again every ``interval`` seconds, and at once
+    (at most once per ``probe_cooldown``) when an agent probes on
+    ``probe_queue``. Failing to publish is logged and retried with the next
+    change or interval; it never stops the service.
     """
 
     def __init__(
@@ -295,6 +301,8 @@ class ConfigPublisher:
         *,
         interval: float = DEFAULT_REPUBLISH_INTERVAL,
         queue: str = CONFIG_CHANGES_QUEUE,
+        probe_queue: str = PROBE_QUEUE,
+        probe_cooldown: float = PROBE_COOLDOWN,
     ) -> None:
         if interval <= 0:
             raise ValueError("interval must be positive")
@@ -302,8 +310,10 @@ class ConfigPublisher:
         self.service = service
         self.interval = interval
         self.queue = queue
+        self.probe_queue = probe_queue
         #: Versions published so far (repeats included), for tests and metrics.
         self.published = 0
+        self._probes = ProbeAnswers(self._publish_current, cooldown=probe_cooldown)
         self._stop = anyio.Event()
 
     def stop(self) -> None:
@@ -322,12 +332,19 @@ class ConfigPublisher:
             log.warning("could not push config version %d: %s", version.version, exc)
             return False
         self.published += 1
+        self._probes.answered()
         return True
+
+    async def _publish_current(self) -> bool:
+        return await self.publish(self.service.current)
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Publish until :meth:`stop` is called (or the bus closes)."""
         self._stop = anyio.Event()
         current = self.service.current
+        probes = await subscribe_probes(
+            self.bus, self.probe_queue, "the config service", self.interval
+        )
         try:
             await self.publish(current)
             task_status.started()
@@ -338,6 +355,8 @@ class ConfigPublisher:
                     tasks.cancel_scope.cancel()
 
                 tasks.start_soon(until_stopped)
+                if probes is not None:
+                    tasks.start_soon(self._probes.run, probes)
                 while True:
                     with anyio.move_on_after(self.interval):
                         current = await self.service.wait_for_change(current.version)
@@ -345,6 +364,10 @@ class ConfigPublisher:
                     await self.publish(current)
         except BusClosed:
             log.info("config publisher stopped: the bus is closed")
+        finally:
+            if probes is not None:
+                with anyio.CancelScope(shield=True), suppress(BusClosed):
+                    await probes.close()
 
 
 @asynccontextmanager

@@ -8,9 +8,17 @@ and replaces it, whole, whenever one of its sources changes:
 * a tool service **announces** itself, **withdraws**, or its announcement
   **expires** (no renewal within its TTL, by the injected clock).
 
+Starting, it probes: running services announce themselves and the config
+service pushes its current version at once, so an agent learns what there is
+in one round trip, and sends no request to a config service that may not
+exist.
+
 Precedence (see :mod:`toolbus.domain.live.layers`): config service over the local
-configuration over announcements; configured entries win every clash, and each
-clash is logged once while it lasts.
+configuration over announcements; configured entries win every clash. That is
+what configuration is for, so such a clash (and an announcement that does not
+fit the service as configured) is logged once, at DEBUG; a clash between two
+announcing services, or an announcement that is invalid in itself, is a
+warning, once while it lasts.
 
 Reloading never disturbs work in progress. The registry is an immutable value
 and replacing it is one attribute assignment: an
@@ -40,11 +48,10 @@ from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.calls.supervision import plain_errors
 from toolbus.application.calls.tools import Tools
 from toolbus.application.live.announcements import ANNOUNCEMENTS_QUEUE, PROBE_QUEUE
-from toolbus.application.live.config_client import ConfigClient
 from toolbus.application.live.config_service import CONFIG_CHANGES_QUEUE
-from toolbus.domain.config.descriptors import BUILTIN_TOOL_TYPES
+from toolbus.domain.config.descriptors import BUILTIN_TOOL_TYPES, SERVICES
 from toolbus.domain.config.registry import Registry
-from toolbus.domain.errors import BusClosed, ConfigError, ToolCallError
+from toolbus.domain.errors import BusClosed, ConfigError
 from toolbus.domain.live import announcements as messages
 from toolbus.domain.live.announcements import (
     DEFAULT_TTL,
@@ -56,12 +63,12 @@ from toolbus.domain.live.announcements import (
     Withdrawal,
 )
 from toolbus.domain.live.items import ConfigVersion, decode_version
-from toolbus.domain.live.layers import Clash, Composition, compose, overlay
+from toolbus.domain.live.layers import CONFIGURATION, Clash, Composition, compose, overlay
 from toolbus.ports import Bus, Subscription
 
 log = logging.getLogger("toolbus.live")
 
-#: Seconds to wait for the config service's snapshot when starting.
+#: Seconds starting waits for the config service's version (``wait_for_config``).
 DEFAULT_FETCH_TIMEOUT = 5.0
 
 RegistryListener = Callable[[Registry], None]
@@ -70,7 +77,7 @@ RegistryListener = Callable[[Registry], None]
 class LiveRegistry:
     """An agent's registry, kept current from the bus. Use it as an async context manager::
 
-        async with ToolServiceClient(bus) as client, LiveRegistry(bus, client=client) as live:
+        async with ToolServiceClient(bus) as client, LiveRegistry(bus) as live:
             tools = live.tools(client)          # tools.registry follows every change
             async with AgentSession(tools, user="alice") as session:
                 ...                             # this session keeps its snapshot
@@ -79,24 +86,23 @@ class LiveRegistry:
         bus: where the config service and the tool services are.
         local: the local configuration layer (a snapshot), e.g. read from a file;
             it must be valid on its own. Default: nothing.
-        client: used to fetch the config service's snapshot at start; default a
-            client of its own.
-        follow_config: follow the config service (fetch its snapshot at start,
-            then apply every pushed version).
+        follow_config: follow the config service (apply every version it pushes).
         announcements: merge tools announced by running services.
         tool_types: tool types to accept (the plugins' as well as ``tool-service``).
         clock: monotonic seconds; announcements expire by it.
         default_ttl: lifetime of an announcement that does not state its own.
         min_ttl, max_ttl: the shortest and longest lifetime an announcement is
             given, whatever it states (default 0.1 s and an hour).
-        fetch_timeout: how long starting waits for the config service. When it
-            does not answer, the agent starts on what it has and catches up with
-            the service's next push (it repeats the current version periodically).
-        probe: ask running services to announce themselves at once on start.
-        wait_for_config: start only once the config service answered (or
-            ``fetch_timeout`` passed). False starts at once and takes the
-            snapshot when it comes, for a caller that waits for something
-            specific (:meth:`wait_until`) from whichever source brings it.
+        fetch_timeout: how long starting waits for the config service's version
+            (with ``wait_for_config``). When none comes, the agent starts on what
+            it has and takes the service's first push.
+        probe: ask running services (the config service too) to say what they
+            have at once on start, rather than at their next interval.
+        wait_for_config: start only once the config service's version arrived
+            (or ``fetch_timeout`` passed). False starts at once and takes the
+            version when it comes, for a caller that waits for something
+            specific (:meth:`wait_until`) from whichever source brings it, or
+            that must not wait for a config service that may not exist.
 
     Raises :class:`ConfigError` when ``local`` is invalid.
     """
@@ -106,7 +112,6 @@ class LiveRegistry:
         bus: Bus,
         *,
         local: Mapping[str, Any] | None = None,
-        client: ToolServiceClient | None = None,
         follow_config: bool = True,
         announcements: bool = True,
         tool_types: Iterable[str] = BUILTIN_TOOL_TYPES,
@@ -138,7 +143,6 @@ class LiveRegistry:
         self.announcements_queue = announcements_queue
         self.probe_queue = probe_queue
         self._local: dict[str, Any] = overlay(local or {})
-        self._client = client
         #: The config service's version this agent has, ``None`` before the first.
         self.config: ConfigVersion | None = None
         self._table = AnnouncementTable()
@@ -148,6 +152,7 @@ class LiveRegistry:
         self._clashes: set[Clash] = set()
         self._rejected: dict[str, str] = {}
         self._changed = anyio.Event()
+        self._configured = anyio.Event()
         self._rescheduled = anyio.Event()
         #: Warnings about bad messages: a burst of them must not flood the log.
         self._warnings = ThrottledLog(log)
@@ -236,15 +241,10 @@ class LiveRegistry:
                 heard = await self._subscribe(stack, self.announcements_queue)
                 tasks.start_soon(self._listen, heard)
                 tasks.start_soon(self._expire_when_due)
-                if self.probe:
-                    await self._send_probe()
+            if self.probe and (self.follow_config or self.follow_announcements):
+                await self._send_probe()
             if self.follow_config and self.wait_for_config:
-                await self._fetch(stack)
-            elif self.follow_config:
-                client = self._client
-                if client is None:
-                    client = await stack.enter_async_context(ToolServiceClient(self.bus))
-                tasks.start_soon(self._fetch_in_background, client)
+                await self._wait_for_config()
             self._stack = stack.pop_all()
 
     async def __aexit__(
@@ -271,28 +271,17 @@ class LiveRegistry:
         except Exception as exc:  # announcements still arrive at their interval
             log.warning("could not ask services to announce themselves: %s", exc)
 
-    async def _fetch_in_background(self, client: ToolServiceClient) -> None:
-        with _guarded("fetching the configuration"):
-            await self._fetch_with(client)
-
-    async def _fetch(self, stack: AsyncExitStack) -> None:
-        client = self._client
-        if client is None:
-            client = await stack.enter_async_context(ToolServiceClient(self.bus))
-        await self._fetch_with(client)
-
-    async def _fetch_with(self, client: ToolServiceClient) -> None:
-        try:
-            version = await ConfigClient(client).snapshot(timeout=self.fetch_timeout)
-        except ToolCallError as exc:  # a timeout included
-            log.warning(
-                "no configuration from the config service (%s); going on with %s and "
-                "taking the service's next push",
-                exc,
+    async def _wait_for_config(self) -> None:
+        with anyio.move_on_after(self.fetch_timeout):
+            await self._configured.wait()
+        if self.config is None:
+            # Many deployments run no config service: that is no warning.
+            log.info(
+                "no config service answered within %g s; going on with %s and taking its "
+                "first push",
+                self.fetch_timeout,
                 "the local configuration" if self._local else "no configured tools",
             )
-            return
-        self.offer_config(version)
 
     # -- sources ---------------------------------------------------------------------
 
@@ -313,6 +302,7 @@ class LiveRegistry:
                 self.config.store,
             )
         self.config = version
+        self._configured.set()
         self._rebuild()
         return True
 
@@ -383,7 +373,7 @@ class LiveRegistry:
 
     # -- rebuilding ------------------------------------------------------------------
 
-    def _configured(self) -> dict[str, Any]:
+    def _configured_layer(self) -> dict[str, Any]:
         if self.config is None:
             return self._local
         return overlay(self._local, self.config.snapshot)
@@ -391,7 +381,7 @@ class LiveRegistry:
     def _rebuild(self) -> bool:
         try:
             composition = compose(
-                self._configured(), self._table.current(), tool_types=self.tool_types
+                self._configured_layer(), self._table.current(), tool_types=self.tool_types
             )
         except ConfigError as exc:
             where = "" if self.config is None else f" (config service version {self.version})"
@@ -415,11 +405,25 @@ class LiveRegistry:
     def _report(self, composition: Composition) -> None:
         clashes = set(composition.clashes)
         for clash in sorted(clashes - self._clashes, key=str):
-            log.warning("%s (configured entries take precedence)", clash)
+            if clash.winner == CONFIGURATION:
+                log.debug("%s (configured entries take precedence)", clash)
+            else:
+                log.warning("%s", clash)
         self._clashes = clashes
         rejected = {service: str(exc) for service, exc in composition.rejected.items()}
+        services = self._configured_layer().get(SERVICES)
+        configured = services if isinstance(services, Mapping) else {}
         for service, text in rejected.items():
-            if self._rejected.get(service) != text:
+            if self._rejected.get(service) == text:
+                continue
+            if service in configured:
+                # Its tools do not fit the service as configured: the configuration rules.
+                log.debug(
+                    "announcement of %r ignored: the configuration has the service; %s",
+                    service,
+                    text,
+                )
+            else:
                 log.warning("announcement of %r ignored: %s", service, text)
         self._rejected = rejected
 

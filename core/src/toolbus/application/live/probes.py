@@ -1,0 +1,92 @@
+"""Answering probes: "say what you have now", sent by agents and commands as they start.
+
+A starting agent publishes one :class:`~toolbus.domain.live.announcements.Probe`
+on the probe queue instead of waiting for the next periodic message: announcers
+answer with their announcement, the config service's publisher with its
+current version. :class:`ProbeAnswers` is how both answer: every probe is
+followed by an answer made after it, and probes that arrive within one
+cool-down of the last answer share the next one, so a fleet of agents starting
+at once costs each answerer one message per cool-down.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+import anyio
+
+from toolbus.domain.errors import BusClosed
+from toolbus.domain.live import announcements as messages
+from toolbus.domain.live.announcements import Probe
+from toolbus.ports import Bus, Subscription
+
+log = logging.getLogger("toolbus.announcements")
+
+#: Seconds between answers made for probes.
+PROBE_COOLDOWN = 1.0
+
+
+class ProbeAnswers:
+    """Answers the probes heard on a subscription with ``answer()``, at most once per cool-down.
+
+    The owner calls :meth:`answered` whenever it publishes on its own (a
+    periodic announcement counts as an answer to the probes before it).
+    """
+
+    def __init__(
+        self,
+        answer: Callable[[], Awaitable[object]],
+        *,
+        cooldown: float = PROBE_COOLDOWN,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._answer = answer
+        self.cooldown = cooldown
+        self.clock = clock
+        self._last: float | None = None
+        self._probed = anyio.Event()
+
+    def answered(self) -> None:
+        """Note that the owner has just published what a probe asks for."""
+        self._last = self.clock()
+
+    async def run(self, probes: Subscription) -> None:
+        """Answer the probes on ``probes`` until cancelled or the subscription ends."""
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(self._answer_when_probed)
+            async for delivery in probes:
+                await delivery.ack()
+                try:
+                    message = messages.decode(delivery.body)
+                except ValueError:
+                    continue
+                if isinstance(message, Probe):
+                    self._probed.set()
+            tasks.cancel_scope.cancel()
+
+    async def _answer_when_probed(self) -> None:
+        while True:
+            await self._probed.wait()
+            if self._last is not None:
+                wait = self.cooldown - (self.clock() - self._last)
+                if wait > 0:
+                    await anyio.sleep(wait)
+            self._probed = anyio.Event()
+            await self._answer()
+
+
+async def subscribe_probes(bus: Bus, queue: str, who: str, every: float) -> Subscription | None:
+    """A subscription to the probes on ``queue``, or None (logged) when the bus refuses it.
+
+    ``who`` and ``every`` (its period) go into the warning: without probes, what
+    it publishes still comes every period.
+    """
+    try:
+        return await bus.subscribe(queue)
+    except BusClosed:
+        raise
+    except Exception as exc:
+        log.warning("%s: cannot hear probes (publishing every %g s only): %s", who, every, exc)
+        return None
