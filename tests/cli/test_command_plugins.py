@@ -207,3 +207,17 @@ def test_an_installed_command_is_not_replaced_by_its_stand_in() -> None:
     result = CliRunner().invoke(app, ["gateway"])
 
     assert (result.exit_code, result.output) == (0, "the real gateway\n")
+
+
+def test_loading_every_command_imports_no_heavy_library() -> None:
+    # Every toolbus command, --help and a mistyped broker URL included, pays for
+    # what loading the command line imports: the distributions' libraries (FastAPI,
+    # the MCP SDK, httpx, the broker clients) wait until a command uses them.
+    heavy = ("fastapi", "starlette", "uvicorn", "mcp", "httpx", "httpx2", "nats", "aiokafka")
+    probe = (
+        "import sys, toolbus.cli; toolbus.cli.assemble(); "
+        f"print(' '.join(m for m in {heavy!r} if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+
+    assert done.stdout.split() == []

@@ -8,10 +8,35 @@ Run it with ``toolbus gateway``, or build the ASGI app yourself::
                              authenticator=Authenticator(credentials)))
 """
 
-from toolbus_gateway.app import create_app
-from toolbus_gateway.auth import Authenticator, AuthFailure, JwtVerifier, Principal
-from toolbus_gateway.gateway import Gateway, Readiness
-from toolbus_gateway.settings import GatewaySettings, JwtSettings, parse_gateway_settings
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from toolbus._internal.lazy_exports import lazy_exports
+
+if TYPE_CHECKING:
+    from toolbus_gateway.app import create_app
+    from toolbus_gateway.auth import Authenticator, AuthFailure, JwtVerifier, Principal
+    from toolbus_gateway.gateway import Gateway, Readiness
+    from toolbus_gateway.settings import GatewaySettings, JwtSettings, parse_gateway_settings
+
+# FastAPI takes seconds to import: the package stays light until a name is used,
+# so that loading the gateway's command (any toolbus command) does not pay for it.
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "create_app": "app",
+        "Authenticator": "auth",
+        "AuthFailure": "auth",
+        "JwtVerifier": "auth",
+        "Principal": "auth",
+        "Gateway": "gateway",
+        "Readiness": "gateway",
+        "GatewaySettings": "settings",
+        "JwtSettings": "settings",
+        "parse_gateway_settings": "settings",
+    },
+)
 
 __all__ = [
     "AuthFailure",

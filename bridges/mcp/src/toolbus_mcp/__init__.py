@@ -11,8 +11,9 @@ See docs/mcp.md.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from toolbus._internal.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from toolbus_mcp.importing.addresses import McpServerAddress
@@ -59,11 +60,7 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'toolbus_mcp' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"toolbus_mcp.{home}"), name)
+__getattr__ = lazy_exports(__name__, _HOMES)
 
 
 __all__ = [
