@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import time
 import uuid
@@ -12,7 +13,7 @@ import pytest
 
 from tests.pulsar.processes import child_environment, toolbus_command
 from tests.pulsar.server import pulsar_lite_server
-from tests.support.servers import free_port
+from tests.support.servers import LOOPBACK, free_port
 from toolbus.plugins import adapter_for
 from toolbus.plugins import connect as connect_any
 from toolbus_pulsar import BrokerUnreachable, PulsarBus, connect
@@ -25,17 +26,27 @@ def nothing_listening() -> str:
     return f"pulsar://127.0.0.1:{free_port()}"
 
 
-async def test_an_unreachable_broker_fails_fast_naming_the_url() -> None:
-    url = nothing_listening()
-    before = shared_clients()
-    started = time.monotonic()
-    with anyio.fail_after(10), pytest.raises(BrokerUnreachable) as caught:
-        await connect(url, {"connect_timeout": 1})
-    assert time.monotonic() - started < 5
+async def test_a_broker_that_does_not_answer_fails_after_connect_timeout_naming_the_url() -> None:
+    # Something accepts connections (the kernel does, into the backlog) and never
+    # speaks Pulsar: only the client's timeout can tell.
+    with socket.create_server((LOOPBACK, 0)) as silent:
+        url = f"pulsar://{LOOPBACK}:{silent.getsockname()[1]}"
+        before = shared_clients()
+        with anyio.fail_after(10), pytest.raises(BrokerUnreachable) as caught:
+            await connect(url, {"connect_timeout": 1})
     message = str(caught.value)
     assert url in message
     assert "connect_timeout" in message
     assert shared_clients() == before  # the client made for the attempt is gone
+
+
+async def test_a_url_where_nothing_listens_fails_at_once_saying_so() -> None:
+    url = nothing_listening()
+    before = shared_clients()
+    with pytest.raises(BrokerUnreachable) as caught:
+        await connect(url, {"connect_timeout": 60})
+    assert url in str(caught.value) and "nothing listens" in str(caught.value)
+    assert shared_clients() == before
 
 
 async def test_the_plugin_serves_pulsar_urls(pulsar_url: str) -> None:
@@ -116,7 +127,7 @@ def test_the_cli_reports_an_unreachable_broker_and_exits(tmp_path: Path) -> None
     assert done.returncode == 1, done.stderr
     assert time.monotonic() - started < 20
     assert f"cannot reach the Pulsar broker at {url}" in done.stderr
-    assert "connect_timeout" in done.stderr
+    assert "nothing listens" in done.stderr
 
 
 async def test_a_url_listing_several_brokers_works_when_one_is_down(pulsar_url: str) -> None:

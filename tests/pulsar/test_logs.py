@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 
 import anyio
@@ -47,11 +48,14 @@ async def test_client_errors_arrive_as_python_log_records() -> None:
     caught = _Caught()
     CLIENT_LOGGER.addHandler(caught)
     try:
-        url = f"pulsar://127.0.0.1:{free_port()}"
-        with pytest.raises(BrokerUnreachable):
-            await connect(url, {"connect_timeout": 1})
+        # One broker refuses, the other accepts and never answers: the client tries both.
+        refusing = f"127.0.0.1:{free_port()}"
+        with socket.create_server(("127.0.0.1", 0)) as silent:
+            url = f"pulsar://{refusing},127.0.0.1:{silent.getsockname()[1]}"
+            with pytest.raises(BrokerUnreachable):
+                await connect(url, {"connect_timeout": 1})
         assert await anyio.to_thread.run_sync(caught.arrived.wait, 10)
     finally:
         CLIENT_LOGGER.removeHandler(caught)
-    refused = [r for r in caught.records if url.rsplit(":", 1)[1] in r.getMessage()]
+    refused = [r for r in caught.records if refusing.rsplit(":", 1)[1] in r.getMessage()]
     assert refused and refused[0].levelno == logging.ERROR

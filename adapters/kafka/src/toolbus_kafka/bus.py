@@ -19,6 +19,7 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
+from toolbus._internal.reachability import refused_by_all
 from toolbus.domain.calls.queues import parse_queue
 from toolbus.domain.errors import BusClosed
 from toolbus_kafka.errors import KafkaUnavailable
@@ -173,7 +174,16 @@ async def connect(url: str, options: Mapping[str, Any] | None = None) -> KafkaBu
 
     ``options`` may give the same keys as the URL's query (and wins over it); see
     :class:`~toolbus_kafka.options.KafkaOptions` and ``docs/adapters/kafka.md``.
+    Fails with :class:`~toolbus_kafka.errors.KafkaUnavailable` when the brokers
+    cannot be reached, at once when nothing listens on any of them.
     """
-    bus = KafkaBus(parse_options(url, options))
+    parsed = parse_options(url, options)
+    nothing = await refused_by_all(parsed.bootstrap_servers)
+    if nothing is not None:
+        raise KafkaUnavailable(
+            f"cannot connect to the Kafka brokers at {','.join(parsed.bootstrap_servers)}: "
+            f"{nothing}; check that they run there and that the URL is right"
+        )
+    bus = KafkaBus(parsed)
     await bus.start()
     return bus

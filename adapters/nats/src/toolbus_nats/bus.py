@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import nats.errors
 from nats.aio.client import Client
 
+from toolbus._internal.reachability import CHECK_TIMEOUT, refused_by_all
 from toolbus.domain.calls.listing import ServedCounts, ServiceListing
 from toolbus.domain.calls.queues import parse_queue
 from toolbus.domain.errors import BusClosed
@@ -242,10 +243,17 @@ async def connect(
     """Connect to NATS at ``url`` (see :mod:`toolbus_nats.options` for the URL and options).
 
     Fails with :class:`~toolbus.domain.errors.BusClosed` naming the servers when
-    none answers within ``connect_timeout`` seconds, and at once when the server
-    refuses the credentials or the TLS certificate cannot be trusted.
+    none answers within ``connect_timeout`` seconds, and at once when nothing
+    listens on any of them, the server refuses the credentials or the TLS
+    certificate cannot be trusted.
     """
     settings = parse_options(url, options)
+    nothing = await refused_by_all(settings.servers, min(CHECK_TIMEOUT, settings.connect_timeout))
+    if nothing is not None:
+        raise BusClosed(
+            f"cannot connect to NATS at {','.join(settings.servers)}: {nothing}; check that "
+            "nats-server runs there and that the URL is right"
+        )
     nc = Client()
     bus = NatsBus(nc, settings)
     refused: asyncio.Future[BaseException] = asyncio.get_running_loop().create_future()

@@ -31,11 +31,18 @@ from typing import Any
 
 import pulsar
 
+from toolbus._internal.reachability import CHECK_TIMEOUT, refused_by_all
 from toolbus.domain.calls.queues import parse_queue
 from toolbus.domain.errors import BusClosed, MessageTooLarge
 from toolbus.ports import MessageHandler
 from toolbus_pulsar import clients, handoff
-from toolbus_pulsar.errors import UNREACHABLE_RESULTS, result_of, translate, unreachable
+from toolbus_pulsar.errors import (
+    UNREACHABLE_RESULTS,
+    BrokerUnreachable,
+    result_of,
+    translate,
+    unreachable,
+)
 from toolbus_pulsar.options import PulsarOptions, parse_options
 from toolbus_pulsar.publishing import HOW_TO_RAISE, Sender
 from toolbus_pulsar.subscription import PulsarSubscription
@@ -240,9 +247,16 @@ async def connect(url: str, options: Mapping[str, Any] | None = None) -> PulsarB
 
     Fails within ``connect_timeout`` seconds (default 5) with
     :class:`~toolbus_pulsar.errors.BrokerUnreachable`, naming the URL, when the
-    broker does not answer. See :mod:`toolbus_pulsar.options` for every option.
+    broker does not answer, and at once when nothing listens there. See
+    :mod:`toolbus_pulsar.options` for every option.
     """
     parsed = parse_options(url, options)
+    nothing = await refused_by_all(parsed.servers, min(CHECK_TIMEOUT, parsed.connect_timeout))
+    if nothing is not None:
+        raise BrokerUnreachable(
+            f"cannot reach the Pulsar broker at {parsed.safe_url}: {nothing}; check that it "
+            "is running and that the URL is right"
+        )
     client = clients.acquire(parsed)
     try:
         await _probe(client, parsed)

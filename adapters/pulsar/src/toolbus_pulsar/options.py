@@ -31,6 +31,7 @@ from toolbus._internal.broker_options import (
     SecretText,
     Text,
     bad_option,
+    host_ports,
     one_of,
     parse_broker_url,
     public_url,
@@ -133,6 +134,12 @@ class PulsarOptions(TlsOptions):
             yield "tls_cert", "needs 'tls_key' (Pulsar's TLS authentication takes both)"
         if self.basic_password is not None and self.basic_username is None:
             yield "basic_password", "needs 'basic_username'"
+
+    @property
+    def servers(self) -> tuple[str, ...]:
+        """The URL's brokers as ``host:port``."""
+        hosts = urlsplit(self.service_url).netloc.rpartition("@")[2]
+        return host_ports(hosts.split(","), DEFAULT_PORT)[0]
 
     @property
     def safe_url(self) -> str:
