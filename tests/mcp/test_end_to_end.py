@@ -71,7 +71,7 @@ async def test_a_hook_reaches_a_bridged_mcp_tool_and_respects_its_ttl(
     bridge += ["--broker", live_nats, "--announce-interval", "600"]  # gone only if withdrawn
     audit = ListAuditSink()
     async with (
-        started(bridge, "serving MCP toolset memory_server") as process,
+        started(bridge, "announcing memory_server") as process,
         ToolServiceClient(nats_bus, default_timeout=30) as client,
         LiveRegistry(nats_bus, follow_config=False) as live,
     ):

@@ -9,10 +9,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
+import anyio
 import typer
 
 from toolbus._internal.event_loops import running_loop_name
 from toolbus.cli.plugin_api import (
+    EXIT_FAILED,
     BrokerOption,
     CommandLine,
     EventLoop,
@@ -22,11 +24,15 @@ from toolbus.cli.plugin_api import (
     redact_url,
     run,
     setup_logging,
+    stop_signals,
 )
 from toolbus.plugins import hookimpl
 
 if TYPE_CHECKING:
     from toolbus_gateway.gateway import Gateway
+
+#: Seconds requests in flight may take to finish once the gateway is told to stop.
+GRACEFUL_SHUTDOWN = 30
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
@@ -170,6 +176,7 @@ def gateway(
     """
     import uvicorn
 
+    from toolbus._internal.web_server import CommandServer, bind, cannot_listen
     from toolbus.domain.errors import ConfigError
     from toolbus_gateway.app import create_app
 
@@ -206,12 +213,12 @@ def gateway(
 
     where = f"http://{host}:{port}"
     stored = "" if served.state is None else f", sessions in {redact_url(str(served.state))}"
-    typer.echo(
+    serving_line = (
         f"toolbus gateway on {where} (broker {redact_url(str(served.broker))}{stored}); "
-        "console at /console",
-        err=True,
+        "console at /console"
     )
     if workers > 1:
+        typer.echo(serving_line, err=True)
         # Each worker builds the gateway again from the same arguments, and enters it
         # in its app's lifespan: the broker and the store are each worker's own.
         os.environ[WORKER_ARGUMENTS] = arguments.to_json()
@@ -229,24 +236,40 @@ def gateway(
         return
 
     async def main() -> None:
-        # Connect before serving: a broker that is down, or a bad configuration,
-        # is one line on stderr rather than an ASGI start-up traceback.
-        async with served:
-            if served.warning is not None:
-                typer.echo(f"warning: {served.warning}", err=True)
-            typer.echo(f"event loop: {running_loop_name()}; HTTP parser: {http_parser()}", err=True)
-            server = uvicorn.Server(
-                uvicorn.Config(
-                    create_app(served, run_gateway=False),
-                    host=host,
-                    port=port,
-                    log_level="info" if verbose else "warning",
-                    lifespan="on",
+        with stop_signals() as stop:
+            # Connect before serving: a broker that is down, or a bad configuration,
+            # is one line on stderr rather than an ASGI start-up traceback.
+            async with served:
+                if served.warning is not None:
+                    typer.echo(f"warning: {served.warning}", err=True)
+                typer.echo(
+                    f"event loop: {running_loop_name()}; HTTP parser: {http_parser()}", err=True
                 )
-            )
-            await server.serve()
-            if not server.started:
-                raise typer.Exit(1)  # uvicorn has said why (the port is taken, say)
+                try:
+                    listener = bind(host, port)
+                except OSError as exc:
+                    fail(cannot_listen(host, port, exc), EXIT_FAILED)
+                server = CommandServer(
+                    uvicorn.Config(
+                        create_app(served, run_gateway=False),
+                        log_level="info" if verbose else "warning",
+                        lifespan="on",
+                        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN,
+                    )
+                )
+                typer.echo(serving_line, err=True)  # once bound: callers may connect
+                with listener:
+                    async with anyio.create_task_group() as tasks:
+
+                        async def stop_on_signal() -> None:
+                            await stop.wait("finishing requests in flight, closing sessions")
+                            server.shut_down()
+
+                        tasks.start_soon(stop_on_signal)
+                        await server.serve(sockets=[listener])
+                        tasks.cancel_scope.cancel()
+                if not server.started:
+                    raise typer.Exit(EXIT_FAILED)  # uvicorn has said why
 
     run(main, loop=loop)
 

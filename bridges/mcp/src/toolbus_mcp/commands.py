@@ -5,25 +5,26 @@ The MCP SDK is imported inside the commands, so ``toolbus --help`` stays quick.
 
 from __future__ import annotations
 
-import signal
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated
 
-import anyio
 import typer
 
-from toolbus._internal.event_loops import running_loop_name
 from toolbus.cli.plugin_api import (
     EXIT_BAD_INPUT,
     BrokerOption,
     CommandLine,
     EventLoop,
     LoopOption,
+    ServeOptions,
     VerboseOption,
     fail,
-    redact_url,
     run,
+    serve_until_signalled,
     setup_logging,
+    stop_signals,
 )
 from toolbus.plugins import hookimpl
 
@@ -122,7 +123,12 @@ def serve_bus_tools(
         signer=signer,
         no_access_control=no_access_control,
     )
-    run(serve_bus, options, loop=loop)
+
+    async def main() -> None:
+        with stop_signals() as stop:
+            await serve_bus(options, until=lambda: stop.wait("stopping"))
+
+    run(main, loop=loop)
 
 
 def serve_toolset(
@@ -233,34 +239,24 @@ def serve_toolset(
     except (ConfigError, ValueError) as exc:
         fail(str(exc), EXIT_BAD_INPUT)
 
-    async def main() -> None:
-        from toolbus.plugins import connect
+    @asynccontextmanager
+    async def connected() -> AsyncIterator[None]:
+        async with bridge.connected():
+            typer.echo(
+                f"connected to MCP toolset {toolset} ({', '.join(bridge.tools) or 'no tools'}) "
+                f"at {address.describe()}",
+                err=True,
+            )
+            yield
 
-        bus = await connect(settings.broker, settings.broker_options)
-        try:
-            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                async with anyio.create_task_group() as tasks:
-                    await tasks.start(
-                        lambda task_status: bridge.serve(
-                            bus,
-                            interval=announce_interval,
-                            concurrency=concurrency,
-                            verifier=verifier,
-                            task_status=task_status,
-                        )
-                    )
-                    typer.echo(
-                        f"serving MCP toolset {toolset} ({', '.join(bridge.tools) or 'no tools'}) "
-                        f"from {address.describe()} via {redact_url(settings.broker)}",
-                        err=True,
-                    )
-                    typer.echo(f"event loop: {running_loop_name()}", err=True)
-                    async for signum in signals:
-                        typer.echo(f"{signal.Signals(signum).name}: stopping", err=True)
-                        break
-                    tasks.cancel_scope.cancel()
-        finally:
-            with anyio.CancelScope(shield=True):
-                await bus.close()
-
-    run(main, loop=loop)
+    serve_until_signalled(
+        settings,
+        [bridge.service],
+        ServeOptions(
+            concurrency=concurrency,
+            announce_interval=announce_interval,
+            verifier=verifier,
+            running_beside=connected,
+            loop=loop,
+        ),
+    )

@@ -9,8 +9,8 @@ announce, probe and drain the same way. Plugins reach it through
 from __future__ import annotations
 
 import logging
-import signal
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,10 +39,11 @@ from toolbus.application.live.config_service import ConfigPublisher
 from toolbus.application.tracing.export import export_from_environment
 from toolbus.cli._common import fail, redact_url, run
 from toolbus.cli._serve_plan import describe
+from toolbus.cli._signals import StopSignals, stop_signals
 from toolbus.domain.calls.queues import parse_queue
 from toolbus.domain.config.descriptors import BUILTIN_TOOL_TYPES
 from toolbus.plugins import connect, connect_state, connect_state_beside_broker
-from toolbus.ports import StateStore
+from toolbus.ports import Bus, StateStore
 from toolbus.settings import Settings
 
 log = logging.getLogger("toolbus.serve")
@@ -82,6 +83,10 @@ class ServeOptions:
     join_stream: bool = False
     #: Runs on the way out, after the services stopped (close an HTTP client, say).
     cleanup: Callable[[], Awaitable[None]] | None = None
+    #: What the services need running beside them (a bridged MCP server's connection,
+    #: say): entered before they start, left after they drained. An error entering it
+    #: stops the command with that error.
+    running_beside: Callable[[], AbstractAsyncContextManager[object]] | None = None
     #: The event loop to run on (``--loop``).
     loop: EventLoop = EventLoop.AUTO
 
@@ -109,15 +114,28 @@ def serve_until_signalled(
         typer.echo(f"metrics on http://{address}:{metrics_server.port}/metrics", err=True)
 
     async def main() -> None:
-        bus = await connect(settings.broker, settings.broker_options)
-        replays = None
-        one_process = settings.broker.startswith("memory:")
-        if options.verifier is not None and _serves_once(services) and not one_process:
-            try:
-                replays = await _remember_replays(settings, options.verifier, services)
-            except BaseException:
-                await bus.close()
-                raise
+        # Signals are caught from the start: a supervisor may send SIGTERM as soon as
+        # it reads the "serving" lines, and one sent while starting waits its turn.
+        with stop_signals() as stop:
+            async with AsyncExitStack() as beside:
+                if options.running_beside is not None:
+                    await beside.enter_async_context(options.running_beside())
+                bus = await connect(settings.broker, settings.broker_options)
+                replays = None
+                try:
+                    one_process = settings.broker.startswith("memory:")
+                    if options.verifier is not None and _serves_once(services) and not one_process:
+                        replays = await _remember_replays(settings, options.verifier, services)
+                    await serve(bus, stop, None if replays is None else replays[1])
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await bus.close()
+                        if replays is not None and replays[0] is not None:
+                            await replays[0].close()
+                        if options.cleanup is not None:
+                            await options.cleanup()
+
+    async def serve(bus: Bus, stop: StopSignals, replays_said: str | None) -> None:
         hosts = [
             ServiceHost(
                 bus,
@@ -131,56 +149,40 @@ def serve_until_signalled(
             for s in services
         ]
         health.attach(bus, hosts)
-        try:
-            # Signals are caught before anything is announced: a supervisor may send
-            # SIGTERM as soon as it reads the "serving" lines.
-            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                async with anyio.create_task_group() as tasks:
-                    for host in hosts:
-                        await tasks.start(host.serve)
-                    # Announcements withdraw when this block ends, before the hosts stop:
-                    # agents stop choosing a service before it stops taking calls.
-                    async with (
-                        alongside(
-                            bus,
-                            services,
-                            announce=options.announce,
-                            interval=options.announce_interval,
-                            defaults=options.defaults,
-                            tool_types=options.tool_types,
-                        ) as extra,
-                        advertised(bus, hosts, _announced_tools(extra)) as listed,
-                    ):
-                        for host in hosts:
-                            typer.echo(
-                                f"serving {host.service.id} on {host.service.request_queue} "
-                                f"via {redact_url(settings.broker)}",
-                                err=True,
-                            )
-                        typer.echo(f"event loop: {running_loop_name()}", err=True)
-                        if options.verifier is not None:
-                            typer.echo(_checks(options.verifier), err=True)
-                        if replays is not None:
-                            typer.echo(replays[1], err=True)
-                        for companion in extra:
-                            typer.echo(describe(companion), err=True)
-                        for advertisement in listed:
-                            typer.echo(f"discoverable as {advertisement.where}", err=True)
-                        async for signum in signals:
-                            typer.echo(
-                                f"{signal.Signals(signum).name}: draining calls in flight",
-                                err=True,
-                            )
-                            break
-                    for host in hosts:
-                        host.stop()
-        finally:
-            with anyio.CancelScope(shield=True):
-                await bus.close()
-                if replays is not None and replays[0] is not None:
-                    await replays[0].close()
-                if options.cleanup is not None:
-                    await options.cleanup()
+        async with anyio.create_task_group() as tasks:
+            for host in hosts:
+                await tasks.start(host.serve)
+            # Announcements withdraw when this block ends, before the hosts stop:
+            # agents stop choosing a service before it stops taking calls.
+            async with (
+                alongside(
+                    bus,
+                    services,
+                    announce=options.announce,
+                    interval=options.announce_interval,
+                    defaults=options.defaults,
+                    tool_types=options.tool_types,
+                ) as extra,
+                advertised(bus, hosts, _announced_tools(extra)) as listed,
+            ):
+                for host in hosts:
+                    typer.echo(
+                        f"serving {host.service.id} on {host.service.request_queue} "
+                        f"via {redact_url(settings.broker)}",
+                        err=True,
+                    )
+                typer.echo(f"event loop: {running_loop_name()}", err=True)
+                if options.verifier is not None:
+                    typer.echo(_checks(options.verifier), err=True)
+                if replays_said is not None:
+                    typer.echo(replays_said, err=True)
+                for companion in extra:
+                    typer.echo(describe(companion), err=True)
+                for advertisement in listed:
+                    typer.echo(f"discoverable as {advertisement.where}", err=True)
+                await stop.wait("draining calls in flight")
+            for host in hosts:
+                host.stop()
 
     # Spans go to a collector when the OTEL_* variables say so (toolbus[otel]).
     stop_export = export_from_environment("+".join(s.id for s in services))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Annotated
@@ -44,6 +43,7 @@ from toolbus.cli.plugin_api import (
     redact_url,
     run,
     setup_logging,
+    stop_signals,
 )
 from toolbus.domain.agent.wire import (
     DEFAULT_REQUEST_QUEUE,
@@ -99,9 +99,7 @@ NoAccessControl = Annotated[
         "every tool. Without it, a broker-facing agent without \\[permissions] refuses to start.",
     ),
 ]
-RequestQueue = Annotated[
-    str, typer.Option(metavar="QUEUE", help="The queue agent requests go to.")
-]
+RequestQueue = Annotated[str, typer.Option(metavar="QUEUE", help="The queue agent requests go to.")]
 ResponseQueue = Annotated[
     str, typer.Option(metavar="QUEUE", help="The queue agent events come back on.")
 ]
@@ -226,34 +224,34 @@ def serve_agent(
     settings, plugins, registry = _plan(broker, config)
 
     async def main() -> None:
-        async with AsyncExitStack() as stack:
-            bus = await connect(settings.broker, settings.broker_options)
-            stack.push_async_callback(bus.close)
-            # Requests come over a broker from anyone who may publish there: without
-            # permissions, every one of them could use every tool.
-            guarded = None if settings.broker.startswith("memory:") else not no_access_control
-            loop = await stack.enter_async_context(
-                _agent(
-                    stack,
-                    bus,
-                    settings,
-                    plugins,
-                    registry,
-                    url,
-                    limits,
-                    system_prompt,
-                    access_control=guarded,
+        with stop_signals() as stop:
+            async with AsyncExitStack() as stack:
+                bus = await connect(settings.broker, settings.broker_options)
+                stack.push_async_callback(bus.close)
+                # Requests come over a broker from anyone who may publish there: without
+                # permissions, every one of them could use every tool.
+                guarded = None if settings.broker.startswith("memory:") else not no_access_control
+                loop = await stack.enter_async_context(
+                    _agent(
+                        stack,
+                        bus,
+                        settings,
+                        plugins,
+                        registry,
+                        url,
+                        limits,
+                        system_prompt,
+                        access_control=guarded,
+                    )
                 )
-            )
-            service = AgentService(
-                bus,
-                loop,
-                request_queue=request_queue,
-                response_queue=response_queue,
-                concurrency=concurrency,
-                drain_timeout=drain_timeout,
-            )
-            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                service = AgentService(
+                    bus,
+                    loop,
+                    request_queue=request_queue,
+                    response_queue=response_queue,
+                    concurrency=concurrency,
+                    drain_timeout=drain_timeout,
+                )
                 async with anyio.create_task_group() as tasks:
                     await tasks.start(service.serve)
                     typer.echo(
@@ -262,12 +260,7 @@ def serve_agent(
                         err=True,
                     )
                     typer.echo(f"event loop: {running_loop_name()}", err=True)
-                    async for signum in signals:
-                        typer.echo(
-                            f"{signal.Signals(signum).name}: finishing requests in flight",
-                            err=True,
-                        )
-                        break
+                    await stop.wait("finishing requests in flight")
                     service.stop()
 
     # Spans go to a collector when the OTEL_* variables say so (toolbus[otel]).

@@ -10,6 +10,11 @@ own commands use::
 
     from toolbus.cli.plugin_api import CommandLine, VerboseOption, fail, run, setup_logging
 
+A command that serves tool services ends in :func:`serve_until_signalled`; any
+other that runs until stopped catches SIGTERM and SIGINT with
+:func:`stop_signals` and waits for them with :meth:`StopSignals.wait`, so that
+every long-running command stops, says so and exits the same way.
+
 See docs/plugins.md ("Adding commands") for a complete example.
 """
 
@@ -28,6 +33,7 @@ from toolbus.cli._common import (
     setup_logging,
 )
 from toolbus.cli._serving import ServeOptions, serve_until_signalled
+from toolbus.cli._signals import StopSignals, stop_signals
 from toolbus.plugins import CommandGroup, CommandLine
 
 __all__ = [
@@ -39,10 +45,12 @@ __all__ = [
     "EventLoop",
     "LoopOption",
     "ServeOptions",
+    "StopSignals",
     "VerboseOption",
     "fail",
     "redact_url",
     "run",
     "serve_until_signalled",
     "setup_logging",
+    "stop_signals",
 ]

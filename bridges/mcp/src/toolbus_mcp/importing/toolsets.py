@@ -31,6 +31,7 @@ they never reach a descriptor, an announcement or a log line.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, cast
@@ -38,6 +39,7 @@ from typing import Any, cast
 import anyio
 import httpx2
 import mcp_types as mcp
+import pydantic
 from anyio.abc import TaskStatus
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -48,8 +50,8 @@ from toolbus.application.calls.host import DEFAULT_CONCURRENCY, running
 from toolbus.application.calls.service import ToolService
 from toolbus.application.identity.verifying import CallVerifier
 from toolbus.application.live.announcements import DEFAULT_INTERVAL, Announcer
+from toolbus.application.live.companions import alongside
 from toolbus.application.tracing import propagation as tracing
-from toolbus.domain.config.descriptors import BUILTIN_TOOL_TYPES
 from toolbus.domain.errors import (
     BadRequest,
     ConfigError,
@@ -98,6 +100,14 @@ class McpToolService(ToolService):
         self.id = toolset.name
         self.toolset = toolset
         super().__init__()
+
+    def announced_tools(self) -> Mapping[str, Mapping[str, Any]]:
+        """The toolset's tools now (its announcer starts with these)."""
+        return self.toolset.tools
+
+    def announce_with(self, announcer: Announcer) -> None:
+        """Announce the tools with ``announcer`` from now on, new ones when they change."""
+        self.toolset.announcer = announcer
 
     async def invoke(self, user: str, config: dict[str, Any], arguments: dict[str, Any]) -> Any:
         tool = config.get(MCP_TOOL_PARAM)
@@ -163,10 +173,11 @@ class McpToolset:
         self.tools: dict[str, dict[str, Any]] = {}
         #: Connections made so far (1 after starting; more after restarts).
         self.connections = 0
+        #: What announces the tools, once they are served and announced.
+        self.announcer: Announcer | None = None
         self._client: Client | None = None
         self._lost = anyio.Event()
         self._up = anyio.Event()
-        self._announcer: Announcer | None = None
 
     def __repr__(self) -> str:
         return f"<McpToolset {self.name!r} at {self.server.describe()}>"
@@ -256,34 +267,38 @@ class McpToolset:
 
         Signals ``task_status`` once the tools are served and announced. Raises
         :class:`ToolsetUnavailable` or :class:`ConfigError` when the first
+        connection fails (see :meth:`connected`).
+        """
+        async with (
+            self.connected(),
+            running(
+                bus,
+                self.service,
+                concurrency=concurrency,
+                drain_timeout=drain_timeout,
+                verifier=verifier,
+            ),
+            alongside(bus, [self.service], announce=announce, interval=interval),
+        ):
+            task_status.started()
+            await anyio.sleep_forever()
+
+    @asynccontextmanager
+    async def connected(self) -> AsyncIterator[None]:
+        """Connected to the server for the block, its tools listed; restarted as needed.
+
+        Raises :class:`ToolsetUnavailable` or :class:`ConfigError` when the first
         connection fails: a toolset that never worked is a configuration
-        problem, not an outage to wait out.
+        problem, not an outage to wait out. ``toolbus serve mcp`` serves
+        :attr:`service` inside it.
         """
         try:
             async with anyio.create_task_group() as tasks:
                 await tasks.start(self._keep_connected)
-                async with (
-                    running(
-                        bus,
-                        self.service,
-                        concurrency=concurrency,
-                        drain_timeout=drain_timeout,
-                        verifier=verifier,
-                    ),
-                    AsyncExitStack() as stack,
-                ):
-                    if announce:
-                        self._announcer = Announcer(
-                            bus,
-                            self.service,
-                            tools=self.tools,
-                            interval=interval,
-                            tool_types=BUILTIN_TOOL_TYPES,
-                        )
-                        await tasks.start(self._announcer.run)
-                        stack.callback(self._announcer.stop)
-                    task_status.started()
-                    await anyio.sleep_forever()
+                try:
+                    yield
+                finally:
+                    tasks.cancel_scope.cancel()
         except BaseExceptionGroup as group:
             # Starting failed: raise the reason itself, not a task group's wrapper.
             failures = group.subgroup((ConfigError, ToolsetUnavailable))
@@ -299,17 +314,25 @@ class McpToolset:
         delay = self.restart_delay
         started = False
         while True:
+            # Starting, the handshake and listing the tools share one deadline: the
+            # scope encloses the client's whole life (its task group with it), and its
+            # deadline is lifted once connected.
+            connecting = anyio.CancelScope(deadline=anyio.current_time() + self.connect_timeout)
             try:
-                async with self._connect() as (client, tools):
-                    self._install(client, tools)
-                    if not started:
-                        started = True
-                        task_status.started()
-                    else:
-                        log.warning("MCP toolset %r: server restarted", self.name)
-                        await self._reannounce()
-                    delay = self.restart_delay
-                    await self._follow(client)
+                with connecting:
+                    async with self._connect() as (client, tools):
+                        connecting.deadline = math.inf
+                        self._install(client, tools)
+                        if not started:
+                            started = True
+                            task_status.started()
+                        else:
+                            log.warning("MCP toolset %r: server restarted", self.name)
+                            await self._reannounce()
+                        delay = self.restart_delay
+                        await self._follow(client)
+                if connecting.cancelled_caught:
+                    raise TimeoutError
             except Exception as exc:
                 reason = _innermost(exc)
                 if not started:
@@ -334,22 +357,17 @@ class McpToolset:
     async def _connect(self) -> AsyncIterator[tuple[Client, dict[str, dict[str, Any]]]]:
         """A connected client and the descriptors of the tools the server lists now."""
         async with AsyncExitStack() as stack:
-            # The client's own read timeout bounds its handshake: a cancel scope
-            # around entering it would wrap the client's task group.
             client = await stack.enter_async_context(self._client_for(stack))
-            with anyio.fail_after(self.connect_timeout):
-                tools = toolset_tools(
-                    self.name,
-                    await self._all_tools(client),
-                    groups=self.groups,
-                    approve=self.approve,
-                )
+            tools = toolset_tools(
+                self.name, await self._all_tools(client), groups=self.groups, approve=self.approve
+            )
             self.connections += 1
             yield client, tools
 
     def _client_for(self, stack: AsyncExitStack) -> Client:
         server = self.server
         if server.command:
+            _quiet_parse_errors()
             program, *arguments = server.command
             parameters = StdioServerParameters(
                 command=program, args=arguments, env=dict(server.env) or None
@@ -426,10 +444,10 @@ class McpToolset:
             await self._reannounce()
 
     async def _reannounce(self) -> None:
-        if self._announcer is None:
+        if self.announcer is None:
             return
         try:
-            await self._announcer.offer(self.tools)
+            await self.announcer.offer(self.tools)
         except ConfigError as exc:
             log.error("MCP toolset %r: cannot announce the new tools: %s", self.name, exc)
 
@@ -468,6 +486,34 @@ def _trace_meta() -> mcp.RequestParamsMeta | None:
     if context is None:
         return None
     return cast(mcp.RequestParamsMeta, tracing.as_properties(context))
+
+
+class _ParseErrorsInOneLine(logging.Filter):
+    """The SDK logs each line a stdio server writes that is not JSON-RPC with a traceback
+    of pydantic's errors; what helps is one line saying what came, and what to fix."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        failure = record.exc_info[1] if record.exc_info else None
+        if isinstance(failure, pydantic.ValidationError):
+            errors = failure.errors(include_url=False)
+            line = str(errors[0].get("input", "")) if errors else ""
+            record.msg = (
+                "an MCP server wrote a line that is not an MCP message on stdout: %r; a "
+                "server speaking stdio writes JSON-RPC there only (logs go to stderr)"
+            )
+            record.args = (line[:120],)
+            record.exc_info = record.exc_text = None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+_PARSE_ERRORS = _ParseErrorsInOneLine()
+
+
+def _quiet_parse_errors() -> None:
+    logger = logging.getLogger("mcp.client.stdio")
+    if _PARSE_ERRORS not in logger.filters:
+        logger.addFilter(_PARSE_ERRORS)
 
 
 def _innermost(exc: BaseException) -> BaseException:

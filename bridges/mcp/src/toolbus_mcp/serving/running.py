@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
-import signal
 import sys
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import anyio
+from anyio.abc import TaskStatus
 
 from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.calls.tools import Tools
 from toolbus.application.identity.credentials import CredentialTable, load_credentials
 from toolbus.application.identity.signing import CallSigner
 from toolbus.application.live.registry import LiveRegistry
+from toolbus.cli.plugin_api import redact_url
 from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import ConfigError, Problem
 from toolbus.hooks import CodeHooks
@@ -89,8 +90,9 @@ async def bus_tools(
         yield live.tools(client), live
 
 
-async def serve_bus(options: ServeOptions) -> None:
-    """Serve until the client disconnects (stdio) or SIGTERM/SIGINT (http)."""
+async def serve_bus(options: ServeOptions, until: Callable[[], Awaitable[object]]) -> None:
+    """Serve until ``until()`` returns (the command's stop signal), or over stdio until
+    the client disconnects."""
     settings = load_settings(options.broker, options.config)
     plugins = load_tool_plugins()
     local = registry_from(settings.config or {}, plugins)
@@ -126,20 +128,35 @@ async def serve_bus(options: ServeOptions) -> None:
             async with anyio.create_task_group() as tasks:
                 await tasks.start(server.follow_changes)
                 if credentials is None:
-                    await serve_stdio(server)
+                    # Over stdio the client may also end it, by closing stdin.
+                    await tasks.start(_until_done, serve_stdio(server), tasks.cancel_scope)
+                    where = f"stdio for user {options.user!r}"
                 else:
-                    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                        await tasks.start(
-                            lambda task_status: serve_http(
-                                server, credentials, host=host, port=port, task_status=task_status
-                            )
+                    await tasks.start(
+                        lambda task_status: serve_http(
+                            server, credentials, host=host, port=port, task_status=task_status
                         )
-                        print(
-                            f"serving MCP on http://{host}:{port}/mcp", file=sys.stderr, flush=True
-                        )
-                        async for _ in signals:
-                            break
+                    )
+                    where = f"http://{host}:{port}/mcp"
+                print(
+                    f"serving MCP on {where} via {redact_url(settings.broker)}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                await until()
                 tasks.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
                 await server.close()
+
+
+async def _until_done(
+    serving: Awaitable[None],
+    scope: anyio.CancelScope,
+    *,
+    task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Run ``serving``; when it ends by itself, end ``scope`` (and so the command) too."""
+    task_status.started()
+    await serving
+    scope.cancel()

@@ -20,16 +20,24 @@ JSON) with a JSON-RPC error before the SDK's transport sees it.
 from __future__ import annotations
 
 import json
-import socket
-from typing import Any
+import os
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, cast
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 import uvicorn
+from anyio import RunFinishedError
 from anyio.abc import TaskStatus
+from anyio.streams.memory import MemoryObjectReceiveStream
 from mcp.server.stdio import stdio_server
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from toolbus._internal.web_server import CommandServer, bind, cannot_listen
 from toolbus.application.identity.credentials import CredentialTable, bearer_token
 from toolbus.domain.errors import AccessDenied, ConfigError, ToolbusError
 from toolbus_mcp.serving.malformed import MalformedRequests
@@ -48,9 +56,48 @@ class ListenError(ToolbusError):
 
 
 async def serve_stdio(server: BusMcpServer) -> None:
-    """Serve one MCP client on this process's stdin and stdout until it disconnects."""
-    async with stdio_server() as (read, write):
+    """Serve one MCP client on this process's stdin and stdout until it disconnects.
+
+    Cancelling it (a stop signal) ends it at once, whether or not the client is
+    writing.
+    """
+    async with _stdin_lines() as lines, stdio_server(stdin=cast(Any, lines)) as (read, write):
         await server.server.run(read, write, server.server.create_initialization_options())
+
+
+@asynccontextmanager
+async def _stdin_lines() -> AsyncIterator[MemoryObjectReceiveStream[str]]:
+    """The client's lines on stdin, read by a daemon thread, for the SDK's stdio transport.
+
+    The SDK reads stdin in a worker thread that cancelling cannot interrupt:
+    stopping waited for the client's next line, and the interpreter's exit for
+    the thread. A daemon thread is left behind instead. While serving, fd 0 reads
+    from the null device (as the SDK arranges when it reads stdin itself), so
+    nothing else in the process takes the client's messages.
+    """
+    wire = os.dup(0)
+    quiet = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(quiet, 0)
+    os.close(quiet)
+    send, receive = anyio.create_memory_object_stream[str](16)
+    token = anyio.lowlevel.current_token()
+
+    def read() -> None:
+        # closefd=False: the descriptor is the thread's until the process ends.
+        with open(wire, encoding="utf-8", errors="replace", closefd=False) as lines:
+            try:
+                for line in lines:
+                    anyio.from_thread.run(send.send, line, token=token)
+                anyio.from_thread.run_sync(send.close, token=token)
+            except (RunFinishedError, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                pass  # the transport is gone: nobody wants the rest
+
+    threading.Thread(target=read, name="MCP stdin", daemon=True).start()
+    try:
+        async with receive:
+            yield receive
+    finally:
+        os.dup2(wire, 0)
 
 
 def parse_groups(value: str | None) -> tuple[str, ...] | None:
@@ -132,19 +179,15 @@ async def serve_http(
     Raises :class:`ListenError` when the address cannot be listened on.
     """
     try:
-        # Bound here rather than by uvicorn, which exits the process when it cannot.
-        listener = socket.create_server((host, port))
+        listener = bind(host, port)
     except OSError as exc:
-        raise ListenError(
-            f"cannot listen on {host}:{port}: {exc.strerror or exc}; "
-            "choose another --listen address or stop what uses it"
-        ) from None
+        raise ListenError(cannot_listen(host, port, exc)) from None
     config = uvicorn.Config(
         http_app(server, credentials, host=host),
         log_level="warning",
         lifespan="on",
     )
-    web = uvicorn.Server(config)
+    web = CommandServer(config)
 
     async def serve() -> None:
         # Shielded, and stopped through should_exit instead: cancelling uvicorn
@@ -161,6 +204,6 @@ async def serve_http(
             try:
                 await anyio.sleep_forever()
             finally:
-                web.should_exit = True
+                web.shut_down()
     finally:
         listener.close()

@@ -27,7 +27,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import anyio
 from anyio.abc import TaskStatus
@@ -54,6 +54,20 @@ WITHDRAW_TIMEOUT = 5.0
 
 
 _FRAMEWORK_DOCS = frozenset({ToolService.__doc__, FunctionToolService.__doc__})
+
+
+@runtime_checkable
+class ChangingTools(Protocol):
+    """A service whose tools change while it runs (a bridged MCP server's, say).
+
+    Its announcer starts with :meth:`announced_tools` and is handed to
+    :meth:`announce_with`, which keeps it to offer the new tools when they change
+    (:meth:`Announcer.offer`).
+    """
+
+    def announced_tools(self) -> Mapping[str, Mapping[str, Any]]: ...
+
+    def announce_with(self, announcer: Announcer) -> None: ...
 
 
 def service_tools(service: ToolService) -> dict[str, dict[str, Any]]:

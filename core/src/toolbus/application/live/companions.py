@@ -21,7 +21,7 @@ from anyio.abc import TaskStatus
 
 from toolbus.application.calls.service import ToolService
 from toolbus.application.calls.supervision import supervised
-from toolbus.application.live.announcements import DEFAULT_INTERVAL, Announcer
+from toolbus.application.live.announcements import DEFAULT_INTERVAL, Announcer, ChangingTools
 from toolbus.application.live.config_service import ConfigPublisher, ConfigService
 from toolbus.domain.config.descriptors import BUILTIN_TOOL_TYPES
 from toolbus.domain.live.announcements import tools_of
@@ -49,14 +49,21 @@ def companions_for(
 
     ``defaults`` is a snapshot (the installed plugins' default configuration)
     whose tools a service announces as its own; a service with none there
-    announces the tool derived from its signature. The config service is never
-    announced: it is not a tool for an LLM.
+    announces the tool derived from its signature, and a service whose tools
+    change while it runs (:class:`ChangingTools`) announces its own and keeps its
+    announcer. The config service is never announced: it is not a tool for an LLM.
     """
     types = frozenset(tool_types)
     companions: list[Announcer | ConfigPublisher] = []
     for service in services:
         if isinstance(service, ConfigService):
             companions.append(ConfigPublisher(bus, service))
+        elif announce and isinstance(service, ChangingTools):
+            announcer = Announcer(
+                bus, service, tools=service.announced_tools(), interval=interval, tool_types=types
+            )
+            service.announce_with(announcer)
+            companions.append(announcer)
         elif announce:
             tools = tools_of(service.id, defaults or {}) or None
             companions.append(
