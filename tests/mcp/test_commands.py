@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -76,3 +79,36 @@ def test_loading_the_commands_does_not_import_the_sdk() -> None:
         "assert 'mcp' in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def serve_mcp(command: str, *options: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    toolbus = Path(sys.executable).with_name("toolbus")
+    return subprocess.run(
+        [str(toolbus), "serve", "mcp", "--toolset", "m", "--command", command, *options],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_a_server_that_never_answers_fails_after_connect_timeout(tmp_path: Path) -> None:
+    started = time.monotonic()
+    done = serve_mcp("sleep 100", "--connect-timeout", "1", cwd=tmp_path)
+    took = time.monotonic() - started
+
+    assert done.returncode == 1
+    assert "no answer in time" in done.stderr
+    # Starting, the handshake and the tool list share the one timeout (a discover
+    # probe, then the initialize handshake, each waited it out before).
+    assert took < 20, f"{took:.1f} s for a 1 s --connect-timeout"
+
+
+def test_a_command_printing_what_is_not_mcp_is_said_in_one_line(tmp_path: Path) -> None:
+    done = serve_mcp(f"{sys.executable} -c \"print('hello')\"", cwd=tmp_path)
+
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr and "pydantic" not in done.stderr, done.stderr
+    (said,) = [line for line in done.stderr.splitlines() if "not an MCP message" in line]
+    assert "'hello'" in said
