@@ -5,13 +5,20 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
-README = Path(__file__).parent.parent / "README.md"
+from tests.support.uv import uv_executable
+
+ROOT = Path(__file__).parent.parent
+README = ROOT / "README.md"
+#: Where the README's install lines put the wheels.
+WHEELS = "~/toolbus-wheels"
 FILE_BLOCK = re.compile(r"<!-- file: (?P<name>\S+) -->\n```\w*\n(?P<body>.*?)```", re.DOTALL)
 
 
@@ -69,3 +76,68 @@ def test_ci_runs_exactly_the_readme_test_command() -> None:
     ci = (README.parent / ".ci" / "run").read_text()
     assert "uv run pytest" in README.read_text()
     assert re.search(r"^uv run pytest$", ci, re.MULTILINE)
+
+
+def test_the_layout_lists_every_distribution_of_the_workspace() -> None:
+    layout = README.read_text().split("## Layout", 1)[1].split("\n## ", 1)[0]
+    workspace = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    members = [
+        path.parent
+        for pattern in workspace["tool"]["uv"]["workspace"]["members"]
+        for path in sorted(ROOT.glob(f"{pattern}/pyproject.toml"))
+    ]
+
+    assert len(members) > 10
+    for member in members:
+        name = tomllib.loads((member / "pyproject.toml").read_text())["project"]["name"]
+        assert f"{member.relative_to(ROOT).as_posix()}/" in layout, f"{name} is not in the layout"
+        assert f"`{name}`" in layout
+
+
+def install_lines() -> list[str]:
+    """The README's two lines that install toolbus into a project outside the checkout."""
+    lines = [
+        line.split("#", 1)[0].strip()
+        for line in README.read_text().splitlines()
+        if line.strip().startswith(("uv build --all-packages", "pip install --find-links"))
+    ]
+    assert [line.split()[0] for line in lines] == ["uv", "pip"], lines
+    return lines
+
+
+@pytest.mark.slow
+def test_the_install_lines_work_in_a_fresh_environment_and_the_tour_runs_there(
+    tour: Path, tmp_path: Path
+) -> None:
+    # Exactly the README's lines, the wheel directory put under this test's own.
+    build, install = (line.replace(WHEELS, str(tmp_path / "wheels")) for line in install_lines())
+    venv = tmp_path / "project-env"
+    bin_dir = venv / "bin"
+
+    def step(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+        env["PATH"] = os.pathsep.join([str(bin_dir), env.get("PATH", "")])
+        done = subprocess.run(
+            argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=900, check=False
+        )
+        assert done.returncode == 0, f"{argv}:\n{done.stdout}\n{done.stderr}"
+        return done
+
+    step([uv_executable(), *shlex.split(build)[1:]], cwd=ROOT)
+    step([sys.executable, "-m", "venv", str(venv)], cwd=tmp_path)
+    step([str(bin_dir / "pip"), *shlex.split(install)[1:]], cwd=tour)
+    # The unit test needs the testing extra, installed the same way.
+    testing = install.replace("'toolbus[nats]'", "'toolbus[testing]'")
+    step([str(bin_dir / "pip"), *shlex.split(testing)[1:]], cwd=tour)
+
+    plugins = step([str(bin_dir / "toolbus"), "plugins", "--json"], cwd=tour)
+    assert {p["name"] for p in json.loads(plugins.stdout) if p["kind"] == "adapter"} == {
+        "memory",
+        "nats",
+    }
+    called = step([str(bin_dir / "python"), "call_weather.py"], cwd=tour)
+    assert called.stdout.splitlines() == ["Boston: 70°F", "Paris: 21°C"]
+    tested = step(
+        [str(bin_dir / "pytest"), "-q", "-p", "no:cacheprovider", "test_weather.py"], tour
+    )
+    assert "1 passed" in tested.stdout

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import os
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from tests.support.uv import uv_executable
 
 HERE = Path(__file__).parent
 #: The releases under test: the first with tool services; the last of the 2.1
@@ -30,17 +31,6 @@ HERE = Path(__file__).parent
 #: newest 2.x.
 VERSIONS = ("2.1.28", "2.3.21", "2.4.0", "2.11.1")
 PEER = HERE / "peer.py"
-
-
-def _uv() -> str:
-    # ``uv run`` tells its children where it is; otherwise the one on PATH.
-    found = os.environ.get("UV") or shutil.which("uv")
-    if not found:
-        raise RuntimeError(
-            "building the trustgraph-base test environments needs uv; run the tests with "
-            "'uv run pytest' or put uv on PATH"
-        )
-    return found
 
 
 def trustgraph_python(version: str) -> Path:
@@ -62,7 +52,7 @@ def trustgraph_python(version: str) -> Path:
         if done.exists():
             return python
         shutil.rmtree(target, ignore_errors=True)
-        uv = _uv()
+        uv = uv_executable()
         install = [uv, "pip", "install", "--python", str(python), "--require-hashes"]
         steps = [
             [uv, "venv", "--python", sys.executable, str(target)],
