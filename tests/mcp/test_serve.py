@@ -9,6 +9,7 @@ from __future__ import annotations
 import socket
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
+from importlib import metadata
 from typing import Any
 
 import anyio
@@ -133,6 +134,15 @@ async def test_a_2025_revision_client_gets_list_changed_notifications(kit: ToolT
         with anyio.fail_after(10):
             await changed.wait()
         assert "complex-analysis" in names(await client.list_tools())
+
+
+async def test_the_server_says_which_toolbus_it_is(kit: ToolTestKit) -> None:
+    server = bridge(kit, ListAuditSink())
+
+    async with Client(server.server, mode="legacy") as client:
+        assert client.server_info is not None
+        assert client.server_info.name == "toolbus"
+        assert client.server_info.version == metadata.version("toolbus-mcp")
 
 
 async def test_each_workflow_named_in_meta_has_its_own_state(kit: ToolTestKit) -> None:

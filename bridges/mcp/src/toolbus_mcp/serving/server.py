@@ -45,6 +45,7 @@ import logging
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import dataclass
+from importlib import metadata
 from typing import Any
 
 import anyio
@@ -230,6 +231,7 @@ class BusMcpServer:
             live.on_change(lambda _registry: self._changes.set())
         self.server: Server[Any] = _ListChangingServer(
             name,
+            version=metadata.version("toolbus-mcp"),
             # A tool list is the caller's own (their groups and state): no cache shares it.
             cache_hints={"tools/list": CacheHint(ttl_ms=0, scope="private")},
             get_tool_input_schema=self._input_schema,
