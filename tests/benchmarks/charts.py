@@ -6,7 +6,7 @@ Each ``*.json`` in the folder (``bench_loops.py``, ``bench_streams.py``,
 the same name beside it, labelled with the machine, versions, date and load it
 was measured under. One command regenerates them all:
 
-    uv run python tests/benchmarks/charts.py [docs/charts]
+    uv run --group charts python tests/benchmarks/charts.py [docs/charts]
 """
 
 from __future__ import annotations
