@@ -24,7 +24,7 @@ pytestmark = pytest.mark.anyio
 PATIENT = {"connect_timeout": 60}
 
 
-@pytest.mark.parametrize("scheme", ["nats", "kafka", "pulsar"])
+@pytest.mark.parametrize("scheme", ["nats", "kafka", "pulsar", "amqp"])
 async def test_connect_says_at_once_that_nothing_listens(scheme: str) -> None:
     port = free_port()
     options = {} if scheme == "kafka" else PATIENT
@@ -47,7 +47,7 @@ async def test_one_server_that_listens_is_enough_to_try(tmp_path: Path) -> None:
         await bus.close()
 
 
-@pytest.mark.parametrize("scheme", ["nats", "kafka", "pulsar"])
+@pytest.mark.parametrize("scheme", ["nats", "kafka", "pulsar", "amqp"])
 async def test_the_command_line_says_it_in_one_line_and_exits_1(
     scheme: str, tmp_path: Path
 ) -> None:

@@ -7,6 +7,7 @@ those installed distributions add and ``toolbus serve``'s kinds included.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -101,6 +102,7 @@ SYNOPSIS = re.compile(r"```\n(toolbus .*?)```", re.S)
 #: A row of an options table: ``| `--option WORD` |``.
 TABLE_ROW = re.compile(r"^\| `(--[a-z-]+) ([^`]+)`", re.M)
 HEADING = re.compile(r"^## `toolbus ([a-z ]+)`", re.M)
+COMMAND_WORD = re.compile(r"[a-z][a-z-]*")
 OPTION_WORD = re.compile(r"(--[a-z][a-z-]*) (\S+)")
 
 
@@ -118,7 +120,7 @@ def documented_words() -> list[tuple[tuple[str, ...], str, str]]:
     found: list[tuple[tuple[str, ...], str, str]] = []
     for block in SYNOPSIS.findall(text):
         words = block.split()
-        path = tuple(w for w in words[1:4] if w.isalpha() and w.islower())
+        path = tuple(itertools.takewhile(COMMAND_WORD.fullmatch, words[1:]))
         # "toolbus serve SERVICE..." is short for "toolbus serve services SERVICE...".
         path = ("serve", "services") if path == ("serve",) else path
         for option, token in OPTION_WORD.findall(block):

@@ -84,14 +84,14 @@ def test_every_problem_at_once_and_no_value_echoed() -> None:
     message = str(caught.value)
     assert "not a RabbitMQ URL" in message and "'bad:port' is not host[:port]" in message
     assert "did you mean 'prefetch'" in message
-    assert "'stream'; use one of classic, quorum" in message
+    assert "field 'queue_type': must be one of classic, quorum" in message
     assert SECRET not in message
 
 
 def test_one_password_source_at_a_time(tmp_path: Path) -> None:
     with pytest.raises(BrokerOptionError, match="sets the password in 2 ways"):
         parse_options("amqp://alice:x@h", {"password_env": "RABBIT_PASSWORD"})
-    with pytest.raises(BrokerOptionError, match="'tls_key' needs 'tls_cert'"):
+    with pytest.raises(BrokerOptionError, match="'tls_key': needs 'tls_cert'"):
         parse_options("amqps://h", {"tls_key": str(tmp_path / "key.pem")})
 
 

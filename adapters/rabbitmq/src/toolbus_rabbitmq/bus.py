@@ -27,6 +27,7 @@ from aio_pika.abc import AbstractQueue, AbstractRobustChannel
 from pamqp.common import FieldTable
 from yarl import URL
 
+from toolbus._internal.reachability import CHECK_TIMEOUT, refused_by_all
 from toolbus.domain.calls.queues import parse_queue
 from toolbus.domain.errors import BusClosed
 from toolbus.ports import MessageHandler
@@ -248,11 +249,18 @@ async def connect(url: str, options: Mapping[str, Any] | None = None) -> RabbitM
 
     The nodes are tried in turn; the first that accepts the login is used. Fails
     with :class:`~toolbus_rabbitmq.errors.RabbitMQUnavailable` (a ``BusClosed``)
-    naming the nodes when none does within ``connect_timeout`` seconds each, and
-    with :class:`~toolbus.domain.errors.BrokerOptionError` for a bad URL or option.
+    naming the nodes when none does within ``connect_timeout`` seconds each (at
+    once, saying so, when nothing listens on any of them), and with
+    :class:`~toolbus.domain.errors.BrokerOptionError` for a bad URL or option.
     See :class:`~toolbus_rabbitmq.options.RabbitMQOptions` and ``docs/adapters/rabbitmq.md``.
     """
     settings = parse_options(url, options)
+    nothing = await refused_by_all(settings.servers, min(CHECK_TIMEOUT, settings.connect_timeout))
+    if nothing is not None:
+        raise RabbitMQUnavailable(
+            f"cannot connect to RabbitMQ at {','.join(settings.servers)}: {nothing}; check "
+            "that RabbitMQ runs there and that the URL is right"
+        )
     throttle_client_logs()
     urls = node_urls(settings)
     context = tls_context(settings)
