@@ -145,15 +145,17 @@ async def deployed(
         load.outcomes.read_run_logs([run_log])
 
 
-def report_and_check(deployment: Deployment) -> None:
+def report_and_check(deployment: Deployment, *, rollout: bool = False) -> None:
     stored, plain = deployment.stored.outcomes, deployment.plain.outcomes
     print(f"\n{stored.report()}\n{plain.report()}")
     for refusal in sorted(stored.refusals):
         print(f"  refused: {refusal}")
     assert_persistent_guarantees(stored)
-    # At most once: a call may go unanswered only if it was in flight at a failure.
+    # At most once: a call may go unanswered only if it was in flight at a failure,
+    # and a rollout is no failure: a stopping replica hands over what it holds.
     assert not plain.refused, plain.report()
-    assert len(plain.timed_out) <= plain.in_flight_at_mark, plain.report()
+    allowed = 0 if rollout else plain.in_flight_at_mark
+    assert len(plain.timed_out) <= allowed, plain.report()
     assert plain.ran_more_than_once == set(), plain.report()
 
 
@@ -219,7 +221,7 @@ async def test_rolling_out_a_new_service_version(nats_cluster: NatsCluster, tmp_
                 assert old.process.returncode == 0, "\n".join(old.lines)
             await deployment.calls_flow()
             await deployment.finish()  # while the new version still serves
-    report_and_check(deployment)
+    report_and_check(deployment, rollout=True)
 
 
 RECIPE = re.compile(r"<!-- recipe: nats-cluster -->\n```bash\n(.*?)```", re.S)

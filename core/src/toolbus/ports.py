@@ -19,6 +19,9 @@ Delivery rules every Bus must keep (the conformance suite in
 * Iterating a subscription is safe from several tasks at once (the service host
   runs a pool of workers on one subscription), and cancel-safe: cancelling a
   pending read never loses a message.
+* ``stop_intake()`` hands over: the broker sends the subscription nothing more,
+  what it already has is still read, then iteration ends. A replica that stops
+  this way loses nothing even on a ``non-persistent://`` queue.
 
 A bus may also *push* (:class:`PushBus`): ``listen(queue, handler)`` is a
 fan-out subscription whose messages go straight to ``handler.on_message``, with
@@ -99,6 +102,17 @@ class Subscription(Protocol):
     """An open subscription. Iterate it for deliveries; close it to leave."""
 
     def __aiter__(self) -> AsyncIterator[Delivery]: ...
+
+    async def stop_intake(self) -> None:
+        """Take no more messages: those already here can still be read, then iteration ends.
+
+        For a consumer that is leaving (a replica shutting down): what the broker
+        has not handed over yet goes to the other members of its group, and what
+        it has is read, not dropped, so that even an at-most-once queue loses
+        nothing to a rollout. Returns once the broker will send this subscription
+        nothing more; :meth:`close` still follows.
+        """
+        ...
 
     async def close(self) -> None:
         """Stop receiving. Unacked deliveries of a persistent queue go back to the queue."""

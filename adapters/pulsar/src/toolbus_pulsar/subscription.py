@@ -114,6 +114,8 @@ class PulsarSubscription:
         self._consumer: pulsar.Consumer | None = None
         self._buffer: DeliveryBuffer[pulsar.Message] = DeliveryBuffer(HIGH_WATER, loop=self._loop)
         self._paused = False
+        #: stop_intake: nothing more is taken from pulsar-client.
+        self._intake_stopped = False
         self.closed = False
         self.abandoned = False
 
@@ -148,7 +150,7 @@ class PulsarSubscription:
         self._handoff.call(self._arrived, message)
 
     def _arrived(self, message: pulsar.Message) -> None:
-        if self.closed:
+        if self.closed or self._intake_stopped:
             return  # the broker gets it back with the consumer (see close)
         if self.handler is not None:
             self._push(message)
@@ -186,7 +188,7 @@ class PulsarSubscription:
             message = await buffer.get()
         except BufferClosed:
             raise StopAsyncIteration from None
-        if self._paused and len(buffer) <= LOW_WATER:
+        if self._paused and len(buffer) <= LOW_WATER and not self._intake_stopped:
             self._paused = False
             assert self._consumer is not None
             self._consumer.resume_message_listener()  # schedules; does not wait
@@ -216,6 +218,21 @@ class PulsarSubscription:
             ) from exc
 
     # -- closing ------------------------------------------------------------------------
+
+    async def stop_intake(self) -> None:
+        """Take nothing more from pulsar-client; hand out what it has passed on.
+
+        The consumer stays subscribed until :meth:`close`: Pulsar has no way to
+        stop dispatching to it but to leave, and messages in pulsar-client's
+        receiver queue then go back to the broker (persistent topics) or are
+        dropped with the consumer (non-persistent ones: see docs/adapters/pulsar.md).
+        """
+        self._intake_stopped = True
+        consumer = self._consumer
+        if consumer is not None and not self._paused:
+            self._paused = True
+            consumer.pause_message_listener()
+        self._buffer.finish()
 
     async def close(self) -> None:
         """Leave. Unacked messages of a persistent group go to its other members."""

@@ -127,11 +127,12 @@ class RabbitMQSubscription:
         self.queue = queue
         self.persistent = persistent
         self._buffer: DeliveryBuffer[RabbitMQDelivery] = DeliveryBuffer()
+        self._consumer_tag: str | None = None
         self.closed = False
 
     async def start(self) -> None:
         """Start consuming; deliveries arrive from now on."""
-        await self.queue.consume(self._on_message, no_ack=False)
+        self._consumer_tag = await self.queue.consume(self._on_message, no_ack=False)
 
     async def _on_message(self, message: AbstractIncomingMessage) -> None:
         # aio-pika runs it as a task per message, started in the order they came;
@@ -162,6 +163,18 @@ class RabbitMQSubscription:
     def fail(self, error: BaseException) -> None:
         """The bus can no longer deliver: readers get ``error``."""
         self._buffer.close(error)
+
+    async def stop_intake(self) -> None:
+        """Cancel the consumer (the queue's other consumers get what comes next); hand
+        out what was delivered here. A delivery arriving later is never acked, so the
+        broker requeues it with the channel."""
+        tag, self._consumer_tag = self._consumer_tag, None
+        if tag is not None and not self.closed:
+            try:
+                await self.queue.cancel(tag)
+            except Exception:  # the channel is going away: the broker requeues the rest
+                log.debug("cancelling consumer %s failed", tag, exc_info=True)
+        self._buffer.finish()
 
     async def close(self) -> None:
         """Stop; deliveries not acknowledged go back to the queue (closing the channel)."""

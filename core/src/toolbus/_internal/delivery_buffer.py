@@ -22,7 +22,9 @@ this is it, shared by every broker adapter and the in-memory bus.
   reader sees what is left with ``len()`` (to resume a paused flow, say).
   Redeliveries (:meth:`push_front`) go first and never wait for room.
 * **Closing** wakes every reader, with :class:`BufferClosed` or the error given
-  for :meth:`get`, and every waiting writer.
+  for :meth:`get`, and every waiting writer. **Finishing** (:meth:`finish`) closes
+  it once readers have taken what is left: a subscription that stopped taking
+  messages from its broker hands over what it already has, then ends.
 
 :meth:`get` is the whole read. A subscription that must do more between waits
 reads with the parts instead: :meth:`take` and :meth:`woken` (it fetches when
@@ -61,6 +63,7 @@ class DeliveryBuffer(Generic[T]):
         "_waking",
         "_weigh",
         "closed",
+        "finishing",
         "items",
         "limit",
         "max_bytes",
@@ -94,6 +97,8 @@ class DeliveryBuffer(Generic[T]):
         #: Bytes held (0 unless the buffer weighs its items).
         self.size = 0
         self.closed = False
+        #: No more items will come (:meth:`finish`): closed when the last is taken.
+        self.finishing = False
 
     def __len__(self) -> int:
         return len(self.items)
@@ -204,7 +209,9 @@ class DeliveryBuffer(Generic[T]):
         item = items.popleft()
         if self._weigh is not None:
             self.size -= self._weigh(item)
-        if items and not self._waking:
+        if not items and self.finishing:
+            self.close()  # the last one: every other reader ends
+        elif items and not self._waking:
             self._wake_one()  # more left: the next reader, in case we are held up
         if self._putters:
             self._wake_putter()
@@ -307,6 +314,12 @@ class DeliveryBuffer(Generic[T]):
         while self._putters:
             self._wake_putter()
         return items
+
+    def finish(self) -> None:
+        """Nothing more will be offered: readers take what is left, then it is closed."""
+        self.finishing = True
+        if not self.items:
+            self.close()
 
     def close(self, error: BaseException | None = None) -> None:
         """Wake all readers and writers; :meth:`get` then raises ``error`` or :class:`BufferClosed`.

@@ -121,6 +121,11 @@ class MemorySubscription:
         # Pending reads: several tasks may read one subscription at once (a worker pool).
         self.waiting: set[asyncio.Future[None]] = set()
         self.closed = False
+        #: Left the topic (stop_intake or close): nothing more comes to it.
+        self.left = False
+        #: A group seat that stopped intake reads nothing more: the group's buffer
+        #: is the group's, and its other members read what is in it.
+        self.ended = False
 
     def __aiter__(self) -> AsyncIterator[Delivery]:
         return self
@@ -128,11 +133,13 @@ class MemorySubscription:
     async def __anext__(self) -> Delivery:
         buffer = self.buffer
         while True:
-            if self.closed:
+            if self.closed or self.ended:
                 raise StopAsyncIteration
             delivery = buffer.take()
             if delivery is not None:
                 break
+            if buffer.closed:  # a fan-out buffer that finished
+                raise StopAsyncIteration
             getter = buffer.wait()
             self.waiting.add(getter)
             try:
@@ -145,7 +152,7 @@ class MemorySubscription:
                 raise
             finally:
                 self.waiting.discard(getter)
-            if self.closed:
+            if self.closed or self.ended:
                 buffer.pass_wake()  # type: ignore[unreachable]  # close() ran meanwhile
                 raise StopAsyncIteration
             buffer.woke()
@@ -154,17 +161,32 @@ class MemorySubscription:
             self.unacked.add(delivery)
         return delivery
 
+    async def stop_intake(self) -> None:
+        if self.left:
+            return
+        self.left = True
+        if self.topic.leave(self):
+            self.ended = True
+            self._end_reads()
+        else:
+            self.buffer.finish()
+
     async def close(self) -> None:
         if self.closed:
             return
         self.closed = True
         self.owner.discard(self)
-        self.topic.leave(self)
+        if not self.left:
+            self.left = True
+            self.topic.leave(self)
         # A consumer that goes away without acking gives its messages back.
         for delivery in self.unacked:
             delivery._settled = True
             self.buffer.push_front(delivery.again())
         self.unacked.clear()
+        self._end_reads()
+
+    def _end_reads(self) -> None:
         # End our own pending reads; one already woken passes its wake on to
         # another consumer when ``__anext__`` sees the subscription closed.
         for waiting in list(self.waiting):
@@ -187,11 +209,13 @@ class Topic:
     def refresh(self) -> None:
         self.targets = (*self.groups.values(), *self.fanout)
 
-    def leave(self, sub: MemorySubscription) -> None:
+    def leave(self, sub: MemorySubscription) -> bool:
+        """Take ``sub`` off the topic; whether it was a group seat (its buffer shared)."""
         for name, buffer in self.groups.items():
             if buffer is sub.buffer:
                 self.group_members[name] -= 1
-                return
+                return True
         if sub.buffer in self.fanout:
             self.fanout.remove(sub.buffer)
             self.refresh()
+        return False

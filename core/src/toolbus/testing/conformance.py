@@ -304,6 +304,105 @@ class BusConformance:
         assert delivery.body == b"survive"
         await delivery.ack()
 
+    @pytest.mark.parametrize("persistent", [False, True], ids=["non-persistent", "persistent"])
+    async def test_a_member_that_stops_intake_hands_over_without_losing_a_message(
+        self, connect: BusFactory, persistent: bool
+    ) -> None:
+        queue = fresh_queue(persistent)
+        group = f"g-{uuid.uuid4().hex[:8]}"
+        leaving = await (await connect()).subscribe(queue, group=group)
+        staying = await (await connect()).subscribe(queue, group=group)
+        publisher = await connect()
+        before, after = 100, 100
+        seen: list[str] = []
+
+        async def take(delivery: Delivery) -> None:
+            seen.append(delivery.body.decode())
+            await delivery.ack()
+
+        for i in range(before):
+            await publisher.publish(queue, str(i).encode(), {"id": str(i)})
+        await take(await next_delivery(leaving, self.settle_timeout))
+        await leaving.stop_intake()
+        # What the leaving member holds is still read; then its iteration ends by itself.
+        with anyio.fail_after(self.settle_timeout * 2):
+            async for delivery in leaving:
+                await take(delivery)
+        await leaving.close()
+        for i in range(before, before + after):
+            await publisher.publish(queue, str(i).encode(), {"id": str(i)})
+        with anyio.fail_after(self.settle_timeout * 3):
+            async for delivery in staying:
+                await take(delivery)
+                if len(seen) == before + after:
+                    break
+        assert sorted(seen, key=int) == [str(i) for i in range(before + after)]
+
+    @pytest.mark.slow
+    @pytest.mark.parametrize("persistent", [False, True], ids=["non-persistent", "persistent"])
+    async def test_a_replica_rolled_out_under_load_loses_no_call(
+        self, connect: BusFactory, stack: AsyncExitStack, persistent: bool
+    ) -> None:
+        request_queue = fresh_queue(persistent, kind="request")
+        response_queue = fresh_queue(kind="response")
+        service_id = f"rolled-{uuid.uuid4().hex[:8]}"
+
+        @tool_service(service_id, request_queue=request_queue, response_queue=response_queue)
+        async def echo(user: str, config: dict[str, Any], arguments: dict[str, Any]) -> str:
+            await anyio.sleep(0.002)  # long enough for calls to be in flight as it stops
+            return str(arguments["n"])
+
+        client = await self._client(await connect(), stack)
+        old = ServiceHost(await connect(), echo, concurrency=8)
+        new = ServiceHost(await connect(), echo, concurrency=8)
+        answered: list[int] = []
+        failed: list[str] = []
+        enough = anyio.Event()
+        counter = iter(range(10**9))
+
+        async def caller() -> None:
+            while not enough.is_set():
+                n = next(counter)
+                try:
+                    answer = await client.call(
+                        request_queue=request_queue,
+                        response_queue=response_queue,
+                        arguments={"n": n},
+                        timeout=self.settle_timeout * 2,
+                    )
+                except Exception as exc:  # a lost call times out; anything else is wrong too
+                    failed.append(f"call {n}: {exc!r}")
+                    continue
+                assert answer == str(n)
+                answered.append(n)
+
+        old_stopped = anyio.Event()
+
+        async def serve_old(*, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+            await old.serve(task_status=task_status)
+            old_stopped.set()
+
+        async with anyio.create_task_group() as tasks:
+            await tasks.start(serve_old)
+            await tasks.start(new.serve)
+            for _ in range(16):
+                tasks.start_soon(caller)
+            with anyio.fail_after(self.settle_timeout * 3):
+                while len(answered) < 200:  # noqa: ASYNC110  # load is on: a while to see
+                    await anyio.sleep(0.01)
+                old.stop()  # the rollout: stop taking requests, answer what was taken
+                await old_stopped.wait()
+                mark = len(answered)
+                while len(answered) < mark + 200:  # noqa: ASYNC110  # the new one serves
+                    await anyio.sleep(0.01)
+            enough.set()
+            with anyio.fail_after(self.settle_timeout * 3):
+                while client.pending:  # noqa: ASYNC110
+                    await anyio.sleep(0.01)
+            new.stop()
+        assert failed == []
+        assert old.handled > 0 and new.handled > 0
+
     async def test_closing_a_subscription_ends_its_iteration(self, connect: BusFactory) -> None:
         bus = await connect()
         subscription = await bus.subscribe(fresh_queue())

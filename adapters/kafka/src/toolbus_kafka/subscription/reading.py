@@ -231,6 +231,14 @@ class KafkaSubscription:
 
     # -- closing -------------------------------------------------------------------
 
+    async def stop_intake(self) -> None:
+        """Fetch no more: what was fetched is handed out, then iteration ends.
+
+        Records not fetched stay uncommitted, so the members that get this one's
+        partitions when it closes read them.
+        """
+        self.inbox.finish()
+
     async def _stop_tasks(self) -> None:
         for task in self._tasks:
             task.cancel()

@@ -115,6 +115,21 @@ class CoreSubscription:
         """The connection is gone for good: readers get ``error``."""
         self._buffer.close(error)
 
+    async def stop_intake(self) -> None:
+        """UNSUB (the queue group's other members get what comes next), then hand out
+        what was sent here before the server had it."""
+        sub, self._sub = self._sub, None
+        if sub is not None and not self._nc.is_closed and self._nc.is_connected:
+            try:
+                # nats-py's drain: UNSUB, a round trip, and every message already sent
+                # to us through the callback (into the buffer) before it returns.
+                await sub.drain()  # type: ignore[no-untyped-call]  # nats-py leaves it untyped
+            except Exception:
+                log.debug("draining %s failed", self.subject, exc_info=True)
+        else:
+            await unsubscribe_quietly(self._nc, sub, self.subject)
+        self._buffer.finish()
+
     async def close(self) -> None:
         if self._buffer.closed and self._sub is None:
             return

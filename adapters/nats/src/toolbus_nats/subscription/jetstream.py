@@ -166,6 +166,8 @@ class PullSubscription:
         #: Acks sent and not yet confirmed by JetStream.
         self._confirming: set[asyncio.Task[None]] = set()
         self._closing = False
+        #: stop_intake: no more pull requests; what arrived is still handed out.
+        self._intake_stopped = False
         self._where = ",".join(self._options.servers)
         # A pull request counts as activity: renew it well within the time after
         # which the server deletes an idle fan-out consumer.
@@ -209,7 +211,7 @@ class PullSubscription:
 
     async def _pull(self) -> None:
         """Keep up to ``pull_batch`` messages requested or buffered."""
-        if self._closing or not self._nc.is_connected:
+        if self._closing or self._intake_stopped or not self._nc.is_connected:
             return
         want = self._batch - self._requested - len(self._buffer)
         if want < self._refill_at and not (want > 0 and self._requested == 0):
@@ -411,6 +413,25 @@ class PullSubscription:
     def fail(self, error: BaseException) -> None:
         """The connection is gone for good: readers get ``error``."""
         self._buffer.close(error)
+
+    async def stop_intake(self) -> None:
+        """Ask for no more messages and leave the inbox; hand out what was sent here."""
+        if self._closing or self._intake_stopped:
+            return
+        self._intake_stopped = True
+        for task in list(self._tasks):  # keeping pull requests alive, recovering
+            task.cancel()
+        sub, self._sub = self._sub, None
+        if sub is not None and not self._nc.is_closed and self._nc.is_connected:
+            try:
+                # UNSUB, then a round trip: everything already sent to us has arrived
+                # when this returns. JetStream sends a pull request's messages only
+                # while its inbox has interest; the group's other members take the rest.
+                async with asyncio.timeout(self._options.publish_timeout):
+                    await sub.drain()  # type: ignore[no-untyped-call]  # nats-py leaves it untyped
+            except Exception:
+                log.debug("draining %s failed", self._inbox, exc_info=True)
+        self._buffer.finish()
 
     async def close(self) -> None:
         """Stop; every delivery not acked yet goes back to JetStream for redelivery now."""

@@ -11,6 +11,7 @@ import asyncio
 import logging
 from collections import OrderedDict
 
+from toolbus.application.calls._replies import AnswerNotPublished
 from toolbus.application.calls.service import ToolService
 from toolbus.ports import Bus, Delivery
 
@@ -37,7 +38,11 @@ class AnswerMemory:
         self.in_progress: dict[tuple[str, int], asyncio.Event] = {}
 
     async def settle_duplicate(self, key: tuple[str, int], delivery: Delivery) -> bool:
-        """Handle a request seen before; False when it is new (and now in progress)."""
+        """Handle a request seen before; False when it is new (and now in progress).
+
+        Raises :class:`AnswerNotPublished`, leaving the delivery unsettled, when
+        the broker does not take the recorded answer.
+        """
         call_id = key[0]
         sent = self.answers.get(key)
         if sent is not None:
@@ -46,8 +51,11 @@ class AnswerMemory:
                 self.service.id,
                 call_id,
             )
-            for body, properties in sent:
-                await self.bus.publish(self.service.response_queue, body, properties)
+            try:
+                for body, properties in sent:
+                    await self.bus.publish(self.service.response_queue, body, properties)
+            except Exception as exc:
+                raise AnswerNotPublished(exc, final=True) from exc
             await delivery.ack()
             return True
         running = self.in_progress.get(key)

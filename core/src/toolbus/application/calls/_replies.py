@@ -3,7 +3,9 @@
 Values injected from the environment are secrets: they never reach the bus or
 the log, in a whole answer or split across a stream's chunks (:class:`Holdback`).
 An unexpected exception is logged in full under a reference, and answered with
-the reference only.
+the reference only. An answer the bus would not take raises
+:class:`AnswerNotPublished`: that is the broker failing, not the tool, and the
+host hands the request back rather than answer it with an error.
 """
 
 from __future__ import annotations
@@ -17,9 +19,23 @@ from typing import Protocol
 
 from toolbus.application.calls.service import ToolService
 from toolbus.domain.calls import wire
+from toolbus.domain.errors import MessageTooLarge
 from toolbus.ports import Bus
 
 log = logging.getLogger("toolbus.service")
+
+
+class AnswerNotPublished(Exception):
+    """The bus did not take a message of the answer (the broker is away, say).
+
+    Not raised for an answer too large for the broker, which would be just as
+    large the next time: that one is answered with an error like any failure.
+    """
+
+    def __init__(self, cause: Exception, *, final: bool) -> None:
+        super().__init__(str(cause) or type(cause).__name__)
+        #: The message was the answer's last: everything the answer is was made.
+        self.final = final
 
 
 class Answering(Protocol):
@@ -59,12 +75,21 @@ class Reply:
         properties = {wire.PROP_ID: self.call_id}
         if after_execution is not None and end_of_stream:
             properties[wire.PROP_AFTER_EXECUTION] = after_execution
-        await self._publish(wire.encode_response(text, end_of_stream=end_of_stream), properties)
+        body = wire.encode_response(text, end_of_stream=end_of_stream)
+        try:
+            await self._publish(body, properties)
+        except MessageTooLarge:
+            raise
+        except Exception as exc:
+            raise AnswerNotPublished(exc, final=end_of_stream) from exc
         self.answered = end_of_stream
 
     async def error(self, error_type: str, message: str) -> None:
         body = wire.encode_error(error_type, self.redact(message))
-        await self._publish(body, {wire.PROP_ID: self.call_id})
+        try:
+            await self._publish(body, {wire.PROP_ID: self.call_id})
+        except Exception as exc:
+            raise AnswerNotPublished(exc, final=True) from exc
         self.answered = True
 
     def _publish(self, body: bytes, properties: dict[str, str]) -> Awaitable[None]:

@@ -22,9 +22,12 @@ arguments from the environment (``_environment``) and answering redelivered
 requests from memory (``_answer_memory``).
 
 Stopping (``stop()``, SIGTERM in the CLI, or cancellation of ``serve``) first
-stops taking new requests, then lets calls in flight finish for up to
-``drain_timeout`` seconds, then closes the subscription; a call still running
-after that is cancelled and, on a persistent queue, goes back to the broker.
+stops taking new requests from the broker (the subscription's ``stop_intake``:
+the broker gives them to the other replicas), then answers what the
+subscription already holds and lets calls in flight finish, for up to
+``drain_timeout`` seconds in all, then closes the subscription; a call still
+running after that is cancelled and, on a persistent queue, goes back to the
+broker. So a replica rolled out loses no call, even on a non-persistent queue.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from anyio.abc import TaskStatus
 from toolbus._internal.throttled_log import ThrottledLog
 from toolbus.application.calls._answer_memory import AnswerMemory
 from toolbus.application.calls._environment import inject_environment
-from toolbus.application.calls._replies import Holdback, Reply
+from toolbus.application.calls._replies import AnswerNotPublished, Holdback, Reply
 from toolbus.application.calls._token_checks import TokenChecks
 from toolbus.application.calls.dead_letters import QUEUED_TOO_LONG, DeadLetters
 from toolbus.application.calls.deadline import serving_deadline
@@ -69,7 +72,7 @@ from toolbus.domain.errors import (
     WireError,
 )
 from toolbus.domain.identity import PROP_CALL_TOKEN
-from toolbus.ports import Bus, Delivery
+from toolbus.ports import Bus, Delivery, Subscription, broker_known_gone
 
 log = logging.getLogger("toolbus.service")
 
@@ -82,6 +85,9 @@ DEFAULT_IDEMPOTENCY_CALLS = 10_000
 DEFAULT_IDEMPOTENCY_BYTES = 64 * 1024 * 1024
 #: Seconds a shutting-down host spends telling a cut-off call's caller so.
 CUT_OFF_TIMEOUT = 2.0
+#: Seconds a host waits before handing back a request whose answer the broker refused:
+#: an immediate redelivery would most likely meet the same broker.
+HAND_BACK_PAUSE = 0.5
 
 
 class ServiceHost:
@@ -118,6 +124,7 @@ class ServiceHost:
         #: Where ``options.envs`` values come from: this process's environment.
         self.environ = environ
         metrics = default_metrics() if metrics is None else metrics
+        self._metrics = metrics
         self._call_metrics = metrics.for_service(service.id)
         described: tuple[str, dict[str, Any]] | None = None
 
@@ -154,6 +161,8 @@ class ServiceHost:
         self._idle: set[asyncio.Task[None]] = set()
         self._busy = 0
         self._stopping = False
+        #: Stopping, answer what the subscription holds (not when the broker is gone).
+        self._answer_held = True
         self._subscribed = False
         self._stopped: asyncio.Event | None = None
         #: Requests handled so far (answered or dropped), for tests and metrics.
@@ -177,18 +186,16 @@ class ServiceHost:
         return "ok" if self._subscribed else "starting"
 
     def stop(self) -> None:
-        """Stop taking requests; ``serve`` returns once calls in flight have drained."""
+        """Stop taking requests; ``serve`` returns once what was taken is answered."""
         self._stopping = True
         if self._stopped is not None:
             self._stopped.set()
-        # Only workers waiting for a request are cancelled; busy ones finish their call.
-        for worker in list(self._idle):
-            worker.cancel()
 
     async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Serve until stopped or cancelled. Signals ``task_status`` once subscribed."""
         self._stopped = asyncio.Event()
         self._stopping = False
+        self._answer_held = True
         subscription = await self.bus.subscribe(self.service.request_queue, group=self.group)
         self._subscribed = True
         requests = aiter(subscription)
@@ -203,7 +210,7 @@ class ServiceHost:
         finally:
             with anyio.CancelScope(shield=True):
                 self.stop()
-                await self._drain(workers)
+                await self._drain(subscription, workers)
                 await subscription.close()
             self._subscribed = False
             self._warnings.flush()
@@ -213,7 +220,9 @@ class ServiceHost:
         me = asyncio.current_task()
         assert me is not None
         idle = self._idle
-        while not self._stopping:
+        # Stopping does not end the loop: the subscription does, once it has handed
+        # out what it holds (stop_intake), unless that cannot be answered any more.
+        while self._answer_held or not self._stopping:
             idle.add(me)
             try:
                 delivery = await anext(requests)
@@ -233,8 +242,20 @@ class ServiceHost:
                 self._busy -= 1
                 self.handled += 1
 
-    async def _drain(self, workers: list[asyncio.Task[None]]) -> None:
-        _, late = await asyncio.wait(workers, timeout=self.drain_timeout)
+    async def _drain(self, subscription: Subscription, workers: list[asyncio.Task[None]]) -> None:
+        """Stop intake, answer what was taken, let calls finish: all within the drain timeout."""
+        deadline = time.monotonic() + self.drain_timeout
+        if broker_known_gone(self.bus):
+            # Nothing more can come, and nothing held can be answered: don't wait for it.
+            self._cancel_idle()
+        else:
+            try:
+                await asyncio.wait_for(subscription.stop_intake(), self.drain_timeout)
+            except Exception as exc:  # the broker is away: what it holds goes back with it
+                log.warning("%r: could not stop taking requests: %s", self.service.id, exc)
+                self._cancel_idle()
+        remaining = max(0.0, deadline - time.monotonic())
+        _, late = await asyncio.wait(workers, timeout=remaining)
         for worker in late:
             worker.cancel()
         if late:
@@ -244,6 +265,13 @@ class ServiceHost:
                 self.drain_timeout,
             )
             await asyncio.wait(late)
+
+    def _cancel_idle(self) -> None:
+        # Only workers waiting for a request are cancelled; busy ones finish their call
+        # and take no other.
+        self._answer_held = False
+        for worker in list(self._idle):
+            worker.cancel()
 
     async def handle(self, delivery: Delivery) -> None:
         """Answer one delivery. Never raises except on cancellation."""
@@ -261,7 +289,11 @@ class ServiceHost:
         if answers is not None:
             # A redelivery repeats the body too; another request that reuses an id does not.
             key = (call_id, hash(delivery.body))
-            if await answers.settle_duplicate(key, delivery):
+            try:
+                if await answers.settle_duplicate(key, delivery):
+                    return
+            except AnswerNotPublished as exc:
+                await self._not_published(delivery, call_id, exc)
                 return
         reply = Reply(self, call_id, answers is not None)
         started = time.perf_counter()
@@ -269,6 +301,8 @@ class ServiceHost:
         try:
             try:
                 await self._answer(reply, delivery)
+            except AnswerNotPublished:
+                raise  # the broker failed, not the tool: below
             except QueuedTooLong as exc:
                 error_type = exc.error_type
                 await self._dead_letter(delivery, exc)
@@ -292,6 +326,11 @@ class ServiceHost:
             if not self._persistent and not reply.answered:
                 await self._answer_cut_off(reply)
             raise
+        except AnswerNotPublished as exc:
+            if answers is not None and exc.final:
+                # The answer is whole: the redelivery gets it without running the tool.
+                answers.remember(key, reply.sent)
+            await self._not_published(delivery, call_id, exc)
         except Exception:
             # The answer could not be published (broker gone?). Leave the message
             # to the broker: nack makes a persistent queue redeliver it.
@@ -303,6 +342,44 @@ class ServiceHost:
         finally:
             if answers is not None:
                 answers.finished(key)
+
+    async def _not_published(
+        self, delivery: Delivery, call_id: str, exc: AnswerNotPublished
+    ) -> None:
+        """The broker would not take the answer: hand the request back where it can go back.
+
+        On a persistent queue the broker delivers it again (to this replica or
+        another) and it is answered then; on a non-persistent one it is lost,
+        and its caller waits out its timeout. Said once per minute, with a count.
+        """
+        service = self.service.id
+        if self._persistent:
+            self._metrics.answer_unpublished(service, "handed-back")
+            self._warnings.warning(
+                "unpublished",
+                "%r: the broker did not take the answer to call %s (%s); the request is "
+                "handed back to be answered again",
+                service,
+                call_id,
+                exc,
+            )
+            await anyio.sleep(HAND_BACK_PAUSE)
+            settle = delivery.nack
+        else:
+            self._metrics.answer_unpublished(service, "lost")
+            self._warnings.warning(
+                "unpublished-lost",
+                "%r: the broker did not take the answer to call %s (%s); on a non-persistent "
+                "queue nothing can answer it again: its caller waits out its timeout",
+                service,
+                call_id,
+                exc,
+            )
+            settle = delivery.ack
+        try:
+            await settle()
+        except Exception as failure:
+            log.debug("%r: settling call %s failed too: %s", service, call_id, failure)
 
     async def _dead_letter(self, delivery: Delivery, exc: QueuedTooLong) -> None:
         dead_letters = self.dead_letters

@@ -161,7 +161,7 @@ class ToolbusMetrics:
             self.tool_calls = self.tool_call_duration = self.tool_call_errors = _NOOP
             self.loop_requests = self.loop_iterations = _NOOP
             self.model_duration = self.model_tokens = _NOOP
-            self.call_retries = self.dead_letters = _NOOP
+            self.call_retries = self.dead_letters = self.unpublished_answers = _NOOP
 
     @classmethod
     def disabled(cls) -> ToolbusMetrics:
@@ -303,6 +303,12 @@ class ToolbusMetrics:
             "Requests a service host moved to its queue's dead letters instead of serving, "
             "by reason (queued-too-long)",
             ["service", "reason"],
+        )
+        self.unpublished_answers = counter(
+            "toolbus_service_unpublished_answers_total",
+            "Answers the broker would not take: on a persistent queue the request is handed "
+            "back to be answered again (handed-back), on a non-persistent one it is lost (lost)",
+            ["service", "outcome"],
         )
         # Recorded on every request a service answers: plain counters behind a
         # collector rather than prometheus metric objects (see service_metrics).
@@ -461,6 +467,10 @@ class ToolbusMetrics:
     def dead_lettered(self, service: str, reason: str) -> None:
         """A service host moved a request to its dead letters; ``reason`` is from a fixed set."""
         self.dead_letters.labels(service=service, reason=reason).inc()
+
+    def answer_unpublished(self, service: str, outcome: str) -> None:
+        """A service host could not publish an answer: ``handed-back`` or ``lost``."""
+        self.unpublished_answers.labels(service=service, outcome=outcome).inc()
 
     def service_call(self, service: str, seconds: float, error_type: str | None = None) -> None:
         """A service host answered one request; ``error_type`` is the wire error type, if any.
