@@ -48,6 +48,7 @@ async def test_one_server_that_listens_is_enough_to_try(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("scheme", ["nats", "kafka", "pulsar", "amqp"])
+@pytest.mark.slow
 async def test_the_command_line_says_it_in_one_line_and_exits_1(
     scheme: str, tmp_path: Path
 ) -> None:

@@ -78,6 +78,16 @@ def test_ci_runs_exactly_the_readme_test_command() -> None:
     assert re.search(r"^uv run pytest$", ci, re.MULTILINE)
 
 
+def test_the_slow_tests_are_left_out_by_default_and_run_by_ci_and_the_readme_says_how() -> None:
+    options = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    ci = (ROOT / ".ci" / "run").read_text()
+    development = README.read_text().split("## Development", 1)[1]
+
+    assert "-m 'not slow'" in options["addopts"]
+    assert re.search(r"^uv run pytest -m slow$", ci, re.MULTILINE)
+    assert "uv run pytest -m slow" in development
+
+
 def test_the_layout_lists_every_distribution_of_the_workspace() -> None:
     layout = README.read_text().split("## Layout", 1)[1].split("\n## ", 1)[0]
     workspace = tomllib.loads((ROOT / "pyproject.toml").read_text())

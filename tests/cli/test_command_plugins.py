@@ -74,6 +74,7 @@ def _toolbus(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_a_distribution_adds_top_level_and_serve_commands(tmp_path: Path) -> None:
     _install_command_plugin(tmp_path, "hello_commands", PLUGIN)
 
@@ -103,6 +104,7 @@ def _documented_command_plugin(site: Path) -> str:
     return found[1]
 
 
+@pytest.mark.slow
 def test_the_documented_command_plugin_works_as_the_page_says(tmp_path: Path) -> None:
     _documented_command_plugin(tmp_path)
 

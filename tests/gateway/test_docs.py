@@ -99,6 +99,7 @@ def documented_gateway(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
             stop_process(service)
 
 
+@pytest.mark.slow
 def test_the_curl_examples_print_what_the_page_says(
     documented_gateway: tuple[str, dict[str, str]], tmp_path: Path
 ) -> None:

@@ -93,6 +93,7 @@ def serve_mcp(command: str, *options: str, cwd: Path) -> subprocess.CompletedPro
     )
 
 
+@pytest.mark.slow
 def test_a_server_that_never_answers_fails_after_connect_timeout(tmp_path: Path) -> None:
     started = time.monotonic()
     done = serve_mcp("sleep 100", "--connect-timeout", "1", cwd=tmp_path)
@@ -105,6 +106,7 @@ def test_a_server_that_never_answers_fails_after_connect_timeout(tmp_path: Path)
     assert took < 20, f"{took:.1f} s for a 1 s --connect-timeout"
 
 
+@pytest.mark.slow
 def test_a_command_printing_what_is_not_mcp_is_said_in_one_line(tmp_path: Path) -> None:
     done = serve_mcp(f"{sys.executable} -c \"print('hello')\"", cwd=tmp_path)
 

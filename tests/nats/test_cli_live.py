@@ -114,6 +114,7 @@ async def test_a_tool_nobody_offers_exits_2_after_the_wait(nats_url: str, tmp_pa
     assert "looked for 0.5 s" in err and "--wait" in err
 
 
+@pytest.mark.slow
 async def test_the_readmes_broker_path_prints_the_answer_and_nothing_else(
     nats_url: str, tmp_path: Path
 ) -> None:

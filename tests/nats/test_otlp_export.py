@@ -18,7 +18,7 @@ from toolbus import ToolServiceClient
 from toolbus_calculator import calculator_service
 from toolbus_nats import connect
 
-pytestmark = [pytest.mark.anyio, pytest.mark.broker]
+pytestmark = [pytest.mark.anyio, pytest.mark.broker, pytest.mark.slow]
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import pytest
 
 from tests.cli.test_serve_process import STARTUP, ServeProcess, toolbus_command
 
-pytestmark = pytest.mark.broker
+pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
 
 @pytest.fixture

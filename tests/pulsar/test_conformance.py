@@ -23,7 +23,8 @@ DROPS_PREFETCHED = pytest.mark.xfail(
 )
 NON_PERSISTENT_DROPS = pytest.mark.parametrize(
     "persistent",
-    [pytest.param(False, marks=DROPS_PREFETCHED), True],
+    # Slow too: the lost messages are waited for until the test's timeout.
+    [pytest.param(False, marks=[DROPS_PREFETCHED, pytest.mark.slow]), True],
     ids=["non-persistent", "persistent"],
 )
 

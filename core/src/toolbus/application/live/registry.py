@@ -68,8 +68,10 @@ from toolbus.ports import Bus, Subscription
 
 log = logging.getLogger("toolbus.live")
 
-#: Seconds starting waits for the config service's version (``wait_for_config``).
-DEFAULT_FETCH_TIMEOUT = 5.0
+#: Seconds starting waits for the config service's version (``wait_for_config``). A
+#: running config service answers the start's probe at once (within a second, when it
+#: has just published); only a deployment without one waits this long.
+DEFAULT_FETCH_TIMEOUT = 2.0
 
 RegistryListener = Callable[[Registry], None]
 
