@@ -288,6 +288,7 @@ def ask(
     session: Annotated[
         str | None,
         typer.Option(
+            metavar="ID",
             help="Continue the conversation an earlier answer named, in the state it reached.",
             show_default=False,
         ),
