@@ -67,6 +67,32 @@ async def test_ask_gets_its_answer_from_an_agent_serve_process(
     assert agent.returncode == 0  # SIGTERM: a clean stop
 
 
+@pytest.mark.parametrize("as_json", [False, True], ids=["plain", "json"])
+async def test_ask_says_at_once_that_no_agent_service_answers(
+    nats_server: NatsServer, tmp_path: Path, as_json: bool
+) -> None:
+    queue = f"non-persistent://tg/request/agent-{uuid.uuid4().hex[:8]}"
+    command = [TOOLBUS, "ask", "Anyone?", "--broker", nats_server.url, "--request-queue", queue]
+    # Well inside the default --timeout of 120 s, which it used to wait out.
+    with anyio.fail_after(60):
+        asked = await anyio.run_process(command + ["--json"] * as_json, cwd=tmp_path, check=False)
+
+    assert asked.returncode == 1
+    stdout, stderr = asked.stdout.decode(), asked.stderr.decode()
+    said = f"no agent service answers on {queue!r} via {nats_server.url}"
+    fix = "start one with 'toolbus agent serve --broker URL'"
+    if as_json:
+        assert stderr == ""
+        [line] = stdout.splitlines()
+        event = json.loads(line)
+        assert event["chunk_type"] == "error" and event["error"]["type"] == "no-agent"
+        assert said in event["content"] and fix in event["content"]
+    else:
+        assert stdout == ""
+        [line] = stderr.splitlines()
+        assert line.startswith(f"error: {said}") and line.endswith(fix)
+
+
 async def test_agent_serve_exports_its_spans_to_the_collector_otel_names(
     nats_server: NatsServer, model_server: ModelServer, tmp_path: Path
 ) -> None:

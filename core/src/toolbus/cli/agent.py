@@ -24,6 +24,7 @@ from toolbus.application.agent.service import (
     DEFAULT_DRAIN_TIMEOUT,
     AgentClient,
     AgentService,
+    failure_event,
 )
 from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.calls.host import running
@@ -31,6 +32,7 @@ from toolbus.application.calls.tools import Tools
 from toolbus.application.doors.conversations import DoorConversations
 from toolbus.application.doors.holding import SessionHolder
 from toolbus.application.doors.stored import StoredHolder
+from toolbus.application.live.agent_presence import AgentPresence, agent_service_answers
 from toolbus.application.tracing.export import export_from_environment
 from toolbus.cli._agent_output import EventPrinter
 from toolbus.cli._app import app
@@ -62,6 +64,8 @@ from toolbus.settings import Settings, load_settings
 LLM_VARIABLE = "TOOLBUS_LLM"
 #: Seconds an agent run's checkpoint outlives its time limit, for a replica to go on with it.
 CHECKPOINT_GRACE = 300.0
+#: Seconds ``toolbus ask`` waits on a broker for an agent service to say it answers.
+PRESENCE_WAIT = 5.0
 
 agent_app = CommandApp(
     name="agent",
@@ -252,8 +256,12 @@ def serve_agent(
                     concurrency=concurrency,
                     drain_timeout=drain_timeout,
                 )
+                # Said on the bus while requests are taken: an asker then knows at
+                # once whether any agent service answers.
+                presence = AgentPresence(bus, request_queue, response_queue)
                 async with anyio.create_task_group() as tasks:
                     await tasks.start(service.serve)
+                    await tasks.start(presence.run)
                     typer.echo(
                         f"serving agent ({loop.llm.model}) on {request_queue} via "
                         f"{redact_url(settings.broker)}",
@@ -261,6 +269,7 @@ def serve_agent(
                     )
                     typer.echo(f"event loop: {running_loop_name()}", err=True)
                     await stop.wait("finishing requests in flight")
+                    presence.stop()  # a draining service takes no new requests
                     service.stop()
 
     # Spans go to a collector when the OTEL_* variables say so (toolbus[otel]).
@@ -331,9 +340,12 @@ def ask(
     )
     printer = EventPrinter(as_json=as_json)
     failed = False
+    # Said after the event loop ends: an exit raised inside the client's task group
+    # would reach the terminal as an exception group.
+    problem: tuple[str, str] | None = None  # (kind, message)
 
     async def main() -> None:
-        nonlocal failed
+        nonlocal failed, problem
         async with AsyncExitStack() as stack:
             bus = await connect(settings.broker, settings.broker_options)
             stack.push_async_callback(bus.close)
@@ -343,11 +355,24 @@ def ask(
                     _agent(stack, bus, settings, plugins, registry, url, limits, None)
                 )
                 service = AgentService(
-                    bus, loop, request_queue=request_queue, response_queue=response_queue
+                    bus,
+                    loop,
+                    request_queue=request_queue,
+                    response_queue=response_queue,
                 )
                 tasks = await stack.enter_async_context(anyio.create_task_group())
                 stack.callback(tasks.cancel_scope.cancel)
                 await tasks.start(service.serve)
+            else:
+                wait = min(PRESENCE_WAIT, timeout)
+                if not await agent_service_answers(bus, request_queue, wait):
+                    problem = (
+                        "no-agent",
+                        f"no agent service answers on {request_queue!r} via "
+                        f"{redact_url(settings.broker)} (none said so within {wait:g} s); "
+                        "start one with 'toolbus agent serve --broker URL'",
+                    )
+                    return
             agents = await stack.enter_async_context(
                 AgentClient(bus, request_queue=request_queue, response_queue=response_queue)
             )
@@ -356,8 +381,14 @@ def ask(
                     printer.show(event)
                     failed = failed or event.chunk_type == "error"
             except TimeoutError as exc:
-                fail(str(exc), EXIT_FAILED)
+                problem = ("timeout", str(exc))
 
     run(main)
+    if problem is not None:
+        kind, message = problem
+        if as_json:  # one line a reader of the event lines understands
+            printer.show(failure_event(kind, message))
+            raise typer.Exit(EXIT_FAILED)
+        fail(message, EXIT_FAILED)
     if failed:
         raise typer.Exit(EXIT_FAILED)

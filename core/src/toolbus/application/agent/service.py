@@ -163,7 +163,7 @@ class AgentService:
         try:
             request = decode_request(delivery.body)
         except BadAgentRequest as exc:
-            await emit(_error_event("bad-request", str(exc)))
+            await emit(failure_event("bad-request", str(exc)))
             return
         try:
             await self.loop.run(request, emit=emit, request_id=request_id)
@@ -173,7 +173,7 @@ class AgentService:
             log.exception("agent request %s failed", request_id)
             try:
                 await emit(
-                    _error_event(
+                    failure_event(
                         "agent-failed",
                         f"the agent failed ({type(exc).__name__}); see the agent service's log",
                     )
@@ -184,7 +184,8 @@ class AgentService:
             self.answered += 1
 
 
-def _error_event(kind: str, message: str) -> AgentEvent:
+def failure_event(kind: str, message: str) -> AgentEvent:
+    """The one ``error`` event that ends a request which failed as a whole."""
     return AgentEvent(
         chunk_type="error",
         content=message,
