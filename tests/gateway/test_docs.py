@@ -17,6 +17,7 @@ import pytest
 from tests.nats.server import NatsServer
 from tests.support.doc_examples import DOCS
 from tests.support.servers import LOOPBACK, free_port, stop_process
+from toolbus.runtime import _FIRST_PARTY_SERVICES
 
 pytestmark = pytest.mark.broker
 
@@ -129,3 +130,14 @@ def test_the_curl_examples_print_what_the_page_says(
 def _lines(text: str) -> list[str]:
     # Trailing spaces (an empty SSE "data: " line) do not survive editors; compare without.
     return [line.rstrip() for line in text.strip("\n").splitlines()]
+
+
+def test_the_install_line_brings_every_service_the_page_serves() -> None:
+    text = PAGE.read_text(encoding="utf-8")
+    [install] = [line for line in text.splitlines() if line.startswith("pip install")]
+    served = set(re.findall(r"^toolbus serve (\S+)", text, re.M))
+
+    assert served, "the page serves no service"
+    assert "--find-links" in install and "toolbus[gateway" in install
+    for service in served:
+        assert _FIRST_PARTY_SERVICES[service] in install.split(), service

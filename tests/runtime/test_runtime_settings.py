@@ -12,7 +12,7 @@ import pytest
 from toolbus.application.calls.service import ToolService
 from toolbus.domain.errors import ConfigError, PluginError
 from toolbus.plugins import ToolPlugin, load_tool_plugins
-from toolbus.runtime import build_registry, merged_snapshot, resolve_service
+from toolbus.runtime import _FIRST_PARTY_SERVICES, build_registry, merged_snapshot, resolve_service
 from toolbus.settings import DEFAULT_BROKER, SETTINGS_FILE, Settings, load_settings
 from toolbus_calculator import calculator_service
 from toolbus_joke import joke_service
@@ -316,7 +316,29 @@ def test_an_unknown_service_id_lists_the_installed_ones() -> None:
 
 def test_no_installed_services_at_all_says_so() -> None:
     with pytest.raises(PluginError, match="none installed"):
-        resolve_service("joke-service", [])
+        resolve_service("weather-service", [])
+
+
+@pytest.mark.parametrize("name", sorted(_FIRST_PARTY_SERVICES))
+def test_an_example_service_not_installed_names_the_distribution_that_brings_it(
+    name: str,
+) -> None:
+    with pytest.raises(PluginError) as caught:
+        resolve_service(name, [])
+
+    distribution = _FIRST_PARTY_SERVICES[name]
+    assert f"(installed: none installed); {name!r} is the example service of" in str(caught.value)
+    assert f"pip install --find-links DIR {distribution}," in str(caught.value)
+
+
+def test_the_example_services_named_are_those_their_plugins_provide() -> None:
+    provided = {
+        service.id: plugin.distribution
+        for plugin in load_tool_plugins()
+        for service in plugin.services
+        if plugin.distribution in set(_FIRST_PARTY_SERVICES.values())
+    }
+    assert provided == _FIRST_PARTY_SERVICES
 
 
 @pytest.mark.parametrize(

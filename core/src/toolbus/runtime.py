@@ -55,6 +55,11 @@ def build_registry(settings: Settings, plugins: Sequence[ToolPlugin] | None = No
     return registry_from(settings.config, plugins)
 
 
+#: The services of toolbus's own example plugins, and the distribution of each:
+#: named when one is asked for but not installed.
+_FIRST_PARTY_SERVICES = {"calculator": "toolbus-calculator", "joke-service": "toolbus-joke"}
+
+
 def resolve_service(name: str, plugins: Sequence[ToolPlugin] | None = None) -> ToolService:
     """A service by plugin service id (``joke-service``) or import path (``pkg.mod:obj``).
 
@@ -91,9 +96,16 @@ def resolve_service(name: str, plugins: Sequence[ToolPlugin] | None = None) -> T
     if name in services:
         return services[name]
     known = ", ".join(sorted(services)) or "none installed"
+    distribution = _FIRST_PARTY_SERVICES.get(name)
+    fix = (
+        f"{name!r} is the example service of {distribution}: install it with pip install "
+        f"--find-links DIR {distribution}, DIR holding the wheels built from a checkout "
+        "(see the README's set-up)"
+        if distribution is not None
+        else "pip install the plugin, or give an import path like 'my_package.tools:my_service'"
+    )
     raise PluginError(
-        f"no installed tool plugin provides a service {name!r} (installed: {known}); "
-        "pip install the plugin, or give an import path like 'my_package.tools:my_service'"
+        f"no installed tool plugin provides a service {name!r} (installed: {known}); {fix}"
     )
 
 
