@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.metadata as metadata
 import json
+import logging
 import os
 import re
 import shlex
@@ -139,11 +140,13 @@ def test_call_tell_joke_with_the_installed_plugins_defaults(toolbus_cli: Invoke)
     assert parts["joke"] in JOKES["llama"][parts["style"]]
 
 
-def test_call_calculate(toolbus_cli: Invoke) -> None:
+def test_call_calculate(toolbus_cli: Invoke, caplog: pytest.LogCaptureFixture) -> None:
     result = toolbus_cli("call", "calculate", "--arg", "expression=2 * (3 + 4)")
 
     assert result.exit_code == 0, result.output
     assert result.stdout == "14\n"
+    # The in-process services stop without a drain, as asked: nothing to warn about.
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
 @pytest.mark.usefixtures("test_tools")

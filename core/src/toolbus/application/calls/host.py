@@ -251,6 +251,16 @@ class ServiceHost:
         else:
             try:
                 await asyncio.wait_for(subscription.stop_intake(), self.drain_timeout)
+            except TimeoutError:
+                # No time to drain (a command's in-process services use none) is asked
+                # for, not a problem; a slow broker is worth a word.
+                if self.drain_timeout > 0:
+                    log.warning(
+                        "%r: the broker did not stop sending requests within %g s",
+                        self.service.id,
+                        self.drain_timeout,
+                    )
+                self._cancel_idle()
             except Exception as exc:  # the broker is away: what it holds goes back with it
                 log.warning("%r: could not stop taking requests: %s", self.service.id, exc)
                 self._cancel_idle()
