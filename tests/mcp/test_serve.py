@@ -136,10 +136,18 @@ async def test_a_2025_revision_client_gets_list_changed_notifications(kit: ToolT
         assert "complex-analysis" in names(await client.list_tools())
 
 
-async def test_the_server_says_which_toolbus_it_is(kit: ToolTestKit) -> None:
+@pytest.mark.parametrize(
+    "mode",
+    # The legacy handshake's initialize answer, and the server/discover answer (and
+    # every other) of 2026-07-28, which carry it in _meta.
+    ["legacy", "auto"],
+)
+async def test_the_server_says_which_toolbus_it_is(kit: ToolTestKit, mode: Any) -> None:
     server = bridge(kit, ListAuditSink())
 
-    async with Client(server.server, mode="legacy") as client:
+    async with Client(server.server, mode=mode) as client:
+        if mode == "auto":
+            assert client.protocol_version == "2026-07-28"
         assert client.server_info is not None
         assert client.server_info.name == "toolbus"
         assert client.server_info.version == metadata.version("toolbus-mcp")

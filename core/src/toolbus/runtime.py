@@ -18,7 +18,7 @@ from toolbus.application.calls.tools import Tools
 from toolbus.application.doors.door import FrontDoor
 from toolbus.application.doors.settings import POLICY_SECTION, parse_policy_settings
 from toolbus.application.doors.stored import StoredHolder
-from toolbus.application.identity.signing import CallSigner
+from toolbus.application.identity import CallSigner, CallVerifier, public_jwk
 from toolbus.application.live.config_files import read_snapshot
 from toolbus.application.live.registry import LiveRegistry
 from toolbus.domain.config.descriptors import BUILTIN_TOOL_TYPES
@@ -33,7 +33,7 @@ from toolbus.plugins import (
     load_policy_engine,
     load_tool_plugins,
 )
-from toolbus.ports import PolicyEngine, StateStore
+from toolbus.ports import Bus, PolicyEngine, StateStore
 from toolbus.settings import SETTINGS_FILE, Settings, read_settings_file
 
 
@@ -107,6 +107,27 @@ def resolve_service(name: str, plugins: Sequence[ToolPlugin] | None = None) -> T
     raise PluginError(
         f"no installed tool plugin provides a service {name!r} (installed: {known}); {fix}"
     )
+
+
+@asynccontextmanager
+async def plugins_in_process(
+    bus: Bus, broker: str, plugins: Sequence[ToolPlugin], *, signer: CallSigner | None = None
+) -> AsyncIterator[None]:
+    """On ``memory://``, serve the installed plugins' services in this process for the block.
+
+    Nothing outside the process can reach an in-memory broker, so a command that
+    calls tools there (``toolbus call``, ``ask``, ``mcp serve``) would otherwise
+    wait for services that cannot exist. ``drain_timeout=0``: once the command is
+    done, nothing they still do matters. Calls ``signer`` signs are verified with
+    its own key, as a service that verifies would. Elsewhere it does nothing.
+    """
+    if not broker.startswith("memory:"):
+        yield
+        return
+    services = [service for plugin in plugins for service in plugin.services]
+    verifier = None if signer is None else CallVerifier([public_jwk(signer.key)])
+    async with running(bus, *services, drain_timeout=0, verifier=verifier):
+        yield
 
 
 RegistrySource = Registry | Mapping[str, Any] | str | os.PathLike[str] | None

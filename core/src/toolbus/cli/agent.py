@@ -27,7 +27,6 @@ from toolbus.application.agent.service import (
     failure_event,
 )
 from toolbus.application.calls.client import ToolServiceClient
-from toolbus.application.calls.host import running
 from toolbus.application.calls.tools import Tools
 from toolbus.application.doors.conversations import DoorConversations
 from toolbus.application.doors.holding import SessionHolder
@@ -57,7 +56,7 @@ from toolbus.domain.errors import ConfigError, PluginError
 from toolbus.hooks import CodeHooks
 from toolbus.plugins import ToolPlugin, connect, connect_llm, connect_state, load_tool_plugins
 from toolbus.ports import Bus
-from toolbus.runtime import build_registry, opened_door
+from toolbus.runtime import build_registry, opened_door, plugins_in_process
 from toolbus.settings import Settings, load_settings
 
 #: Where ``--llm`` comes from when it is not given.
@@ -142,9 +141,7 @@ async def _agent(
     serving without configured permissions must be refused (``True``) or was
     allowed with ``--no-access-control`` (``False``).
     """
-    if settings.broker.startswith("memory:"):
-        services = [service for plugin in plugins for service in plugin.services]
-        await stack.enter_async_context(running(bus, *services, drain_timeout=0))
+    await stack.enter_async_context(plugins_in_process(bus, settings.broker, plugins))
     client = await stack.enter_async_context(ToolServiceClient(bus))
     holder: SessionHolder | None = None
     checkpoints = None

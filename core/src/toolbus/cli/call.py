@@ -10,9 +10,8 @@ from typing import Annotated, Any
 import typer
 
 from toolbus.application.calls.client import ToolServiceClient
-from toolbus.application.calls.host import running
 from toolbus.application.calls.tools import Tools
-from toolbus.application.identity import CallSigner, CallVerifier, SigningKeyError, public_jwk
+from toolbus.application.identity import CallSigner, SigningKeyError
 from toolbus.cli._app import app
 from toolbus.cli._live import DEFAULT_WAIT, LiveOption, WaitOption, follow, is_live, registry_with
 from toolbus.cli.plugin_api import (
@@ -28,7 +27,7 @@ from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import ConfigError, PluginError, ToolCallError, UnknownTool
 from toolbus.plugins import connect, load_tool_plugins
 from toolbus.ports import Bus, ConsumerAwareBus
-from toolbus.runtime import build_registry
+from toolbus.runtime import build_registry, plugins_in_process
 from toolbus.settings import load_settings
 
 
@@ -151,15 +150,9 @@ def call(
         async with AsyncExitStack() as stack:
             bus = await connect(settings.broker, settings.broker_options)
             stack.push_async_callback(bus.close)
-            if settings.broker.startswith("memory:"):
-                services = [s for p in plugins for s in p.services]
-                # drain_timeout=0: once this command has its answer (or gave up),
-                # nothing the in-process services still do matters.
-                # A signed call is verified by them too, with the signer's own key.
-                verifier = None if signer is None else CallVerifier([public_jwk(signer.key)])
-                await stack.enter_async_context(
-                    running(bus, *services, drain_timeout=0, verifier=verifier)
-                )
+            await stack.enter_async_context(
+                plugins_in_process(bus, settings.broker, plugins, signer=signer)
+            )
             client = await stack.enter_async_context(ToolServiceClient(bus, signer=signer))
             registry = local
             tools = Tools(client, registry)

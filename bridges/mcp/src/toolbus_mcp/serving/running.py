@@ -22,7 +22,7 @@ from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import ConfigError, Problem
 from toolbus.hooks import CodeHooks
 from toolbus.plugins import ToolPlugin, connect, load_tool_plugins
-from toolbus.runtime import opened_door, registry_from, tool_types
+from toolbus.runtime import opened_door, plugins_in_process, registry_from, tool_types
 from toolbus.settings import Settings, load_settings
 from toolbus_mcp.serving.server import BusMcpServer, McpCaller
 from toolbus_mcp.serving.transports import serve_http, serve_stdio
@@ -81,6 +81,11 @@ async def bus_tools(
     async with AsyncExitStack() as stack:
         bus = await connect(settings.broker, settings.broker_options)
         stack.push_async_callback(bus.close)
+        # On memory:// no other process can serve the tools: this one does, as
+        # toolbus call does.
+        await stack.enter_async_context(
+            plugins_in_process(bus, settings.broker, plugins, signer=options.signer)
+        )
         client = await stack.enter_async_context(ToolServiceClient(bus, signer=options.signer))
         if not options.live:
             yield Tools(client, local), None
@@ -95,7 +100,10 @@ async def serve_bus(options: ServeOptions, until: Callable[[], Awaitable[object]
     the client disconnects."""
     settings = load_settings(options.broker, options.config)
     plugins = load_tool_plugins()
-    local = registry_from(settings.config or {}, plugins)
+    in_memory = settings.broker.startswith("memory:")
+    # On memory:// the installed plugins' services run here (bus_tools), so their
+    # tools are the default, as for toolbus call; elsewhere the bus says what runs.
+    local = registry_from(settings.config or (None if in_memory else {}), plugins)
     credentials = None
     # Over stdio the one client is the command's; over HTTP each request's comes
     # from the gate.
