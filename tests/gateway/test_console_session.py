@@ -198,3 +198,18 @@ async def test_replicas_sharing_the_console_key_read_each_others_sessions(
         answer = await http.get("/console", headers=session_cookie(session))
 
     assert answer.status_code == 200 and "log out" in answer.text
+
+
+async def test_counts_agree_with_their_nouns(console: RunningGateway) -> None:
+    async with httpx.AsyncClient(base_url=console.url) as http:
+        await log_in(http, KEYS["ops"])
+        text = " ".join(
+            [(await http.get(f"/console/fragments/{name}")).text for name in ("status", "tools")]
+        )
+
+    counted = re.findall(
+        r"\b(\d+) (tool|group|configured service|open session|event stream)(s?)\b", text
+    )
+    assert {noun for _, noun, _ in counted} >= {"tool", "group", "configured service"}
+    assert any(n == "1" for n, _, _ in counted), counted  # the case the plurals got wrong
+    assert [(n, noun, s) for n, noun, s in counted if (n == "1") != (s == "")] == []

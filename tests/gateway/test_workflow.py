@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+import pytest
 
 from toolbus.domain.config.loading import load_registry
 from toolbus_gateway.workflow import ANY_STATE, build_workflow, render_svg
@@ -49,3 +52,49 @@ def test_a_thousand_tools_draw_a_bounded_picture() -> None:
     svg = render_svg(build_workflow(registry(tools).tools.values()))
     assert svg.count('class="edge"') == 10
     assert len(svg) < 50_000
+
+
+def _drawn_size(svg: str) -> tuple[int, int]:
+    found = re.search(r'width="(\d+)" height="(\d+)"', svg)
+    assert found is not None
+    return int(found.group(1)), int(found.group(2))
+
+
+def _extent(svg: str) -> tuple[int, int]:
+    """The rightmost and lowest points of the nodes and their texts."""
+    rects = [(int(x) + int(w), int(y) + int(h)) for x, y, w, h in RECT.findall(svg)]
+    texts = [int(y) for y in re.findall(r'<text x="\d+" y="(\d+)"', svg)]
+    return max(r for r, _ in rects), max([b for _, b in rects] + texts)
+
+
+RECT = re.compile(r'<rect x="(\d+)" y="(\d+)" width="(\d+)" height="(\d+)"')
+
+
+@pytest.mark.parametrize(
+    "tools",
+    [
+        {"look": {}},  # the start state alone, with a tool offered everywhere
+        {
+            "look": {},
+            "peek": {},
+            "start": {"state": "a"},
+            "go": {"applicable-states": ["a"], "state": "b"},
+        },
+    ],
+    ids=["no-transitions", "forward-only"],
+)
+def test_the_picture_is_as_large_as_what_it_draws_and_a_margin(
+    tools: dict[str, dict[str, Any]],
+) -> None:
+    svg = render_svg(build_workflow(registry(tools).tools.values()))
+    width, height = _drawn_size(svg)
+    right, bottom = _extent(svg)
+    assert right < width <= right + 40
+    assert bottom < height <= bottom + 40
+
+
+def test_stay_counts_agree_with_their_verb() -> None:
+    one = render_svg(build_workflow(registry({"look": {}}).tools.values()))
+    two = render_svg(build_workflow(registry({"look": {}, "peek": {}}).tools.values()))
+    assert ">1 tool stays<" in one
+    assert ">2 tools stay<" in two

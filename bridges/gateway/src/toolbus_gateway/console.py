@@ -245,6 +245,11 @@ def _approvals(gateway: Gateway, caller: Principal, csrf: str) -> str:
     )
 
 
+def counted(n: int, noun: str) -> str:
+    """``1 tool``, ``2 tools``: a count with its noun (the console's nouns are regular)."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def _services(gateway: Gateway) -> str:
     assert gateway.watch is not None
     now = time.time()
@@ -290,14 +295,16 @@ def _tools(gateway: Gateway) -> str:
         sections.append(
             f'<details class="group" data-group="{escape(group)}"'
             f"{' open' if len(groups) == 1 else ''}>"
-            f'<summary>{escape(group)} <span class="count">{len(tools)} tools</span></summary>'
+            f"<summary>{escape(group)} "
+            f'<span class="count">{counted(len(tools), "tool")}</span></summary>'
             "<table><thead><tr><th>tool</th><th>offered in</th><th>moves to</th>"
             f"<th>service</th></tr></thead><tbody>{rows}</tbody></table></details>"
         )
     total = len(registry.tools)
     return (
-        f'<p class="summary">{total} tools in {len(groups)} groups, '
-        f"{len(registry.services)} services.</p>" + "".join(sections)
+        f'<p class="summary">{counted(total, "tool")} in {counted(len(groups), "group")}, '
+        # Configured, as the tools name them; the live panel lists those announcing.
+        f"{counted(len(registry.services), 'configured service')}.</p>" + "".join(sections)
     )
 
 
@@ -315,7 +322,10 @@ def _audit(gateway: Gateway) -> str:
         elif denied is not None:
             detail = f"denied: groups {', '.join(denied.denied_groups)}"
         else:
-            detail = f"{len(record.calls)} calls, {record.initial_state} → {record.final_state}"
+            detail = (
+                f"{counted(len(record.calls), 'call')}, "
+                f"{record.initial_state} → {record.final_state}"
+            )
             if refusals:
                 detail += f"; refused: {', '.join(refusals)}"
         requested = (
@@ -357,8 +367,8 @@ def _status(gateway: Gateway) -> str:
     state = "ready" if readiness.ready else "not-ready"
     return (
         f'<span class="badge {state}">{"ready" if readiness.ready else "not ready"}</span> '
-        f"{checks} · {gateway.held_sessions()} open sessions · "
-        f"{gateway.open_streams} event streams"
+        f"{checks} · {counted(gateway.held_sessions(), 'open session')} · "
+        f"{counted(gateway.open_streams, 'event stream')}"
     )
 
 

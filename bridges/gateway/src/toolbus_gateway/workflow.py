@@ -90,8 +90,7 @@ def render_svg(workflow: Workflow) -> str:
         column = workflow.columns[state]
         position[state] = (_MARGIN + column * _COLUMN, _MARGIN + rows[column] * _ROW)
         rows[column] += 1
-    width = _MARGIN * 2 + max(workflow.columns.values(), default=0) * _COLUMN + _NODE_W + 90
-    height = _MARGIN * 2 + max(rows.values(), default=1) * _ROW + 40
+    width, height = _size(workflow, position, max(rows.values(), default=1))
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="workflow" role="img" '
         f'aria-label="state workflow: {len(workflow.states)} states, '
@@ -112,6 +111,20 @@ def render_svg(workflow: Workflow) -> str:
         parts.append(_node(state, position[state], workflow.staying.get(state, 0)))
     parts.append("</svg>")
     return "\n".join(parts)
+
+
+def _size(workflow: Workflow, position: dict[str, tuple[int, int]], rows: int) -> tuple[int, int]:
+    """Width and height that hold the drawing and a margin, no more: room to the right
+    only for loops and bends within a column, below only for stay counts and arcs back."""
+    right = _MARGIN + max(workflow.columns.values(), default=0) * _COLUMN + _NODE_W
+    bottom = _MARGIN + (rows - 1) * _ROW + _NODE_H
+    bulging = any(
+        position[e.source][0] == position[e.target][0] for e in workflow.edges
+    )  # loops and edges within a column leave a node's right side and come back
+    backwards = any(position[e.target][0] < position[e.source][0] for e in workflow.edges)
+    width = right + (90 if bulging else 0) + _MARGIN
+    height = bottom + (16 if workflow.staying else 0) + (45 if backwards else 0) + _MARGIN
+    return width, height
 
 
 def _sources(tool: ToolDescriptor) -> tuple[str, ...]:
@@ -155,7 +168,7 @@ def _node(state: str, at: tuple[int, int], staying: int) -> str:
         shown = shown[: _LABEL_CHARS - 1] + "…"
     stay = (
         f'<text x="{x + _NODE_W // 2}" y="{y + _NODE_H + 13}" class="stay" '
-        f'text-anchor="middle">{staying} tool{"s" if staying != 1 else ""} stay</text>'
+        f'text-anchor="middle">{"1 tool stays" if staying == 1 else f"{staying} tools stay"}</text>'
         if staying
         else ""
     )
