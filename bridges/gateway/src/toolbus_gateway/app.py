@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -226,14 +227,28 @@ def _add_error_answers(app: FastAPI) -> None:
     async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = exc.errors()
         if any(e.get("type") == "json_invalid" for e in errors):
+            reason = next(
+                (e.get("ctx", {}).get("error") for e in errors if e.get("type") == "json_invalid"),
+                None,
+            )
             return _error(
                 400,
                 "bad-json",
-                "the request body is not valid JSON; send a JSON object with "
-                "Content-Type: application/json",
+                f"the request body is not valid JSON ({reason or 'malformed'}); send a JSON "
+                "object with Content-Type: application/json",
             )
         problems = [_problem(e) for e in errors]
         return _error(422, "bad-request", "; ".join(problems), problems=problems)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        # No such path or method, and whatever else Starlette answers itself: in the
+        # same shape as every other error.
+        error = {404: "not-found", 405: "method-not-allowed"}.get(exc.status_code, "bad-request")
+        response = _error(exc.status_code, error, str(exc.detail))
+        for name, value in (exc.headers or {}).items():
+            response.headers[name] = value
+        return response
 
 
 def _handler(

@@ -15,6 +15,19 @@ class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class ErrorAnswer(BaseModel):
+    """Every error the gateway answers: a type to branch on and a message to show.
+
+    Some errors add fields of their own (``reason``, ``denied_groups``, ``problems``,
+    ``error_type``...).
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    error: str
+    message: str
+
+
 class ToolList(BaseModel):
     """The tools offered to the caller for these groups in this state."""
 

@@ -8,16 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 
 from toolbus.domain.config.descriptors import DEFAULT_GROUP
 from toolbus.domain.config.registry import WILDCARD
 from toolbus_gateway.http_auth import gateway_of
 from toolbus_gateway.models import ServicesView, ServiceView
+from toolbus_gateway.routing import v1_router
 from toolbus_gateway.services import announced_groups
 from toolbus_gateway.tool_routes import CallerDep
 
-router = APIRouter(prefix="/v1")
+router = v1_router()
 
 
 def _reaches(allowed: Collection[str], groups: Iterable[str]) -> bool:

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
-from fastapi import APIRouter, Request
+from fastapi import Request
 from sse_starlette import EventSourceResponse
 
 from toolbus.application.doors.door import SESSION
@@ -29,11 +29,12 @@ from toolbus_gateway.models import (
     SessionView,
     outcome_view,
 )
+from toolbus_gateway.routing import EVENT_STREAM, EventStreamAnswer, v1_router
 from toolbus_gateway.sessions import SessionExists
 from toolbus_gateway.streams import open_stream, sse, take_stream
 from toolbus_gateway.tool_routes import CallerDep, timed_call
 
-router = APIRouter(prefix="/v1")
+router = v1_router()
 
 OPEN_ONE = "Open one with POST /v1/sessions"
 
@@ -153,7 +154,12 @@ async def close_session(request: Request, caller: CallerDep, session_id: str) ->
     return {"session_id": session_id, "audit": record.to_dict()}
 
 
-@router.get("/sessions/{session_id}/events", summary="A session's events (SSE)")
+@router.get(
+    "/sessions/{session_id}/events",
+    summary="A session's events (SSE)",
+    response_class=EventStreamAnswer,
+    responses=EVENT_STREAM,
+)
 async def session_events(
     request: Request, caller: CallerDep, session_id: str
 ) -> EventSourceResponse:

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import anyio
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import Depends, Query, Request
 from fastapi.responses import Response
 from sse_starlette import EventSourceResponse
 
@@ -36,9 +36,10 @@ from toolbus_gateway.models import (
     call_status,
     outcome_json,
 )
+from toolbus_gateway.routing import EVENT_STREAM, EventStreamAnswer, v1_router
 from toolbus_gateway.streams import open_stream, take_stream
 
-router = APIRouter(prefix="/v1")
+router = v1_router()
 CallerDep = Annotated[Principal, Depends(api_caller)]
 
 
@@ -124,7 +125,12 @@ async def call_tool(request: Request, caller: CallerDep, name: str, body: CallRe
     return answered(outcome)
 
 
-@router.post("/tools/{name}/stream", summary="Call one tool and stream its chunks (SSE)")
+@router.post(
+    "/tools/{name}/stream",
+    summary="Call one tool and stream its chunks (SSE)",
+    response_class=EventStreamAnswer,
+    responses=EVENT_STREAM,
+)
 async def stream_tool(
     request: Request, caller: CallerDep, name: str, body: CallRequest
 ) -> Response:

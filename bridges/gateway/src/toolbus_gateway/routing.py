@@ -1,0 +1,108 @@
+"""What every ``/v1`` route shares: strict JSON bodies, and the error answers it documents.
+
+Python's ``json`` reads ``NaN`` and ``Infinity``, which are not JSON, and fails on
+invalid UTF-8, very deep nesting or numbers of thousands of digits with errors
+FastAPI answers in a shape of its own. :class:`StrictJsonRoute` reads bodies so
+that each of these is a ``400 bad-json`` like any other malformed body, in the
+``{error, message}`` shape the gateway answers every error with; the OpenAPI
+document says so for every operation (:data:`ERROR_ANSWERS`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Coroutine
+from typing import Any, NoReturn
+
+from fastapi import APIRouter, Request, Response
+from fastapi.routing import APIRoute
+
+from toolbus_gateway.models import ErrorAnswer
+
+
+def _not_json(constant: str) -> NoReturn:
+    raise ValueError(f"{constant} is not a JSON number")
+
+
+def strict_json(body: bytes) -> Any:
+    """``body`` as JSON, or :class:`json.JSONDecodeError` saying what is wrong with it."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise json.JSONDecodeError("the body is not UTF-8", "", exc.start) from exc
+    try:
+        return json.loads(text, parse_constant=_not_json)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError as exc:
+        raise json.JSONDecodeError("the body nests too deeply", text, 0) from exc
+    except ValueError as exc:  # NaN and Infinity; integers past Python's digit limit
+        reason = str(exc) if "JSON number" in str(exc) else "a number has too many digits"
+        raise json.JSONDecodeError(reason, text, 0) from exc
+
+
+class _StrictJsonRequest(Request):
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            self._json = strict_json(await self.body())
+        return self._json
+
+
+class StrictJsonRoute(APIRoute):
+    """A route whose JSON body is read by :func:`strict_json`."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def strict(request: Request) -> Response:
+            return await handler(_StrictJsonRequest(request.scope, request.receive))
+
+        return strict
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {"model": ErrorAnswer, "description": description}
+
+
+#: The error answers any ``/v1`` operation may give (docs/gateway.md lists the types).
+ERROR_ANSWERS: dict[int | str, dict[str, Any]] = {
+    400: _error("The body is not JSON (bad-json)"),
+    401: _error("No credential, or one that is not valid (unauthenticated)"),
+    403: _error("Groups or state refused, or a hook denied the call"),
+    404: _error("No such tool or session for this caller"),
+    409: _error("Not possible now: a session that exists, a tool not offered in this state"),
+    413: _error("The body is larger than max-body-bytes"),
+    422: _error("The body or a parameter does not match its schema (bad-request)"),
+    429: _error("A per-user limit was reached; Retry-After says when to try again"),
+    503: _error("The broker could not serve the call; retry later (unavailable)"),
+}
+
+#: The answers of an operation that streams Server-Sent Events: the stream, and the
+#: same error answers, which are JSON although the stream is not (FastAPI would
+#: give a model the route's media type, hence the schema named outright).
+EVENT_STREAM: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "Server-Sent Events",
+        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+    },
+    **{
+        status: {
+            "description": answer["description"],
+            "content": {
+                "application/json": {"schema": {"$ref": "#/components/schemas/ErrorAnswer"}}
+            },
+        }
+        for status, answer in ERROR_ANSWERS.items()
+    },
+}
+
+
+class EventStreamAnswer(Response):
+    """Declares ``text/event-stream`` in the OpenAPI document (the route answers an SSE stream)."""
+
+    media_type = "text/event-stream"
+
+
+def v1_router() -> APIRouter:
+    """A router for ``/v1`` operations: strict JSON, documented errors."""
+    return APIRouter(prefix="/v1", route_class=StrictJsonRoute, responses=ERROR_ANSWERS)
