@@ -39,6 +39,7 @@ from toolbus_gateway.direct import HEALTHZ, DirectRoutes
 from toolbus_gateway.gateway import Gateway
 from toolbus_gateway.http_auth import ConsoleForbidden, gateway_of
 from toolbus_gateway.limits import BodySizeLimit
+from toolbus_gateway.routing import allowed_methods
 from toolbus_gateway.security_headers import SecurityHeaders
 from toolbus_gateway.sessions import SessionExists
 from toolbus_gateway.streams import STREAMS_RETRY_AFTER, StreamLimit
@@ -248,6 +249,8 @@ def _add_error_answers(app: FastAPI) -> None:
         response = _error(exc.status_code, error, str(exc.detail))
         for name, value in (exc.headers or {}).items():
             response.headers[name] = value
+        if exc.status_code == 405:
+            response.headers["Allow"] = ", ".join(allowed_methods(request))
         return response
 
 

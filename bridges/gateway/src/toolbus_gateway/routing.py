@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 
 from fastapi import APIRouter, Request, Response
 from fastapi.routing import APIRoute
+from starlette.routing import Match
 
 from toolbus_gateway.models import ErrorAnswer
 
@@ -77,13 +78,25 @@ ERROR_ANSWERS: dict[int | str, dict[str, Any]] = {
     503: _error("The broker could not serve the call; retry later (unavailable)"),
 }
 
+#: One Server-Sent Event as a reader of the stream sees it; ``data`` is JSON text.
+SSE_EVENT: dict[str, Any] = {
+    "type": "object",
+    "required": ["data"],
+    "properties": {
+        "event": {"type": "string"},
+        "data": {"type": "string"},
+        "id": {"type": "string"},
+        "retry": {"type": "integer"},
+    },
+}
+
 #: The answers of an operation that streams Server-Sent Events: the stream, and the
 #: same error answers, which are JSON although the stream is not (FastAPI would
 #: give a model the route's media type, hence the schema named outright).
 EVENT_STREAM: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "Server-Sent Events",
-        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        "content": {"text/event-stream": {"schema": SSE_EVENT}},
     },
     **{
         status: {
@@ -97,10 +110,53 @@ EVENT_STREAM: dict[int | str, dict[str, Any]] = {
 }
 
 
+def _json(description: str, *schemas: str) -> dict[str, Any]:
+    refs = [{"$ref": f"#/components/schemas/{name}"} for name in schemas]
+    schema = refs[0] if len(refs) == 1 else {"anyOf": refs}
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+#: The answers of a single call that did not succeed: the call's outcome, or (for
+#: groups or a state refused before any call) an error answer.
+CALL_REFUSED: dict[int | str, dict[str, Any]] = {
+    403: _json(
+        "Groups or state refused (an error answer), or a code hook denied the call (the outcome)",
+        "CallOutcomeView",
+        "ErrorAnswer",
+    ),
+    404: _json("No such tool offered to the caller", "CallOutcomeView", "ErrorAnswer"),
+    409: _json("Not offered in this state", "CallOutcomeView", "ErrorAnswer"),
+    422: _json(
+        "The service refused the arguments (the outcome), or the body does not match its "
+        "schema (an error answer)",
+        "CallOutcomeView",
+        "ErrorAnswer",
+    ),
+    502: _json("The tool failed", "CallOutcomeView"),
+}
+
+
 class EventStreamAnswer(Response):
     """Declares ``text/event-stream`` in the OpenAPI document (the route answers an SSE stream)."""
 
     media_type = "text/event-stream"
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route serves at the request's path (for a 405's ``Allow``).
+
+    Starlette names only the first route that matches the path, where two routes
+    (``GET`` and ``DELETE`` of one resource) may; so each method is tried.
+    """
+    allowed = []
+    for method in _METHODS:
+        scope = {**request.scope, "method": method}
+        if any(route.matches(scope)[0] == Match.FULL for route in request.app.routes):
+            allowed.append(method)
+    return allowed
+
+
+_METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")
 
 
 def v1_router() -> APIRouter:

@@ -36,7 +36,7 @@ from toolbus_gateway.models import (
     call_status,
     outcome_json,
 )
-from toolbus_gateway.routing import EVENT_STREAM, EventStreamAnswer, v1_router
+from toolbus_gateway.routing import CALL_REFUSED, EVENT_STREAM, EventStreamAnswer, v1_router
 from toolbus_gateway.streams import open_stream, take_stream
 
 router = v1_router()
@@ -106,12 +106,7 @@ async def list_tools(
     "/tools/{name}/call",
     response_model=CallOutcomeView,
     summary="Call one tool",
-    responses={
-        403: {"description": "Groups or state refused, or a code hook denied the call"},
-        404: {"description": "No such tool offered to the caller"},
-        409: {"description": "Not offered in this state"},
-        502: {"description": "The tool failed"},
-    },
+    responses=CALL_REFUSED,
 )
 async def call_tool(request: Request, caller: CallerDep, name: str, body: CallRequest) -> Response:
     """Call tool ``name`` (its configured or LLM name) once, as a one-call agent session.
@@ -129,7 +124,7 @@ async def call_tool(request: Request, caller: CallerDep, name: str, body: CallRe
     "/tools/{name}/stream",
     summary="Call one tool and stream its chunks (SSE)",
     response_class=EventStreamAnswer,
-    responses=EVENT_STREAM,
+    responses={**EVENT_STREAM, **CALL_REFUSED},
 )
 async def stream_tool(
     request: Request, caller: CallerDep, name: str, body: CallRequest
