@@ -169,13 +169,18 @@ def test_mcp_serve_over_stdio_with_its_client_connected(
     assert server.stop(signum) == 0
 
 
+#: An API key and permissions: a door on the network refuses to start without both.
+NETWORK_DOOR_SETTINGS = (
+    '[[credentials.api-keys]]\nuser = "alice"\nenv = "ALICE_KEY"\n\n'
+    '[permissions.users]\nalice = ["default"]\n'
+)
+
+
 @SIGNALS
 def test_mcp_serve_over_http(
     running: list[Running], tmp_path: Path, signum: signal.Signals
 ) -> None:
-    (tmp_path / "toolbus.toml").write_text(
-        '[[credentials.api-keys]]\nuser = "alice"\nenv = "ALICE_KEY"\n'
-    )
+    (tmp_path / "toolbus.toml").write_text(NETWORK_DOOR_SETTINGS)
     port = free_port()
     server = start(
         running, tmp_path, "mcp", "serve", "--transport", "http", "--listen", f"127.0.0.1:{port}"
@@ -189,9 +194,7 @@ def test_mcp_serve_over_http(
 def test_gateway_with_an_event_stream_open(
     running: list[Running], tmp_path: Path, signum: signal.Signals
 ) -> None:
-    (tmp_path / "toolbus.toml").write_text(
-        '[[credentials.api-keys]]\nuser = "alice"\nenv = "ALICE_KEY"\n'
-    )
+    (tmp_path / "toolbus.toml").write_text(NETWORK_DOOR_SETTINGS)
     (tmp_path / "config.json").write_text(json.dumps({"tool-service": {}, "tool": {}}))
     port = free_port()
     gateway = start(
