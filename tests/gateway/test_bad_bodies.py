@@ -29,7 +29,7 @@ async def test_a_body_that_is_not_json_is_a_bad_json_answer(
             "/v1/tools/echo/call", content=body, headers={"Content-Type": "application/json"}
         )
 
-    assert answer.status_code == 400
+    assert answer.status_code == 400, answer.text
     assert answer.json().keys() == {"error", "message"}
     assert answer.json()["error"] == "bad-json"
     assert f"is not valid JSON ({reason}" in answer.json()["message"]
