@@ -11,16 +11,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 
 from toolbus.application.doors.approvals import ApprovalBook
 from toolbus.domain.access.approvals import Approval
 from toolbus.domain.errors import ApprovalNotFound
 from toolbus_gateway.http_auth import gateway_of
 from toolbus_gateway.models import ApprovalList, ApprovalView, Decision
+from toolbus_gateway.routing import v1_router
 from toolbus_gateway.tool_routes import CallerDep
 
-router = APIRouter(prefix="/v1")
+router = v1_router()
 
 
 def view(approval: Approval) -> ApprovalView:

@@ -19,6 +19,7 @@ import typer
 
 from toolbus.application.doors.approvals import ApprovalBook
 from toolbus.cli._app import app
+from toolbus.cli._help import CommandApp
 from toolbus.cli.plugin_api import VerboseOption, fail, redact_url, run, setup_logging
 from toolbus.domain.access.approvals import Approval
 from toolbus.domain.errors import ApprovalClosed, ApprovalNotFound, ConfigError, NotAnApprover
@@ -27,7 +28,7 @@ from toolbus.settings import load_settings
 
 T = TypeVar("T")
 
-approvals_app = typer.Typer(
+approvals_app = CommandApp(
     name="approvals",
     no_args_is_help=True,
     help="Calls waiting for a person's approval: list them, approve or deny one.",

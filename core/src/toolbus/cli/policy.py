@@ -14,13 +14,14 @@ import typer
 
 from toolbus.cli._app import app
 from toolbus.cli._common import ConfigOption, fail
+from toolbus.cli._help import CommandApp
 from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import ConfigError, PluginError
 from toolbus.ports import PolicyEngine
 from toolbus.runtime import build_registry, policy_engine
 from toolbus.settings import load_settings
 
-policy_app = typer.Typer(
+policy_app = CommandApp(
     name="policy",
     no_args_is_help=True,
     help="The call policy (\\[policy] in toolbus.toml): check it, print what it can refer to.",
