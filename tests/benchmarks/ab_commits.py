@@ -10,8 +10,10 @@ dependencies are this environment's) and makes echo calls through
 ``toolbus.benchmark.echo_calls`` on the in-memory bus for ``--seconds`` at each
 in-flight level. The commits take turns, their order swapping every round, so
 that a busy moment on a shared machine lands on both; each line printed is the
-median over rounds of HEAD / BASE calls per second within a round, with the
-spread, and the load average. A ratio below 1 is HEAD slower.
+median over rounds of HEAD / BASE calls per second within a round (below 1:
+HEAD slower) and of HEAD / BASE CPU time per call in the child process (above
+1: HEAD costlier; load elsewhere disturbs this one less), with the spread and
+the load average.
 """
 
 from __future__ import annotations
@@ -48,9 +50,10 @@ async def main(seconds, levels):
                     await call()
                     done += 1
 
-            begin = time.perf_counter()
+            begin, cpu = time.perf_counter(), time.process_time()
             await asyncio.gather(*(worker() for _ in range(in_flight)))
             figures[str(in_flight)] = done / (time.perf_counter() - begin)
+            figures[f"cpu{in_flight}"] = (time.process_time() - cpu) / done * 1e6
     print(json.dumps(figures))
 
 asyncio.run(main(float(sys.argv[1]), [int(n) for n in sys.argv[2].split(",")]))
@@ -92,7 +95,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--in-flight", default="1,64", help="levels, comma-separated")
     args = parser.parse_args(argv)
     commits = {"base": _git("rev-parse", args.base), "head": _git("rev-parse", args.head)}
-    ratios: dict[str, list[float]] = {level: [] for level in args.in_flight.split(",")}
+    levels = args.in_flight.split(",")
+    ratios: dict[str, list[float]] = {level: [] for level in levels}
+    #: HEAD / BASE CPU time per call, which load elsewhere disturbs less than calls/s.
+    cpu: dict[str, list[float]] = {level: [] for level in levels}
     best: dict[str, dict[str, float]] = {"base": {}, "head": {}}
     with tempfile.TemporaryDirectory(prefix="toolbus-ab-") as temp:
         trees = {side: Path(temp) / side for side in commits}
@@ -106,11 +112,17 @@ def main(argv: list[str] | None = None) -> None:
                 }
                 for level in ratios:
                     ratios[level].append(figures["head"][level] / figures["base"][level])
+                    cpu[level].append(
+                        figures["head"][f"cpu{level}"] / figures["base"][f"cpu{level}"]
+                    )
                     for side in commits:
                         best[side][level] = max(best[side].get(level, 0.0), figures[side][level])
                 print(
                     f"round {round_ + 1}: "
-                    + ", ".join(f"{level} in flight {ratios[level][-1]:.3f}" for level in ratios)
+                    + ", ".join(
+                        f"{level} in flight {ratios[level][-1]:.3f} (CPU/call {cpu[level][-1]:.3f})"
+                        for level in ratios
+                    )
                     + f" (load {os.getloadavg()[0]:.2f})",
                     flush=True,
                 )
@@ -122,7 +134,9 @@ def main(argv: list[str] | None = None) -> None:
         print(
             f"{level:>3} in flight: ratio {statistics.median(values):.3f} "
             f"(min {min(values):.3f}, max {max(values):.3f}); best calls/s "
-            f"{best['head'][level]:,.0f} vs {best['base'][level]:,.0f}"
+            f"{best['head'][level]:,.0f} vs {best['base'][level]:,.0f}; CPU per call "
+            f"{statistics.median(cpu[level]):.3f} (min {min(cpu[level]):.3f}, "
+            f"max {max(cpu[level]):.3f})"
         )
 
 
