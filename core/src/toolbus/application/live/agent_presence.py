@@ -23,7 +23,11 @@ from typing import Any
 import anyio
 from anyio.abc import TaskStatus
 
-from toolbus.application.live.probes import ProbeAnswers, subscribe_probes
+from toolbus.application.live.probes import (
+    ProbeAnswers,
+    publish_until_stopped,
+    subscribe_probes,
+)
 from toolbus.domain.errors import BusClosed
 from toolbus.domain.live import announcements as messages
 from toolbus.domain.live.announcements import Announcement, Probe, Withdrawal
@@ -87,17 +91,14 @@ class AgentPresence:
             self.bus, AGENT_PROBE_QUEUE, "the agent service", self.interval
         )
         try:
-            await self.announce()
-            task_status.started()
-            async with anyio.create_task_group() as tasks:
-                if probes is not None:
-                    tasks.start_soon(self._probes.run, probes)
-                while not self._stop.is_set():
-                    with anyio.move_on_after(self.interval):
-                        await self._stop.wait()
-                    if not self._stop.is_set():
-                        await self.announce()
-                tasks.cancel_scope.cancel()
+            await publish_until_stopped(
+                self.announce,
+                self._probes,
+                probes,
+                every=self.interval,
+                stop=self._stop,
+                task_status=task_status,
+            )
         except BusClosed:
             log.info("stopped announcing the agent service: the bus is closed")
         finally:

@@ -34,7 +34,12 @@ from anyio.abc import TaskStatus
 
 from toolbus.application.calls.service import FunctionToolService, ToolService
 from toolbus.application.calls.supervision import supervised
-from toolbus.application.live.probes import PROBE_COOLDOWN, ProbeAnswers, subscribe_probes
+from toolbus.application.live.probes import (
+    PROBE_COOLDOWN,
+    ProbeAnswers,
+    publish_until_stopped,
+    subscribe_probes,
+)
 from toolbus.domain.config.descriptors import BUILTIN_TOOL_TYPES
 from toolbus.domain.config.loading import load_registry
 from toolbus.domain.errors import BusClosed
@@ -215,17 +220,14 @@ class Announcer:
             self.bus, self.probe_queue, repr(self.service.id), self.interval
         )
         try:
-            await self.announce()
-            task_status.started()
-            async with anyio.create_task_group() as tasks:
-                if probes is not None:
-                    tasks.start_soon(self._probes.run, probes)
-                while not self._stop.is_set():
-                    with anyio.move_on_after(self.interval):
-                        await self._stop.wait()
-                    if not self._stop.is_set():
-                        await self.announce()
-                tasks.cancel_scope.cancel()
+            await publish_until_stopped(
+                self.announce,
+                self._probes,
+                probes,
+                every=self.interval,
+                stop=self._stop,
+                task_status=task_status,
+            )
         except BusClosed:
             log.info("%r: stopped announcing: the bus is closed", self.service.id)
         finally:

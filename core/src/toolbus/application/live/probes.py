@@ -16,6 +16,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 import anyio
+from anyio.abc import TaskStatus
 
 from toolbus.domain.errors import BusClosed
 from toolbus.domain.live import announcements as messages
@@ -90,3 +91,27 @@ async def subscribe_probes(bus: Bus, queue: str, who: str, every: float) -> Subs
     except Exception as exc:
         log.warning("%s: cannot hear probes (publishing every %g s only): %s", who, every, exc)
         return None
+
+
+async def publish_until_stopped(
+    publish: Callable[[], Awaitable[object]],
+    answers: ProbeAnswers,
+    probes: Subscription | None,
+    *,
+    every: float,
+    stop: anyio.Event,
+    task_status: TaskStatus[None],
+) -> None:
+    """Publish now, then on every probe heard on ``probes`` and every ``every`` seconds,
+    until ``stop`` is set; ``task_status`` is signalled after the first publication."""
+    await publish()
+    task_status.started()
+    async with anyio.create_task_group() as tasks:
+        if probes is not None:
+            tasks.start_soon(answers.run, probes)
+        while not stop.is_set():
+            with anyio.move_on_after(every):
+                await stop.wait()
+            if not stop.is_set():
+                await publish()
+        tasks.cancel_scope.cancel()
