@@ -17,7 +17,6 @@ import anyio
 import pytest
 
 from tests.mcp.test_toolsets import bridged
-from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.live.announcements import ANNOUNCEMENTS_QUEUE
 from toolbus.application.live.registry import LiveRegistry
 from toolbus.domain.errors import ConfigError
@@ -96,10 +95,7 @@ async def test_an_announced_ttl_is_kept_within_the_registry_s_bounds() -> None:
         ttl=1e12,
     )
     try:
-        async with (
-            ToolServiceClient(bus) as client,
-            LiveRegistry(bus, client=client, follow_config=False, max_ttl=0.5) as live,
-        ):
+        async with LiveRegistry(bus, follow_config=False, max_ttl=0.5) as live:
             await bus.publish(ANNOUNCEMENTS_QUEUE, messages.encode(announcement))
             await live.wait_until(lambda registry: "forever-tool" in registry.tools, timeout=10)
             # Never announced again, and never withdrawn: gone after the registry's bound.
