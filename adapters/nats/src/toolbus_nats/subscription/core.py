@@ -67,6 +67,24 @@ async def unsubscribe_quietly(nc: Client, sub: NatsSubscription | None, subject:
             log.debug("unsubscribing from %s failed", subject, exc_info=True)
 
 
+async def drain_fenced(nc: Client, sub: NatsSubscription) -> None:
+    """UNSUB, prove the server has it, then hand every message it sent before to the callback.
+
+    nats-py's own drain queues its UNSUB in the write buffer but writes the PING
+    straight to the socket, so the PONG it waits for can come back before the
+    server has the UNSUB; what the server sends a queue-group member in between
+    reaches a subscription nats-py has already removed, and is dropped. So the
+    UNSUB goes first, fenced by two round trips as in :func:`subscribe_live`;
+    drain's own UNSUB is then a no-op on the server, and its wait for the
+    callback to finish what arrived is what hands those messages out.
+    """
+    # nats-py has no public "UNSUB but keep delivering"; its drain uses this one.
+    await nc._send_unsubscribe(sub._id)
+    await nc.flush()
+    await nc.flush()
+    await sub.drain()  # type: ignore[no-untyped-call]  # nats-py leaves it untyped
+
+
 def _weigh(delivery: Delivery) -> int:
     return len(delivery.body)
 
@@ -121,9 +139,7 @@ class CoreSubscription:
         sub, self._sub = self._sub, None
         if sub is not None and not self._nc.is_closed and self._nc.is_connected:
             try:
-                # nats-py's drain: UNSUB, a round trip, and every message already sent
-                # to us through the callback (into the buffer) before it returns.
-                await sub.drain()  # type: ignore[no-untyped-call]  # nats-py leaves it untyped
+                await drain_fenced(self._nc, sub)
             except Exception:
                 log.debug("draining %s failed", self.subject, exc_info=True)
         else:

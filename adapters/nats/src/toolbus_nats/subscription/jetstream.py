@@ -47,6 +47,7 @@ from toolbus_nats.errors import translate
 from toolbus_nats.naming import consumer_name, dead_letter_subject
 from toolbus_nats.provisioning import Streams
 from toolbus_nats.publishing import MSG_ID
+from toolbus_nats.subscription.core import drain_fenced
 
 log = logging.getLogger("toolbus.nats")
 
@@ -428,7 +429,7 @@ class PullSubscription:
                 # when this returns. JetStream sends a pull request's messages only
                 # while its inbox has interest; the group's other members take the rest.
                 async with asyncio.timeout(self._options.publish_timeout):
-                    await sub.drain()  # type: ignore[no-untyped-call]  # nats-py leaves it untyped
+                    await drain_fenced(self._nc, sub)
             except Exception:
                 log.debug("draining %s failed", self._inbox, exc_info=True)
         self._buffer.finish()
@@ -449,7 +450,7 @@ class PullSubscription:
                 # UNSUB, then a round trip: everything already sent to us has arrived
                 # (and landed in ``held``) when this returns.
                 async with asyncio.timeout(self._options.publish_timeout):
-                    await sub.drain()  # type: ignore[no-untyped-call]  # nats-py leaves it untyped
+                    await drain_fenced(self._nc, sub)
             except Exception:
                 log.debug("draining %s failed", self._inbox, exc_info=True)
         elif sub is not None and not self._nc.is_closed:
