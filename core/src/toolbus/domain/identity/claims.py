@@ -115,9 +115,11 @@ def _text(claims: Mapping[str, Any], name: str) -> str:
 
 def _time(claims: Mapping[str, Any], name: str) -> float:
     value = claims.get(name)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise Unauthorized(f"call token has no valid '{name}' claim")
-    return float(value)
+    # Exactly a JSON number: True is no time, nor is NaN or infinity.
+    kind = type(value)
+    if kind is int or (kind is float and math.isfinite(value)):
+        return float(value)
+    raise Unauthorized(f"call token has no valid '{name}' claim")
 
 
 def check_claims(
