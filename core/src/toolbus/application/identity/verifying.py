@@ -259,8 +259,6 @@ class Signatures:
 
     def __init__(self, keys: Iterable[Key | Mapping[str, Any]], *, what: str) -> None:
         _, jws = jose()
-        from joserfc.util import urlsafe_b64decode
-
         self.what = what
         self._keys: dict[str, Key] = {}
         self._algorithms: dict[str, str] = {}
@@ -281,7 +279,6 @@ class Signatures:
         self._longest = (
             limits.max_header_length + limits.max_payload_length + limits.max_signature_length
         )
-        self._b64decode = urlsafe_b64decode
         #: Header segments checked before -> what signed them: the key id, the key and the
         #: library's algorithm. A signer sends the same header on every token, so the
         #: header's parsing and checks are done once per signer, not once per token.
@@ -305,15 +302,17 @@ class Signatures:
                 self._headers[header_segment] = signer
         key_id, key, algorithm = signer
         try:
-            signature = self._b64decode(signature_segment.encode())
+            # Read as leniently as PyJWT reads it: another spelling of a signature
+            # is still that signature, and a use is remembered by call, not by token.
+            signature = urlsafe_b64decode(signature_segment + "==")
             valid = algorithm.verify(f"{header_segment}.{payload_segment}".encode(), signature, key)
         except Exception:
             valid = False
         if not valid:
             raise Unauthorized(f"{what}'s signature does not verify with key {key_id!r}")
         try:
-            # The signature covers the segment as sent, so the payload is read as
-            # leniently as any decoder would; orjson reads it in a third of json's time.
+            # The signature covers the segment as sent, so it is read as leniently
+            # too; orjson reads it in a third of json's time.
             payload = orjson.loads(urlsafe_b64decode(payload_segment + "=="))
         except ValueError:
             payload = None

@@ -114,7 +114,7 @@ def _text(claims: Mapping[str, Any], name: str) -> str:
 
 
 def _time(claims: Mapping[str, Any], name: str) -> float:
-    value = claims.get(name)
+    value: Any = claims.get(name)
     # Exactly a JSON number: True is no time, nor is NaN or infinity.
     kind = type(value)
     if kind is int or (kind is float and math.isfinite(value)):
@@ -149,8 +149,10 @@ def check_claims(
     if "iat" in claims and now + leeway < _time(claims, "iat"):
         raise Unauthorized("call token was issued in the future; check the clocks")
     audience = claims.get("aud")
-    granted = [audience] if isinstance(audience, str) else audience
-    if not isinstance(granted, list) or not any(a in audiences for a in granted):
+    if type(audience) is str:  # the usual case, without a list made for it
+        if audience not in audiences:
+            raise Unauthorized("call token is for another tool service")
+    elif not isinstance(audience, list) or not any(a in audiences for a in audience):
         raise Unauthorized("call token is for another tool service")
     if _text(claims, "jti") != call_id:
         raise Unauthorized("call token is for another call id")
