@@ -181,3 +181,12 @@ def test_a_key_object_gets_the_checks_a_key_file_gets(make: object, reason: str,
             CallSigner(key)
         else:
             CallVerifier([key])
+
+
+def test_a_key_for_encryption_only_is_refused_when_the_signer_is_made() -> None:
+    key = private_jwk(generate_key("Ed25519", "encrypts"))
+    key["use"] = "enc"
+
+    with pytest.raises(SigningKeyError, match="key 'encrypts' cannot sign") as refused:
+        CallSigner(key)
+    assert key["d"] not in str(refused.value)

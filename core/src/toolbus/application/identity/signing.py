@@ -21,7 +21,6 @@ from toolbus.domain.identity import call_claims
 if TYPE_CHECKING:
     from joserfc.jwk import Key
 
-
 #: Seconds a token stays valid: long enough for a queued call, short enough to be useless later.
 DEFAULT_LIFETIME = 60.0
 
@@ -70,7 +69,12 @@ class CallSigner:
         registry = jws.JWSRegistry(algorithms=[self.algorithm])
         registry.check_header(header)
         self._alg = registry.get_alg(self.algorithm)
-        self._alg.check_key(key)
+        try:
+            self._alg.check_key(key)
+        except Exception as exc:  # e.g. a key whose "use" or "key_ops" rule out signing
+            raise SigningKeyError(
+                f"key {self.key_id!r} cannot sign ({type(exc).__name__}); give a signing key"
+            ) from None
         self._header_segment = json_b64encode(header) + b"."
         self._b64 = urlsafe_b64encode
 

@@ -254,7 +254,9 @@ class Signatures:
     Shared by every verifier of signed things (call tokens, signed configuration):
     the token must name a known key, use that key's one algorithm, and verify.
     Every failure is :class:`~toolbus.domain.errors.Unauthorized`, naming ``what``
-    was refused and never quoting the token.
+    was refused and never quoting the token. A header that passed every check is
+    remembered by its exact bytes (up to 64 of them), so that a signer's further
+    tokens cost their signature and parsing only.
     """
 
     def __init__(self, keys: Iterable[Key | Mapping[str, Any]], *, what: str) -> None:
