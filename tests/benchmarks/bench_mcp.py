@@ -1,7 +1,6 @@
 """A tool call through the MCP bridge against the same tool called directly over MCP.
 
-Contestants, each the SDK's client calling an ``echo`` tool over stdio, one
-call at a time:
+Over stdio, the SDK's client calls an ``echo`` tool, one call at a time, of:
 
 * **direct (low-level)**: an SDK low-level ``Server`` in a subprocess whose
   handler answers the call itself: the MCP round trip with nothing behind it.
@@ -12,33 +11,55 @@ call at a time:
 
 Figures: sequential p50 latency per call, the contestants' calls taken in
 turn (so a change in the machine's load hits all of them alike), best round of
-each. The target: the bridge adds at most 30% to a direct MCP stdio call.
+each, and each server process's CPU time per call, read from ``/proc`` (the
+bridge's without the broker hop: the echo service runs in this process).
 
-    uv run python tests/benchmarks/bench_mcp.py [--calls 300] [--rounds 3]
+Over streamable HTTP (2026-07-28 requests, which need no session), ``wrk``
+(its own process, one thread; ``apt-get install wrk``) posts ``tools/call``
+to an ``MCPServer`` answering in its own process and to ``toolbus mcp serve
+--transport http`` (bearer key, permissions), at 1 and 16 connections, the
+contestants taken in turn each round, best round of each: calls per second
+and the server process's CPU per call.
+
+The targets: p50 at most 1.2x the low-level server and 1.05x ``MCPServer``
+over stdio; over HTTP at least 0.9x ``MCPServer``'s calls per second.
+
+    uv run python tests/benchmarks/bench_mcp.py [--calls 300] [--rounds 3] [--seconds 5]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import ExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
 
 import anyio
+import httpx
 from mcp import Client, StdioServerParameters
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, PROTOCOL_VERSION_META_KEY
+from mcp_types.version import LATEST_MODERN_VERSION
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from tests.benchmarks.bench_gateway import _children, _cpu_of, lua, wrk
 from tests.nats.server import NatsServer
+from tests.support.servers import LOOPBACK, free_port, server_process
 from toolbus import running, tool_service
 from toolbus.plugins import connect
 
-TARGET = 1.30
+STDIO_TARGETS = {"direct (low-level)": 1.20, "direct (MCPServer)": 1.05}
+HTTP_TARGET = 0.90
+API_KEY = "bench-mcp-0123456789abcdef"
+
 
 LOWLEVEL_SERVER = """
 import anyio
@@ -88,6 +109,11 @@ def echo(text: str) -> str:
 server.run()
 """
 
+MCPSERVER_HTTP = MCPSERVER_SERVER.replace(
+    "server.run()",
+    "import sys\nserver.run('streamable-http', host='127.0.0.1', port=int(sys.argv[1]))",
+)
+
 SNAPSHOT = {
     "tool-service": {
         "echo": {
@@ -114,11 +140,14 @@ async def echo(text: str) -> str:
 
 
 @asynccontextmanager
-async def stdio_client(command: str, *args: str) -> AsyncIterator[Client]:
+async def stdio_client(command: str, *args: str) -> AsyncIterator[tuple[Client, int]]:
+    """A client of a stdio server it starts, warmed up, and the server's process id."""
     parameters = StdioServerParameters(command=command, args=list(args))
+    before = set(_children(os.getpid()))
     async with Client(parameters, read_timeout_seconds=60) as client:
         await client.call_tool("echo", {"text": "warm-up"})
-        yield client
+        (pid,) = set(_children(os.getpid())) - before
+        yield client, pid
 
 
 async def interleaved_p50s(clients: dict[str, Client], calls: int) -> dict[str, float]:
@@ -134,7 +163,141 @@ async def interleaved_p50s(clients: dict[str, Client], calls: int) -> dict[str, 
     return {name: statistics.median(times) for name, times in took.items()}
 
 
-async def main(calls: int, rounds: int) -> None:
+async def stdio_contest(
+    nats_url: str, config: Path, calls: int, rounds: int
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Best p50 and CPU seconds per call of each stdio contestant."""
+    toolbus = str(Path(sys.executable).with_name("toolbus"))
+    bridge = ["mcp", "serve", "--config", str(config), "--broker", nats_url]
+    async with (
+        stdio_client(sys.executable, "-c", LOWLEVEL_SERVER) as lowlevel,
+        stdio_client(sys.executable, "-c", MCPSERVER_SERVER) as mcpserver,
+        stdio_client(toolbus, *bridge) as bridged,
+    ):
+        contestants = {
+            "direct (low-level)": lowlevel,
+            "direct (MCPServer)": mcpserver,
+            "bridge": bridged,
+        }
+        clients = {name: client for name, (client, _) in contestants.items()}
+        cpu = {name: _cpu_of(pid) for name, (_, pid) in contestants.items()}
+        best = dict.fromkeys(contestants, float("inf"))
+        for _ in range(rounds):
+            for name, seconds in (await interleaved_p50s(clients, calls)).items():
+                best[name] = min(best[name], seconds)
+        per_call = {
+            name: (_cpu_of(pid) - cpu[name]) / (calls * rounds)
+            for name, (_, pid) in contestants.items()
+        }
+    return best, per_call
+
+
+def call_body() -> str:
+    """A 2026-07-28 ``tools/call``: its envelope in ``_meta``, no session needed."""
+    meta = {PROTOCOL_VERSION_META_KEY: LATEST_MODERN_VERSION, CLIENT_CAPABILITIES_META_KEY: {}}
+    params = {"name": "echo", "arguments": {"text": "hello"}, "_meta": meta}
+    return json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+
+
+@contextmanager
+def http_contestants(
+    scratch: Path, nats_url: str, config: Path
+) -> Iterator[dict[str, tuple[str, subprocess.Popen[bytes], Path]]]:
+    """Each HTTP contestant's URL, process and wrk script, started here, stopped after."""
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": LATEST_MODERN_VERSION,
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "echo",
+    }
+    body = call_body()
+    with ExitStack() as stack:
+        found: dict[str, tuple[str, subprocess.Popen[bytes], Path]] = {}
+        port = free_port()
+        (scratch / "mcpserver").mkdir()
+        found["MCPServer"] = (
+            f"http://{LOOPBACK}:{port}/mcp",
+            stack.enter_context(
+                server_process(
+                    [sys.executable, "-c", MCPSERVER_HTTP, str(port)],
+                    port=port,
+                    workdir=scratch / "mcpserver",
+                )
+            ),
+            lua(scratch / "mcpserver.lua", "POST", body, headers),
+        )
+        port = free_port()
+        workdir = scratch / "bridge"
+        workdir.mkdir()
+        (workdir / "toolbus.toml").write_text(
+            f'broker = "{nats_url}"\nconfig = "{config}"\n\n'
+            '[[credentials.api-keys]]\nuser = "alice"\nenv = "BENCH_MCP_KEY"\n\n'
+            '[permissions.users]\nalice = ["default"]\n'
+        )
+        toolbus = str(Path(sys.executable).with_name("toolbus"))
+        argv = [toolbus, "mcp", "serve", "--transport", "http", "--listen", f"{LOOPBACK}:{port}"]
+        env = {**os.environ, "BENCH_MCP_KEY": API_KEY}
+        found["bridge"] = (
+            f"http://{LOOPBACK}:{port}/mcp",
+            stack.enter_context(server_process(argv, port=port, workdir=workdir, env=env)),
+            lua(
+                scratch / "bridge.lua",
+                "POST",
+                body,
+                {**headers, "Authorization": f"Bearer {API_KEY}"},
+            ),
+        )
+        for name, (url, _, _) in found.items():
+            check_answer(name, url, {**headers, "Authorization": f"Bearer {API_KEY}"}, body)
+        yield found
+
+
+def check_answer(name: str, url: str, headers: dict[str, str], body: str) -> None:
+    """Fail the run unless the contestant answers the call (wrk counts only HTTP errors)."""
+    answer = httpx.post(url, content=body, headers=headers, timeout=30)
+    text = answer.text
+    if answer.headers.get("content-type", "").startswith("text/event-stream"):
+        text = [line for line in text.splitlines() if line.startswith("data:")][-1][5:]
+    result = json.loads(text).get("result", {}) if answer.status_code == 200 else {}
+    if result.get("isError", True) or result["content"][0].get("text") != "hello":
+        raise RuntimeError(f"{name} did not answer the call: {answer.status_code} {answer.text}")
+
+
+def http_contest(
+    contestants: dict[str, tuple[str, subprocess.Popen[bytes], Path]],
+    levels: tuple[int, ...],
+    seconds: float,
+    rounds: int,
+) -> dict[tuple[str, int], tuple[float, float, int]]:
+    """Best (calls/s, CPU seconds per call, failures) per contestant and connections."""
+    for url, _, script in contestants.values():  # warm-up, and a failing set-up shows here
+        wrk(url, 1, 1, script)
+    best: dict[tuple[str, int], tuple[float, float, int]] = {}
+    for _ in range(rounds):
+        for connections in levels:
+            for name, (url, process, script) in contestants.items():
+                before = _cpu_of(process.pid)
+                rate, total, failed = wrk(url, connections, seconds, script)
+                cpu = (_cpu_of(process.pid) - before) / max(total, 1)
+                if (name, connections) not in best or rate > best[name, connections][0]:
+                    best[name, connections] = (rate, cpu, failed)
+    return best
+
+
+def http_run(
+    scratch: Path,
+    nats_url: str,
+    config: Path,
+    levels: tuple[int, ...],
+    seconds: float,
+    rounds: int,
+) -> dict[tuple[str, int], tuple[float, float, int]]:
+    with http_contestants(scratch, nats_url, config) as contestants:
+        return http_contest(contestants, levels, seconds, rounds)
+
+
+async def main(calls: int, rounds: int, seconds: float, levels: tuple[int, ...]) -> None:
     with tempfile.TemporaryDirectory() as work:
         directory = Path(work)
         config = directory / "echo.json"
@@ -143,38 +306,70 @@ async def main(calls: int, rounds: int) -> None:
         (directory / "nats").mkdir()
         with nats.running():
             bus = await connect(nats.url)
-            toolbus = str(Path(sys.executable).with_name("toolbus"))
-            bridge = ["mcp", "serve", "--config", str(config), "--broker", nats.url]
             try:
-                async with (
-                    running(bus, echo),
-                    stdio_client(sys.executable, "-c", LOWLEVEL_SERVER) as lowlevel,
-                    stdio_client(sys.executable, "-c", MCPSERVER_SERVER) as mcpserver,
-                    stdio_client(toolbus, *bridge) as bridged,
-                ):
-                    contestants = {
-                        "direct (low-level)": lowlevel,
-                        "direct (MCPServer)": mcpserver,
-                        "bridge": bridged,
-                    }
-                    best = dict.fromkeys(contestants, float("inf"))
-                    for _ in range(rounds):
-                        for name, seconds in (await interleaved_p50s(contestants, calls)).items():
-                            best[name] = min(best[name], seconds)
+                async with running(bus, echo):
+                    load = os.getloadavg()[0]
+                    p50s, cpus = await stdio_contest(nats.url, config, calls, rounds)
+                    report_stdio(p50s, cpus, calls, rounds, load)
+                    if levels:
+                        load = os.getloadavg()[0]
+                        # In a thread: the echo service answers on this event loop.
+                        figures = await anyio.to_thread.run_sync(
+                            http_run, directory, nats.url, config, levels, seconds, rounds
+                        )
+                        report_http(figures, levels, seconds, rounds, load)
             finally:
                 await bus.close()
-    print(f"MCP echo over stdio, p50 of {calls} sequential calls, best of {rounds} rounds")
-    for name, seconds in best.items():
-        print(f"  {name:<20} {seconds * 1e6:9.0f} µs")
-    for baseline in ("direct (low-level)", "direct (MCPServer)"):
-        ratio = best["bridge"] / best[baseline]
-        verdict = "ok" if ratio <= TARGET else f"over the {TARGET:.2f} target"
+
+
+def report_stdio(
+    p50s: dict[str, float], cpus: dict[str, float], calls: int, rounds: int, load: float
+) -> None:
+    print(
+        f"MCP echo over stdio, p50 of {calls} sequential calls, best of {rounds} rounds "
+        f"(load {load:.2f})"
+    )
+    for name, seconds in p50s.items():
+        print(f"  {name:<20} {seconds * 1e6:9.0f} µs   server CPU {cpus[name] * 1e6:6.0f} µs/call")
+    for baseline, target in STDIO_TARGETS.items():
+        ratio = p50s["bridge"] / p50s[baseline]
+        verdict = "ok" if ratio <= target else f"over the {target:.2f} target"
         print(f"  bridge / {baseline:<20} {ratio:5.2f}  {verdict}")
+
+
+def report_http(
+    figures: dict[tuple[str, int], tuple[float, float, int]],
+    levels: tuple[int, ...],
+    seconds: float,
+    rounds: int,
+    load: float,
+) -> None:
+    print(
+        f"MCP echo over streamable HTTP, wrk {seconds:g} s per figure, best of {rounds} "
+        f"rounds (load {load:.2f})"
+    )
+    for (name, connections), (rate, cpu, failed) in sorted(figures.items()):
+        failures = f"   {failed} FAILED" if failed else ""
+        print(
+            f"  {name:<10} {connections:>3} conns {rate:8.0f} calls/s   "
+            f"server CPU {cpu * 1e6:6.0f} µs/call{failures}"
+        )
+    for connections in levels:
+        ratio = figures["bridge", connections][0] / figures["MCPServer", connections][0]
+        verdict = "ok" if ratio >= HTTP_TARGET else f"under the {HTTP_TARGET:.2f} target"
+        print(f"  bridge / MCPServer at {connections:>3} conns {ratio:5.2f}  {verdict}")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=5.0, help="per wrk figure")
+    parser.add_argument(
+        "--connections", default="1,16", help="wrk connection counts; empty: no HTTP contest"
+    )
     options = parser.parse_args()
-    anyio.run(main, options.calls, options.rounds)
+    levels = tuple(int(n) for n in options.connections.split(",") if n.strip())
+    if levels and shutil.which("wrk") is None:
+        parser.exit(2, "wrk is not installed: apt-get install wrk\n")
+    anyio.run(main, options.calls, options.rounds, options.seconds, levels)
