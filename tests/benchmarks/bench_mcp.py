@@ -55,10 +55,13 @@ from tests.nats.server import NatsServer
 from tests.support.servers import LOOPBACK, free_port, server_process
 from toolbus import running, tool_service
 from toolbus.plugins import connect
+from toolbus_mcp.serving.server import WORKFLOW_META_KEY
 
 STDIO_TARGETS = {"direct (low-level)": 1.20, "direct (MCPServer)": 1.05}
 HTTP_TARGET = 0.90
 API_KEY = "bench-mcp-0123456789abcdef"
+#: How many MCP clients (workflows) the bridge's HTTP requests come from.
+CLIENTS = 16
 
 
 LOWLEVEL_SERVER = """
@@ -192,9 +195,14 @@ async def stdio_contest(
     return best, per_call
 
 
-def call_body() -> str:
+def call_body(workflow: str | None = None) -> str:
     """A 2026-07-28 ``tools/call``: its envelope in ``_meta``, no session needed."""
-    meta = {PROTOCOL_VERSION_META_KEY: LATEST_MODERN_VERSION, CLIENT_CAPABILITIES_META_KEY: {}}
+    meta: dict[str, object] = {
+        PROTOCOL_VERSION_META_KEY: LATEST_MODERN_VERSION,
+        CLIENT_CAPABILITIES_META_KEY: {},
+    }
+    if workflow is not None:
+        meta[WORKFLOW_META_KEY] = workflow
     params = {"name": "echo", "arguments": {"text": "hello"}, "_meta": meta}
     return json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
 
@@ -241,16 +249,34 @@ def http_contestants(
         found["bridge"] = (
             f"http://{LOOPBACK}:{port}/mcp",
             stack.enter_context(server_process(argv, port=port, workdir=workdir, env=env)),
-            lua(
-                scratch / "bridge.lua",
-                "POST",
-                body,
-                {**headers, "Authorization": f"Bearer {API_KEY}"},
+            clients_script(
+                lua(
+                    scratch / "bridge.lua",
+                    "POST",
+                    body,
+                    {**headers, "Authorization": f"Bearer {API_KEY}"},
+                )
             ),
         )
         for name, (url, _, _) in found.items():
             check_answer(name, url, {**headers, "Authorization": f"Bearer {API_KEY}"}, body)
         yield found
+
+
+def clients_script(script: Path) -> Path:
+    """``script``, its requests spread over :data:`CLIENTS` workflows, one per client.
+
+    The bridge runs one workflow's calls one at a time (its state moves in
+    order), so requests naming no workflow would all queue on their user's
+    default one; concurrent MCP clients each have a workflow of their own.
+    """
+    template = json.dumps(call_body("client-%d"))
+    script.write_text(
+        script.read_text()
+        + f"local n = 0\nrequest = function()\n  n = n % {CLIENTS} + 1\n"
+        + f"  return wrk.format(nil, nil, nil, string.format({template}, n))\nend\n"
+    )
+    return script
 
 
 def check_answer(name: str, url: str, headers: dict[str, str], body: str) -> None:
