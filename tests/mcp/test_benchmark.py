@@ -1,0 +1,27 @@
+"""The MCP benchmark runs every contestant on both transports (no figure is checked)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from tests.benchmarks import bench_mcp
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed"),
+]
+
+
+@pytest.mark.anyio
+async def test_one_run_reports_every_ratio(capsys: pytest.CaptureFixture[str]) -> None:
+    await bench_mcp.main(calls=3, rounds=1, seconds=1, levels=(1, 2))
+
+    out = capsys.readouterr().out
+    assert "bridge / direct (low-level)" in out
+    assert "bridge / direct (MCPServer)" in out
+    assert "bridge / MCPServer at   1 conns" in out
+    assert "bridge / MCPServer at   2 conns" in out
+    assert out.count("server CPU") == 3 + 2 * 2
+    assert "FAILED" not in out
