@@ -464,3 +464,25 @@ async def test_calls_are_signed_with_the_client_s_user_and_groups() -> None:
         async with Client(server.server) as mcp_client:
             answer = await mcp_client.call_tool(who.service.id, {})
     assert answer.content[0].text == "erin team verified=True"
+
+
+async def test_the_input_schema_checked_on_http_follows_a_reconfiguration(
+    kit: ToolTestKit,
+) -> None:
+    server = bridge(kit, ListAuditSink())
+    schema_of = server.server.get_tool_input_schema
+    assert schema_of is not None
+    async with Client(server.server) as client:
+        listed = {tool.name: tool.input_schema for tool in (await client.list_tools()).tools}
+    assert schema_of("knowledge-query") == listed["knowledge-query"]
+    assert schema_of("no-such-tool") is None
+
+    snapshot = workflow_snapshot()
+    snapshot["tool"]["knowledge-query"]["arguments"].append(
+        {"name": "depth", "type": "integer", "description": "how deep"}
+    )
+    server.tools.registry = load_registry(snapshot)
+
+    schema = schema_of("knowledge-query")
+    assert schema is not None
+    assert set(schema["properties"]) == {"question", "depth"}
