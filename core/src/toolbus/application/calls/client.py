@@ -184,8 +184,7 @@ class ToolServiceClient:
         call_id: str | None = None,
     ) -> tuple[str, Waiter, dict[str, str]]:
         if call_id is None:
-            # _new_call_id, inline: this is the per-call path.
-            call_id = f"{self._id_prefix}{next(self._call_count) & 0xFFFFFFFFFFFF:012x}"
+            call_id = self._new_call_id()
         props = {wire.PROP_ID: call_id, wire.PROP_DEADLINE: self._deadline_text(timeout)}
         if properties:
             props.update(properties)
@@ -318,8 +317,7 @@ class ToolServiceClient:
             name = service
         else:
             request_queue, response_queue, name = _route(service, request_queue, response_queue)
-        # The usual call asks for no generation: no function call for it.
-        generation = wire.NEWEST_GENERATION if generation is None else _generation(generation)
+        generation = _generation(generation)
         label = name or request_queue
         if tracing.recording():
             return self._traced(
