@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import re
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -382,3 +384,37 @@ def test_the_shared_tool_list_cache_is_bounded_by_weight() -> None:
     assert cache.get(keys[1], "f", lambda _: [-1]) == [-1]
     # One entry heavier than the whole budget is still kept (until the next one comes).
     assert cache.get(keys[2], "g", lambda _: list(range(9))) == list(range(9))
+
+
+async def test_a_closed_session_is_freed_as_soon_as_it_is_dropped(toolbus: ToolTestKit) -> None:
+    # A session that reached into itself through its call runner was a reference
+    # cycle: every one waited for the cycle collector, which a busy gateway then ran
+    # over thousands of them. Closed, it must go with its last reference.
+    await toolbus.serve(*SERVICES)
+    session = open_session(
+        toolbus, workflow_registry(), audit=ListAuditSink(), user="alice", groups=WORKFLOW_GROUPS
+    )
+    async with session:
+        outcome = await session.call("knowledge-query", {"question": "q"})
+    assert outcome.transition is not None and session.state == "analysis"
+    gone = weakref.ref(session)
+    gc.disable()
+    try:
+        del session
+        assert gone() is None
+    finally:
+        gc.enable()
+
+
+async def test_a_closed_session_keeps_its_final_state(toolbus: ToolTestKit) -> None:
+    await toolbus.serve(*SERVICES)
+    audit = ListAuditSink()
+    session = open_session(
+        toolbus, workflow_registry(), audit=audit, user="alice", groups=WORKFLOW_GROUPS
+    )
+    async with session:
+        await session.call("knowledge-query", {"question": "q"})
+    assert session.state == "analysis" == audit.records[0].final_state
+    with pytest.raises(RuntimeError, match="closed"):
+        await session.call("text-completion", {"prompt": "p"})
+    assert session.state == "analysis"

@@ -7,6 +7,7 @@ import os
 
 from fastapi import FastAPI
 
+from toolbus._internal.heap import settle_heap
 from toolbus_gateway.app import create_app
 from toolbus_gateway.commands import WORKER_ARGUMENTS, GatewayArguments, build_gateway
 
@@ -15,4 +16,6 @@ def app() -> FastAPI:
     """The gateway the command was asked for; its lifespan connects this worker."""
     arguments = GatewayArguments.from_json(os.environ[WORKER_ARGUMENTS])
     served, _, _ = build_gateway(arguments)
-    return create_app(served)
+    app = create_app(served)
+    settle_heap()  # imports, configuration and the app stay for the worker's life
+    return app

@@ -19,6 +19,8 @@ from collections.abc import Iterator
 
 import uvicorn
 
+from toolbus._internal.heap import settle_heap
+
 
 class CommandServer(uvicorn.Server):
     """A ``uvicorn.Server`` that installs no signal handlers; :meth:`shut_down` stops it."""
@@ -26,6 +28,10 @@ class CommandServer(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        settle_heap()  # the app is built and its lifespan has run: what is left stays
 
     def shut_down(self) -> None:
         """Stop accepting, end open event streams, finish what is in flight (up to the

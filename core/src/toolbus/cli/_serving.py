@@ -18,6 +18,7 @@ import anyio
 import typer
 
 from toolbus._internal.event_loops import EventLoop, running_loop_name
+from toolbus._internal.heap import settle_heap
 from toolbus.application.calls.advertising import advertised
 from toolbus.application.calls.health import ServingHealth
 from toolbus.application.calls.host import (
@@ -172,6 +173,7 @@ def serve_until_signalled(
                         err=True,
                     )
                 typer.echo(f"event loop: {running_loop_name()}", err=True)
+                settle_heap()  # the hosts are serving: what is built now stays
                 if options.verifier is not None:
                     typer.echo(_checks(options.verifier), err=True)
                 if replays_said is not None:

@@ -43,6 +43,11 @@ MAX_AUDITED_NAME = 64
 PostUse = Callable[[ToolDescriptor, dict[str, Any], CallOutcome], Awaitable[CallOutcome]]
 
 
+def _stays(tool: ToolDescriptor) -> None:
+    """A closed session's state does not move."""
+    return None
+
+
 class CallRunner:
     """Runs one session's calls; see the module docs.
 
@@ -78,6 +83,11 @@ class CallRunner:
         self.advance = advance
         #: The groups calls are signed for: the session's, once granted.
         self.groups: tuple[str, ...] = ()
+
+    def release(self, final_state: str) -> None:
+        """Stop reaching into the session, closed in ``final_state``."""
+        self.state = lambda: final_state
+        self.advance = _stays
 
     def context(self, tool_call_id: str | None, state: str) -> dict[str, str]:
         """Values for the placeholders of a tool's argument options."""

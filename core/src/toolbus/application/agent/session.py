@@ -583,6 +583,10 @@ class AgentSession:
         if self._closed:
             return None
         self._closed = True
+        # The runner reads the state through the session, a reference cycle; closed,
+        # the state is final, so the runner keeps that instead and the session goes
+        # with its last reference rather than waiting for the cycle collector.
+        self._calls.release(self._state)
         if self._leave is not None:
             self._leave()
         self._metrics.session_closed(self._state, self._timer() - self._entered)
