@@ -11,6 +11,7 @@ import anyio
 import typer
 
 from toolbus._internal.event_loops import EventLoop, running_loop_name
+from toolbus._internal.heap import settle_heap
 from toolbus.application.agent.checkpoints import RunCheckpoints
 from toolbus.application.agent.llm import LLM
 from toolbus.application.agent.loop import (
@@ -265,6 +266,7 @@ def serve_agent(
                         err=True,
                     )
                     typer.echo(f"event loop: {running_loop_name()}", err=True)
+                    settle_heap()  # serving: what is built now stays
                     await stop.wait("finishing requests in flight")
                     presence.stop()  # a draining service takes no new requests
                     service.stop()
