@@ -8,10 +8,7 @@ waits, to bound its own work (an HTTP request, a query) by it.
 
 from __future__ import annotations
 
-from contextvars import ContextVar
-
-#: The deadline of the call being served; the service host sets and resets it per call.
-serving_deadline: ContextVar[float | None] = ContextVar("toolbus_deadline", default=None)
+from toolbus.application.identity.caller import serving
 
 
 def call_deadline() -> float | None:
@@ -19,4 +16,5 @@ def call_deadline() -> float | None:
 
     ``None`` outside a call, and for a call whose caller sent no (readable) deadline.
     """
-    return serving_deadline.get()
+    served = serving.get()
+    return None if served is None else served[1]

@@ -51,7 +51,6 @@ from toolbus.application.calls._environment import inject_environment
 from toolbus.application.calls._replies import AnswerNotPublished, Holdback, Reply
 from toolbus.application.calls._token_checks import TokenChecks
 from toolbus.application.calls.dead_letters import QUEUED_TOO_LONG, DeadLetters
-from toolbus.application.calls.deadline import serving_deadline
 from toolbus.application.calls.metrics import ToolbusMetrics, default_metrics
 from toolbus.application.calls.service import JOIN_STREAM_PARAM, ToolResult, ToolService
 from toolbus.application.calls.supervision import supervised
@@ -454,8 +453,7 @@ class ServiceHost:
                 warnings=self._warnings,
             )
         # Set and reset by hand: no context manager (nor coroutine) on the per-call path.
-        serving = _serving.set(caller)
-        due = serving_deadline.set(deadline)
+        serving = _serving.set((caller, deadline))
         try:
             if tracing.recording():
                 with tracing.hop("server", properties, self._describe_span):
@@ -474,7 +472,6 @@ class ServiceHost:
                 finally:
                     tracing.leave(token)
         finally:
-            serving_deadline.reset(due)
             _serving.reset(serving)
 
     async def _send_result(

@@ -13,17 +13,21 @@ from contextvars import ContextVar
 
 from toolbus.domain.identity import Caller
 
-#: The caller of the call being served; the service host sets and resets it per call.
-serving: ContextVar[Caller | None] = ContextVar("toolbus_caller", default=None)
+#: The call being served: its caller, and its caller's deadline (Unix seconds, or
+#: None). The service host sets and resets it per call; one variable for both, as
+#: each ``set``/``reset`` pair is a measurable share of an in-memory call.
+serving: ContextVar[tuple[Caller, float | None] | None] = ContextVar(
+    "toolbus_serving", default=None
+)
 _granted: ContextVar[tuple[str, ...] | None] = ContextVar("toolbus_granted", default=None)
 
 
 def current_caller() -> Caller:
     """Who the call being served is for. Only inside a tool service's call."""
-    caller = serving.get()
-    if caller is None:
+    served = serving.get()
+    if served is None:
         raise RuntimeError("current_caller() is only known while a tool service is serving a call")
-    return caller
+    return served[0]
 
 
 @contextmanager
