@@ -17,10 +17,11 @@ at least 32 bytes). Nothing else is ever accepted, ``none`` least of all.
 
 from __future__ import annotations
 
+import hmac
 import json
 import os
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +59,35 @@ def algorithm_for(key: Key) -> str:
             "shared-secret (oct) key"
         )
     return algorithm
+
+
+def signs_with(key: Key, algorithm: Any) -> Callable[[bytes], bytes]:
+    """What signs a token's signing input with ``key`` and ``algorithm`` (joserfc's model).
+
+    The key's checks (``key_ops``, private) are made here, once: a shared
+    secret then signs with the standard library's one-shot HMAC, which is what
+    the library runs per token, less its per-token look-ups.
+    """
+    secret = key.get_op_key("sign")
+    if algorithm.name == "HS256":
+        if not secret:  # as_key refuses short secrets; an empty one would forge nothing
+            raise SigningKeyError(f"key {key.kid!r} is an empty secret")
+        return lambda data: hmac.digest(secret, data, "sha256")
+    sign = algorithm.sign
+    return lambda data: sign(data, key)  # type: ignore[no-any-return]
+
+
+def verifies_with(key: Key, algorithm: Any) -> Callable[[bytes, bytes], bool]:
+    """What checks a signature over a signing input with ``key`` and ``algorithm``,
+    its key checks made once (see :func:`signs_with`)."""
+    secret = key.get_op_key("verify")
+    if algorithm.name == "HS256":
+        if not secret:
+            raise SigningKeyError(f"key {key.kid!r} is an empty secret")
+        digest, same = hmac.digest, hmac.compare_digest
+        return lambda data, signature: same(digest(secret, data, "sha256"), signature)
+    verify = algorithm.verify
+    return lambda data, signature: verify(data, signature, key)  # type: ignore[no-any-return]
 
 
 def _read(source: str, environ: Mapping[str, str]) -> str:

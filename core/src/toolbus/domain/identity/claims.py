@@ -14,13 +14,13 @@ checked at the moment the broker took the call where the broker says when
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import math
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from toolbus.domain.errors import Unauthorized
+from toolbus.domain.identity import base64url
 
 #: The message property that carries the call token (a JWS compact string).
 PROP_CALL_TOKEN = "call-token"
@@ -54,7 +54,7 @@ class Caller(NamedTuple):
 
 def body_digest(body: bytes) -> str:
     """The ``req`` claim: base64url (unpadded) SHA-256 of the request body."""
-    return base64.urlsafe_b64encode(hashlib.sha256(body).digest()).rstrip(b"=").decode()
+    return base64url.encode(hashlib.sha256(body).digest()).decode()
 
 
 def bound_properties(properties: Mapping[str, str] | None) -> dict[str, str]:
