@@ -64,17 +64,16 @@ def algorithm_for(key: Key) -> str:
 def signs_with(key: Key, algorithm: Any) -> Callable[[bytes], bytes]:
     """What signs a token's signing input with ``key`` and ``algorithm`` (joserfc's model).
 
-    The key's checks (``key_ops``, private) are made here, once: a shared
-    secret then signs with the standard library's one-shot HMAC, which is what
-    the library runs per token, less its per-token look-ups.
+    The key's checks (``key_ops``, private) are made here, once. A shared
+    secret signs with the standard library's HMAC, the one joserfc runs, keyed
+    once: each token copies the keyed state (``hmac.HMAC.copy``) rather than
+    hashing the key's pads again, a fifth of an HMAC's cost.
     """
     secret = key.get_op_key("sign")
     if algorithm.name == "HS256":
-        if not secret:  # as_key refuses short secrets; an empty one would forge nothing
-            raise SigningKeyError(f"key {key.kid!r} is an empty secret")
-        return lambda data: hmac.digest(secret, data, "sha256")
+        return _keyed_hmac(key, secret)
     sign = algorithm.sign
-    return lambda data: sign(data, key)  # type: ignore[no-any-return]
+    return lambda data: sign(data, key)
 
 
 def verifies_with(key: Key, algorithm: Any) -> Callable[[bytes, bytes], bool]:
@@ -82,12 +81,25 @@ def verifies_with(key: Key, algorithm: Any) -> Callable[[bytes, bytes], bool]:
     its key checks made once (see :func:`signs_with`)."""
     secret = key.get_op_key("verify")
     if algorithm.name == "HS256":
-        if not secret:
-            raise SigningKeyError(f"key {key.kid!r} is an empty secret")
-        digest, same = hmac.digest, hmac.compare_digest
-        return lambda data, signature: same(digest(secret, data, "sha256"), signature)
+        mac, same = _keyed_hmac(key, secret), hmac.compare_digest
+        return lambda data, signature: same(mac(data), signature)
     verify = algorithm.verify
-    return lambda data, signature: verify(data, signature, key)  # type: ignore[no-any-return]
+    return lambda data, signature: verify(data, signature, key)
+
+
+def _keyed_hmac(key: Key, secret: object) -> Callable[[bytes], bytes]:
+    """HMAC-SHA256 under ``secret``, its keyed state computed once."""
+    # as_key refuses short secrets; an empty one would forge nothing
+    if not isinstance(secret, bytes) or not secret:
+        raise SigningKeyError(f"key {key.kid!r} is not a usable secret")
+    keyed = hmac.new(secret, digestmod="sha256")
+
+    def mac(data: bytes) -> bytes:
+        state = keyed.copy()
+        state.update(data)
+        return state.digest()
+
+    return mac
 
 
 def _read(source: str, environ: Mapping[str, str]) -> str:

@@ -54,18 +54,28 @@ class InProcessReplays:
     def __init__(self, memory: int = DEFAULT_REPLAY_MEMORY) -> None:
         self.memory = memory
         self._seen: OrderedDict[str, float] = OrderedDict()
+        #: When the oldest use remembered expires (kept, not read from the dict per call).
+        self._oldest_until = math.inf
 
     def take(self, use: str, until: float, now: float) -> bool:
         """:meth:`first_use`, for callers that cannot await."""
         seen = self._seen
         if use in seen:
             return False
-        # Forget what has expired (expiries arrive nearly in order), and the oldest
-        # beyond the memory's size: an expired token is refused anyway.
+        if self._oldest_until < now or len(seen) >= self.memory:
+            self._forget(now)
+        seen[use] = until
+        if len(seen) == 1:
+            self._oldest_until = until
+        return True
+
+    def _forget(self, now: float) -> None:
+        """Forget what has expired (expiries arrive nearly in order), and the oldest
+        beyond the memory's size: an expired token is refused anyway."""
+        seen = self._seen
         while seen and (next(iter(seen.values())) < now or len(seen) >= self.memory):
             seen.popitem(last=False)
-        seen[use] = until
-        return True
+        self._oldest_until = next(iter(seen.values())) if seen else math.inf
 
     async def first_use(self, use: str, until: float, now: float) -> bool:
         return self.take(use, until, now)

@@ -66,7 +66,11 @@ def bound_properties(properties: Mapping[str, str] | None) -> dict[str, str]:
     """
     if not properties:
         return {}
-    return {name: properties[name] for name in BOUND_PROPERTIES if name in properties}
+    bound = {}
+    for name in BOUND_PROPERTIES:  # a loop: a comprehension costs half as much again
+        if name in properties:
+            bound[name] = properties[name]
+    return bound
 
 
 def call_claims(
@@ -106,6 +110,17 @@ def call_claims(
     return claims
 
 
+#: The claims a token must not be valid before, and what is said when it is.
+_NOT_BEFORE = (
+    ("nbf", "call token is not valid yet; check the caller's and service's clocks"),
+    ("iat", "call token was issued in the future; check the clocks"),
+)
+_ABSENT = object()
+_NO_PROPERTIES: dict[str, str] = {}
+_NO_GROUPS: list[str] = []
+_GROUPS_REFUSED = f"call token claim '{CLAIM_GROUPS}' must be a list of group names"
+
+
 def _text(claims: Mapping[str, Any], name: str) -> str:
     value = claims.get(name)
     if not isinstance(value, str) or not value:
@@ -141,37 +156,49 @@ def check_claims(
     caller and service are forgiven. ``properties`` are the message's; the
     bound ones must be exactly those the token covers.
     """
-    expires = _time(claims, "exp")
+    get = claims.get
+    # The claims a toolbus signer writes take the first branch of each check; any
+    # other form takes the full check, with its own message.
+    expires = get("exp")
+    if type(expires) is not int:
+        expires = _time(claims, "exp")
     if now - leeway >= expires:
         raise Unauthorized("call token has expired; the caller must sign each call afresh")
-    if "nbf" in claims and now + leeway < _time(claims, "nbf"):
-        raise Unauthorized("call token is not valid yet; check the caller's and service's clocks")
-    if "iat" in claims and now + leeway < _time(claims, "iat"):
-        raise Unauthorized("call token was issued in the future; check the clocks")
-    audience = claims.get("aud")
+    late = now + leeway
+    for name, message in _NOT_BEFORE:
+        when = get(name, _ABSENT)
+        if when is not _ABSENT:
+            if type(when) is not int:
+                when = _time(claims, name)
+            if late < when:
+                raise Unauthorized(message)
+    audience = get("aud")
     if type(audience) is str:  # the usual case, without a list made for it
         if audience not in audiences:
             raise Unauthorized("call token is for another tool service")
     elif not isinstance(audience, list) or not any(a in audiences for a in audience):
         raise Unauthorized("call token is for another tool service")
-    if _text(claims, "jti") != call_id:
+    if (get("jti") != call_id or not call_id) and _text(claims, "jti") != call_id:
         raise Unauthorized("call token is for another call id")
-    if claims.get(CLAIM_BODY) != body_digest(body):
+    if get(CLAIM_BODY) != body_digest(body):
         raise Unauthorized("call token is for another request body")
-    if claims.get(CLAIM_PROPERTIES, {}) != bound_properties(properties):
+    if get(CLAIM_PROPERTIES, _NO_PROPERTIES) != bound_properties(properties):
         present = [name for name in BOUND_PROPERTIES if properties and name in properties]
         raise Unauthorized(
             "call token does not cover the call's properties "
             f"({', '.join(present) or 'none'}); they were changed, added or dropped on the way"
         )
-    subject = claims.get("sub")
+    subject = get("sub")
     if not isinstance(subject, str):
         raise Unauthorized("call token has no valid 'sub' claim")
     if subject != user:
         raise Unauthorized(
             f"request body names user {user!r} but the call token is for {subject!r}"
         )
-    groups = claims.get(CLAIM_GROUPS, [])
-    if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
-        raise Unauthorized(f"call token claim '{CLAIM_GROUPS}' must be a list of group names")
+    groups = get(CLAIM_GROUPS, _NO_GROUPS)
+    if not isinstance(groups, list):
+        raise Unauthorized(_GROUPS_REFUSED)
+    for group in groups:  # a loop, not all(): no generator made per call
+        if not isinstance(group, str):
+            raise Unauthorized(_GROUPS_REFUSED)
     return Caller(subject, tuple(groups), True, key_id)
