@@ -59,6 +59,10 @@ def test_the_audience_may_be_the_request_queue_or_a_list() -> None:
         (claims(exp="soon"), NOW, "no valid 'exp'"),
         (claims(exp=True), NOW, "no valid 'exp'"),
         (claims(exp=float("nan")), NOW, "no valid 'exp'"),
+        (claims(nbf=True), NOW, "no valid 'nbf'"),
+        (claims(nbf=float("inf")), NOW, "no valid 'nbf'"),
+        (claims(iat="now"), NOW, "no valid 'iat'"),
+        (claims(iat=NOW + 10.5), NOW, "issued in the future"),
         (claims(aud="calculator"), NOW, "another tool service"),
         (claims(aud=None), NOW, "another tool service"),
         (claims(aud=7), NOW, "another tool service"),
@@ -78,6 +82,15 @@ def test_each_mismatch_is_refused_with_its_reason(
     with pytest.raises(Unauthorized, match=reason) as refused:
         check(given, now=now)
     assert refused.value.error_type == "unauthorized"
+
+
+def test_times_may_be_json_fractions() -> None:
+    assert check(claims(exp=NOW + 0.5, nbf=NOW - 0.5, iat=NOW - 0.5), now=NOW).verified
+
+
+def test_an_empty_call_id_is_no_match_for_an_empty_jti() -> None:
+    with pytest.raises(Unauthorized, match="no valid 'jti'"):
+        check(claims(jti=""), call_id="")
 
 
 def test_clock_difference_within_the_leeway_is_forgiven() -> None:
