@@ -26,6 +26,7 @@ from tests.support.servers import free_port
 from toolbus.application.agent.audit import ListAuditSink
 from toolbus.application.identity.credentials import ApiKey, CredentialTable
 from toolbus.testing.kit import ToolTestKit
+from toolbus_mcp.serving.arguments import _Schema
 from toolbus_mcp.serving.transports import serve_http
 
 pytestmark = pytest.mark.anyio
@@ -78,6 +79,21 @@ async def test_arguments_that_do_not_fit_the_input_schema_are_invalid_params(
     await server.close()
     [record] = audit.records
     assert [call.tool for call in record.calls] == ["knowledge-query"]  # only the valid one ran
+
+
+@pytest.mark.parametrize(
+    ("pattern", "compiled"), [("^a{0,3}$", True), ("^a{,3}$", False)], ids=["fast", "fallback"]
+)
+def test_a_pattern_is_checked_whichever_validator_compiles_it(pattern: str, compiled: bool) -> None:
+    # "a{,3}" is Python's regular expression syntax, which jsonschema-rs does not compile:
+    # jsonschema checks that schema alone, with the same verdicts and wording.
+    schema = _Schema(
+        {"type": "object", "properties": {"code": {"type": "string", "pattern": pattern}}}
+    )
+    assert (schema._fast is not None) is compiled
+    assert schema.error({"code": "aaa"}) is None
+    assert schema.error({"code": "aaaa"}) == f"code: 'aaaa' does not match '{pattern}'"
+    assert schema.error({"code": 7}) == "code: 7 is not of type 'string'"
 
 
 async def test_a_tool_not_offered_is_refused_without_telling_what_it_takes(
