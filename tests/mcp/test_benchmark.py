@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from tests.benchmarks import bench_mcp
+from tests.benchmarks import bench_mcp, count_mcp
 
 pytestmark = [
     pytest.mark.slow,
@@ -25,3 +25,9 @@ async def test_one_run_reports_every_ratio(capsys: pytest.CaptureFixture[str]) -
     assert "bridge / MCPServer at   2 conns" in out
     assert out.count("server CPU") == 3 + 2 * 2
     assert "FAILED" not in out
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("contestant", ["direct", "bridge"])
+async def test_the_handler_count_calls_each_contestant(contestant: str) -> None:
+    assert await count_mcp.measure(contestant, calls=3, counting=False) > 0
