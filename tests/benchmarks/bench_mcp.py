@@ -17,7 +17,8 @@ bridge's without the broker hop: the echo service runs in this process).
 Over streamable HTTP (2026-07-28 requests, which need no session), ``wrk``
 (its own process, one thread; ``apt-get install wrk``) posts ``tools/call``
 to an ``MCPServer`` answering in its own process and to ``toolbus mcp serve
---transport http`` (bearer key, permissions), at 1 and 16 connections, the
+--transport http`` (bearer key, permissions), with and without
+``--json-response``, at 1 and 16 connections, the
 contestants taken in turn each round, best round of each: calls per second
 and the server process's CPU per call.
 
@@ -62,6 +63,9 @@ HTTP_TARGET = 0.90
 API_KEY = "bench-mcp-0123456789abcdef"
 #: How many MCP clients (workflows) the bridge's HTTP requests come from.
 CLIENTS = 16
+#: The bridge's HTTP contestants: the default (answers as event streams where the
+#: SDK commits to one), and --json-response.
+BRIDGES = {"bridge": (), "bridge json": ("--json-response",)}
 
 
 LOWLEVEL_SERVER = """
@@ -235,29 +239,31 @@ def http_contestants(
             ),
             lua(scratch / "mcpserver.lua", "POST", body, headers),
         )
-        port = free_port()
-        workdir = scratch / "bridge"
-        workdir.mkdir()
-        (workdir / "toolbus.toml").write_text(
-            f'broker = "{nats_url}"\nconfig = "{config}"\n\n'
-            '[[credentials.api-keys]]\nuser = "alice"\nenv = "BENCH_MCP_KEY"\n\n'
-            '[permissions.users]\nalice = ["default"]\n'
-        )
-        toolbus = str(Path(sys.executable).with_name("toolbus"))
-        argv = [toolbus, "mcp", "serve", "--transport", "http", "--listen", f"{LOOPBACK}:{port}"]
-        env = {**os.environ, "BENCH_MCP_KEY": API_KEY}
-        found["bridge"] = (
-            f"http://{LOOPBACK}:{port}/mcp",
-            stack.enter_context(server_process(argv, port=port, workdir=workdir, env=env)),
-            clients_script(
-                lua(
-                    scratch / "bridge.lua",
-                    "POST",
-                    body,
-                    {**headers, "Authorization": f"Bearer {API_KEY}"},
-                )
-            ),
-        )
+        for name, options in BRIDGES.items():
+            port = free_port()
+            workdir = scratch / name.replace(" ", "-")
+            workdir.mkdir()
+            (workdir / "toolbus.toml").write_text(
+                f'broker = "{nats_url}"\nconfig = "{config}"\n\n'
+                '[[credentials.api-keys]]\nuser = "alice"\nenv = "BENCH_MCP_KEY"\n\n'
+                '[permissions.users]\nalice = ["default"]\n'
+            )
+            toolbus = str(Path(sys.executable).with_name("toolbus"))
+            listen = f"{LOOPBACK}:{port}"
+            argv = [toolbus, "mcp", "serve", "--transport", "http", "--listen", listen, *options]
+            env = {**os.environ, "BENCH_MCP_KEY": API_KEY}
+            found[name] = (
+                f"http://{LOOPBACK}:{port}/mcp",
+                stack.enter_context(server_process(argv, port=port, workdir=workdir, env=env)),
+                clients_script(
+                    lua(
+                        workdir / "bridge.lua",
+                        "POST",
+                        body,
+                        {**headers, "Authorization": f"Bearer {API_KEY}"},
+                    )
+                ),
+            )
         for name, (url, _, _) in found.items():
             check_answer(name, url, {**headers, "Authorization": f"Bearer {API_KEY}"}, body)
         yield found
@@ -377,13 +383,14 @@ def report_http(
     for (name, connections), (rate, cpu, failed) in sorted(figures.items()):
         failures = f"   {failed} FAILED" if failed else ""
         print(
-            f"  {name:<10} {connections:>3} conns {rate:8.0f} calls/s   "
+            f"  {name:<11} {connections:>3} conns {rate:8.0f} calls/s   "
             f"server CPU {cpu * 1e6:6.0f} µs/call{failures}"
         )
-    for connections in levels:
-        ratio = figures["bridge", connections][0] / figures["MCPServer", connections][0]
-        verdict = "ok" if ratio >= HTTP_TARGET else f"under the {HTTP_TARGET:.2f} target"
-        print(f"  bridge / MCPServer at {connections:>3} conns {ratio:5.2f}  {verdict}")
+    for name in BRIDGES:
+        for connections in levels:
+            ratio = figures[name, connections][0] / figures["MCPServer", connections][0]
+            verdict = "ok" if ratio >= HTTP_TARGET else f"under the {HTTP_TARGET:.2f} target"
+            print(f"  {name} / MCPServer at {connections:>3} conns {ratio:5.2f}  {verdict}")
 
 
 if __name__ == "__main__":

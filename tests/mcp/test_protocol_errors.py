@@ -180,3 +180,41 @@ async def test_bodies_too_large_not_json_or_with_nan_get_json_rpc_errors(
     assert "application/json" in json_rpc_error(as_text, mcp_types.INVALID_REQUEST)
     assert nan.status_code == 400
     json_rpc_error(nan, mcp_types.PARSE_ERROR)
+
+
+@pytest.mark.parametrize(
+    ("json_response", "media_type"),
+    [(False, "text/event-stream"), (True, "application/json")],
+    ids=["event-stream", "json-response"],
+)
+async def test_json_response_answers_calls_with_one_json_body(
+    kit: ToolTestKit,  # noqa: F811
+    json_response: bool,
+    media_type: str,
+) -> None:
+    server = bridge(kit, ListAuditSink(), caller=None, permissions=PERMISSIONS)
+    table = CredentialTable([ApiKey.of("alice", ALICE_TOKEN)])
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "knowledge-query", "arguments": {"question": "who?"}},
+    }
+    async with anyio.create_task_group() as tasks:
+        await tasks.start(
+            lambda task_status: serve_http(
+                server, table, port=port, json_response=json_response, task_status=task_status
+            )
+        )
+        async with httpx.AsyncClient(timeout=30) as http:
+            answer = await http.post(url, json=call, headers=await legacy_session(http, url))
+        async with http_client(url, ALICE_TOKEN, GROUPS) as client:  # 2026-07-28
+            modern = await client.call_tool("knowledge-query", {"question": "who?"})
+        tasks.cancel_scope.cancel()
+    await server.close()
+    assert answer.status_code == 200
+    assert answer.headers["content-type"].startswith(media_type)
+    assert '"isError":false' in answer.text
+    assert not modern.is_error

@@ -94,6 +94,15 @@ def serve_bus_tools(
             "then use every tool); without it, http refuses to start without \\[permissions].",
         ),
     ] = False,
+    json_response: Annotated[
+        bool,
+        typer.Option(
+            "--json-response",
+            help="http: answer every request with one JSON body rather than an event "
+            "stream: less work per call, but no keep-alive pings while a call runs, and a "
+            "call whose client hangs up runs to its end.",
+        ),
+    ] = False,
     loop: LoopOption = EventLoop.AUTO,
     verbose: VerboseOption = False,
 ) -> None:
@@ -122,6 +131,7 @@ def serve_bus_tools(
         timeout=timeout,
         signer=signer,
         no_access_control=no_access_control,
+        json_response=json_response,
     )
 
     async def main() -> None:

@@ -45,6 +45,8 @@ class ServeOptions:
     signer: CallSigner | None = None
     #: Serve HTTP callers even with no permissions configured (--no-access-control).
     no_access_control: bool = False
+    #: Answer HTTP requests with one JSON body rather than an event stream (--json-response).
+    json_response: bool = False
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
@@ -142,7 +144,12 @@ async def serve_bus(options: ServeOptions, until: Callable[[], Awaitable[object]
                 else:
                     await tasks.start(
                         lambda task_status: serve_http(
-                            server, credentials, host=host, port=port, task_status=task_status
+                            server,
+                            credentials,
+                            host=host,
+                            port=port,
+                            json_response=options.json_response,
+                            task_status=task_status,
                         )
                     )
                     where = f"http://{host}:{port}/mcp"

@@ -155,14 +155,25 @@ async def _refuse(
     await send({"type": "http.response.body", "body": body})
 
 
-def http_app(server: BusMcpServer, credentials: CredentialTable, *, host: str = "127.0.0.1") -> Any:
+def http_app(
+    server: BusMcpServer,
+    credentials: CredentialTable,
+    *,
+    host: str = "127.0.0.1",
+    json_response: bool = False,
+) -> Any:
     """The ASGI application: the SDK's streamable HTTP endpoint at ``/mcp``, behind the gate.
 
     Stateful: clients of the 2025 revisions get an ``Mcp-Session-Id`` (and a
     workflow each); 2026-07-28 requests are served one at a time, as that
-    revision defines.
+    revision defines. ``json_response``: every answer is one JSON body, never
+    an event stream (a ``subscriptions/listen`` stream excepted), which costs
+    less per call; there are then no keep-alive pings while a call runs, and a
+    call whose client hangs up is not cancelled.
     """
-    app = server.server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
+    app = server.server.streamable_http_app(
+        streamable_http_path=MCP_PATH, host=host, json_response=json_response
+    )
     return CallerGate(MalformedRequests(app), server, credentials)
 
 
@@ -172,9 +183,11 @@ async def serve_http(
     *,
     host: str = "127.0.0.1",
     port: int,
+    json_response: bool = False,
     task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve ``http://host:port/mcp`` with uvicorn until cancelled.
+    """Serve ``http://host:port/mcp`` with uvicorn until cancelled (``json_response``:
+    see :func:`http_app`).
 
     Raises :class:`ListenError` when the address cannot be listened on.
     """
@@ -183,7 +196,7 @@ async def serve_http(
     except OSError as exc:
         raise ListenError(cannot_listen(host, port, exc)) from None
     config = uvicorn.Config(
-        http_app(server, credentials, host=host),
+        http_app(server, credentials, host=host, json_response=json_response),
         log_level="warning",
         lifespan="on",
     )
