@@ -17,8 +17,8 @@ bridge's without the broker hop: the echo service runs in this process).
 Over streamable HTTP (2026-07-28 requests, which need no session), ``wrk``
 (its own process, one thread; ``apt-get install wrk``) posts ``tools/call``
 to an ``MCPServer`` answering in its own process and to ``toolbus mcp serve
---transport http`` (bearer key, permissions), with and without
-``--json-response``, at 1 and 16 connections, the
+--transport http`` (bearer key, permissions), each with and without
+JSON answers (``json_response``, ``--json-response``), at 1 and 16 connections, the
 contestants taken in turn each round, best round of each: calls per second
 and the server process's CPU per call.
 
@@ -118,7 +118,8 @@ server.run()
 
 MCPSERVER_HTTP = MCPSERVER_SERVER.replace(
     "server.run()",
-    "import sys\nserver.run('streamable-http', host='127.0.0.1', port=int(sys.argv[1]))",
+    "import sys\nserver.run('streamable-http', host='127.0.0.1', port=int(sys.argv[1]), "
+    "json_response=sys.argv[2:] == ['json'])",
 )
 
 SNAPSHOT = {
@@ -226,19 +227,21 @@ def http_contestants(
     body = call_body()
     with ExitStack() as stack:
         found: dict[str, tuple[str, subprocess.Popen[bytes], Path]] = {}
-        port = free_port()
-        (scratch / "mcpserver").mkdir()
-        found["MCPServer"] = (
-            f"http://{LOOPBACK}:{port}/mcp",
-            stack.enter_context(
-                server_process(
-                    [sys.executable, "-c", MCPSERVER_HTTP, str(port)],
-                    port=port,
-                    workdir=scratch / "mcpserver",
-                )
-            ),
-            lua(scratch / "mcpserver.lua", "POST", body, headers),
-        )
+        for name, mode in (("MCPServer", "sse"), ("MCPServer json", "json")):
+            port = free_port()
+            workdir = scratch / name.replace(" ", "-")
+            workdir.mkdir()
+            found[name] = (
+                f"http://{LOOPBACK}:{port}/mcp",
+                stack.enter_context(
+                    server_process(
+                        [sys.executable, "-c", MCPSERVER_HTTP, str(port), mode],
+                        port=port,
+                        workdir=workdir,
+                    )
+                ),
+                lua(workdir / "mcpserver.lua", "POST", body, headers),
+            )
         for name, options in BRIDGES.items():
             port = free_port()
             workdir = scratch / name.replace(" ", "-")
@@ -383,7 +386,7 @@ def report_http(
     for (name, connections), (rate, cpu, failed) in sorted(figures.items()):
         failures = f"   {failed} FAILED" if failed else ""
         print(
-            f"  {name:<11} {connections:>3} conns {rate:8.0f} calls/s   "
+            f"  {name:<14} {connections:>3} conns {rate:8.0f} calls/s   "
             f"server CPU {cpu * 1e6:6.0f} µs/call{failures}"
         )
     for name in BRIDGES:
@@ -391,6 +394,9 @@ def report_http(
             ratio = figures[name, connections][0] / figures["MCPServer", connections][0]
             verdict = "ok" if ratio >= HTTP_TARGET else f"under the {HTTP_TARGET:.2f} target"
             print(f"  {name} / MCPServer at {connections:>3} conns {ratio:5.2f}  {verdict}")
+    for connections in levels:  # like for like: both answering with one JSON body
+        ratio = figures["bridge json", connections][0] / figures["MCPServer json", connections][0]
+        print(f"  bridge json / MCPServer json at {connections:>3} conns {ratio:5.2f}")
 
 
 if __name__ == "__main__":

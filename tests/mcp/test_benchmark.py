@@ -24,7 +24,8 @@ async def test_one_run_reports_every_ratio(capsys: pytest.CaptureFixture[str]) -
     assert "bridge / MCPServer at   1 conns" in out
     assert "bridge / MCPServer at   2 conns" in out
     assert "bridge json / MCPServer at   2 conns" in out
-    assert out.count("server CPU") == 3 + 3 * 2
+    assert "bridge json / MCPServer json at   2 conns" in out
+    assert out.count("server CPU") == 3 + 4 * 2
     assert "FAILED" not in out
 
 
