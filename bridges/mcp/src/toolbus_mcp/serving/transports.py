@@ -37,6 +37,7 @@ from mcp.server.stdio import stdio_server
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from toolbus._internal.heap import settle_heap
 from toolbus._internal.web_server import CommandServer, bind, cannot_listen
 from toolbus.application.identity.credentials import CredentialTable, bearer_token
 from toolbus.domain.errors import AccessDenied, ConfigError, ToolbusError
@@ -62,6 +63,7 @@ async def serve_stdio(server: BusMcpServer) -> None:
     writing.
     """
     async with _stdin_lines() as lines, stdio_server(stdin=cast(Any, lines)) as (read, write):
+        settle_heap()  # connected and configured: what is built now stays
         await server.server.run(read, write, server.server.create_initialization_options())
 
 
