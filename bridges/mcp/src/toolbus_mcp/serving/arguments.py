@@ -38,10 +38,11 @@ _MESSAGE_LIMIT = 200
 class _Schema:
     """One tool's input schema, compiled: the fast check, and the one that words errors."""
 
-    __slots__ = ("_fast", "_schema", "_worded")
+    __slots__ = ("_fast", "_worded", "schema")
 
     def __init__(self, schema: dict[str, Any]) -> None:
-        self._schema = schema
+        #: The schema as ``tools/list`` shows it.
+        self.schema = schema
         self._worded: Draft202012Validator | None = None
         try:
             # Offline: a schema is never a reason to fetch anything, as jsonschema does not.
@@ -57,7 +58,7 @@ class _Schema:
             return None
         worded = self._worded
         if worded is None:
-            worded = self._worded = Draft202012Validator(self._schema)
+            worded = self._worded = Draft202012Validator(self.schema)
         if self._fast is None and worded.is_valid(arguments):
             return None
         error = best_match(worded.iter_errors(arguments))
@@ -82,11 +83,18 @@ class ArgumentCheck:
         registry = session.registry
         if not registry.is_available(name, session.groups, session.state):
             return
+        error = self.compiled(registry, name).error(arguments)
+        if error is not None:
+            raise MCPError(mcp.INVALID_PARAMS, f"Invalid arguments for tool {name!r}: {error}")
+
+    def compiled(self, registry: Registry, name: str) -> _Schema:
+        """The tool's input schema, built and compiled once per configuration.
+
+        :class:`~toolbus.domain.errors.UnknownTool` when ``registry`` has no such tool.
+        """
         if registry is not self._registry:
             self._registry, self._schemas = registry, {}
         schema = self._schemas.get(name)
         if schema is None:
             schema = self._schemas[name] = _Schema(json_schema(registry.tool(name)))
-        error = schema.error(arguments)
-        if error is not None:
-            raise MCPError(mcp.INVALID_PARAMS, f"Invalid arguments for tool {name!r}: {error}")
+        return schema

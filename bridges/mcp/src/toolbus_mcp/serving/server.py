@@ -68,8 +68,6 @@ from toolbus.application.doors.stored import StoredHolder, session_key
 from toolbus.application.live.registry import LiveRegistry
 from toolbus.application.tracing import conventions
 from toolbus.application.tracing import propagation as tracing
-from toolbus.domain.config.registry import Registry
-from toolbus.domain.config.schemas import export_tools
 from toolbus.domain.errors import AccessDenied, LimitReached, UnknownTool
 from toolbus.ports import WatchableStateStore
 from toolbus_mcp.serving.approvals import ClientAsker, InputNeeded, reply_of
@@ -227,8 +225,6 @@ class BusMcpServer:
         self.clock = door.clock if clock is None else clock
         self._workflows: dict[HeldKey, Workflow] = {}
         self._arguments = ArgumentCheck()
-        # Input schemas by tool name, for the registry they were built from.
-        self._schemas: tuple[Registry | None, dict[str, Mapping[str, Any]]] = (None, {})
         self._changes = anyio.Event()
         if live is not None:
             live.on_change(lambda _registry: self._changes.set())
@@ -358,21 +354,13 @@ class BusMcpServer:
 
     def _input_schema(self, name: str) -> Mapping[str, Any] | None:
         # Used to check Mcp-Param headers on the 2026-07-28 HTTP path, before the
-        # caller is known; the schema of a tool does not depend on the caller. Built
-        # once per tool and configuration: the SDK asks for it on every call.
-        registry = self.tools.registry
-        built, schemas = self._schemas
-        if built is not registry:
-            schemas = {}
-            self._schemas = (registry, schemas)
-        schema = schemas.get(name)
-        if schema is None:
-            try:
-                tool = registry.tool(name)
-            except UnknownTool:
-                return None
-            schema = schemas[name] = export_tools([tool], "mcp")[0]["inputSchema"]
-        return schema
+        # caller is known; the schema of a tool does not depend on the caller. The
+        # SDK asks for it on every call: the argument check's, built once per
+        # configuration, serves both.
+        try:
+            return self._arguments.compiled(self.tools.registry, name).schema
+        except UnknownTool:
+            return None
 
     # ------------------------------------------------------------- changes
 
