@@ -20,6 +20,7 @@ from toolbus.application.agent.audit import ListAuditSink
 from toolbus.application.calls.metrics import ToolbusMetrics
 from toolbus.application.doors.approvals import ApprovalBook
 from toolbus.application.doors.door import FrontDoor
+from toolbus.application.doors.steps import call_steps
 from toolbus.domain.access.approvals import Approval
 from toolbus.domain.config.loading import load_registry
 from toolbus.domain.errors import ConfigError
@@ -47,14 +48,14 @@ async def door_for(
     engine: Any = None,
 ) -> FrontDoor:
     state = await connect_state("memory://approvals-test")
+    settings = {"permissions": LOCAL, "approvals": approvals}
     return FrontDoor.from_files(
         kit.tools(load_registry(workflow_snapshot())),
         local=None,
-        settings={"permissions": LOCAL, "approvals": approvals},
+        settings=settings,
         audit=audit,
         metrics=ToolbusMetrics.disabled(),
-        state=state,
-        policy_engine=engine,
+        steps=call_steps(settings, engine=engine, store=state),
     )
 
 
@@ -252,7 +253,7 @@ async def test_a_policy_that_names_an_argument_no_tool_has_stops_the_start(
             settings={"permissions": LOCAL},
             audit=ListAuditSink(),
             metrics=ToolbusMetrics.disabled(),
-            policy_engine=engine,
+            steps=call_steps(None, engine=engine),
         )
     assert "amount" in str(raised.value)
 

@@ -18,6 +18,7 @@ from toolbus.application.agent.audit import AuditSink, ListAuditSink
 from toolbus.application.calls.metrics import ToolbusMetrics
 from toolbus.application.calls.tools import Tools
 from toolbus.application.doors.door import FrontDoor
+from toolbus.application.doors.holding import InProcessHolder
 from toolbus.application.doors.policy import AccessPolicy
 from toolbus.application.doors.settings import parse_door_settings
 
@@ -42,7 +43,7 @@ def front_door(
     policy: AccessPolicy | None = None,
 ) -> FrontDoor:
     """A front door over ``tools``: permissions from their snapshot, ``doors`` as [doors]."""
-    options: dict[str, Any] = {} if clock is None else {"clock": clock}
+    options: dict[str, Any] = {} if clock is None else {"holder": InProcessHolder(clock)}
     return FrontDoor(
         tools,
         policy=policy or AccessPolicy(tools.registry.snapshot, None),

@@ -17,7 +17,7 @@ from toolbus.application.calls.metrics import ToolbusMetrics
 from toolbus.application.doors.door import FrontDoor
 from toolbus.application.doors.policy import AccessPolicy
 from toolbus.application.doors.settings import parse_door_settings
-from toolbus.domain.access.approvals import parse_approval_settings
+from toolbus.application.doors.steps import call_steps
 from toolbus.domain.config.loading import load_registry
 from toolbus.plugins import connect_state
 from toolbus.testing.kit import ToolTestKit
@@ -45,10 +45,16 @@ async def bridge(kit: ToolTestKit, audit: ListAuditSink) -> BusMcpServer:
         settings=parse_door_settings(None),
         audit=audit,
         metrics=ToolbusMetrics.disabled(),
-        approvals=parse_approval_settings(
-            {"approvers": ["ops"], "callers-approve": True, "tools": ["knowledge-query"]}
+        steps=call_steps(
+            {
+                "approvals": {
+                    "approvers": ["ops"],
+                    "callers-approve": True,
+                    "tools": ["knowledge-query"],
+                }
+            },
+            store=await connect_state("memory://mcp-approvals"),
         ),
-        state=await connect_state("memory://mcp-approvals"),
     )
     return BusMcpServer(door, caller=RESEARCHER)
 

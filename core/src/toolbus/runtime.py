@@ -17,6 +17,7 @@ from toolbus.application.calls.supervision import plain_errors
 from toolbus.application.calls.tools import Tools
 from toolbus.application.doors.door import FrontDoor
 from toolbus.application.doors.settings import POLICY_SECTION, parse_policy_settings
+from toolbus.application.doors.steps import call_steps
 from toolbus.application.doors.stored import StoredHolder
 from toolbus.application.identity import CallSigner, CallVerifier, public_jwk
 from toolbus.application.live.config_files import read_snapshot
@@ -198,10 +199,11 @@ async def opened_door(
 ) -> AsyncIterator[FrontDoor]:
     """The front door the operator's files describe, for the life of the block.
 
-    Besides :meth:`FrontDoor.from_files`: the state store approvals wait in
-    (``store``, a connected one the caller closes; else ``state`` in
-    ``toolbus.toml``; else memory) and the call policy ``[policy]`` names,
-    both closed with the door. A shared store (given, or configured) holds the
+    Besides :meth:`FrontDoor.from_files`: the door's call steps
+    (:func:`~toolbus.application.doors.steps.call_steps`), with the call policy
+    ``[policy]`` names and the state store approvals wait in (``store``, a
+    connected one the caller closes; else ``state`` in ``toolbus.toml``; else
+    memory), both closed with the door. A shared store (given, or configured) holds the
     door's held sessions too, unless ``holder`` is given. ``settings`` is the
     loaded :class:`~toolbus.settings.Settings` (its ``state`` honours
     ``TOOLBUS_STATE``) or the parsed ``toolbus.toml``.
@@ -225,15 +227,20 @@ async def opened_door(
         if (store is not None or url is not None) and "holder" not in options:
             # Held sessions in the configured store too: any replica serves any request.
             options["holder"] = StoredHolder(state)
-        door = FrontDoor.from_files(
-            tools,
-            local=local,
-            settings=table,
-            base_dir=base,
-            policy_engine=policy_engine(table, base),
-            state=state,
-            **options,
-        )
+        engine = policy_engine(table, base)
+        try:
+            door = FrontDoor.from_files(
+                tools,
+                local=local,
+                settings=table,
+                base_dir=base,
+                steps=call_steps(table, engine=engine, store=state),
+                **options,
+            )
+        except BaseException:
+            if engine is not None:  # the door did not start: nobody else stops its watch
+                engine.close()
+            raise
         try:
             yield door
         finally:

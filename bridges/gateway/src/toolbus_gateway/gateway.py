@@ -296,9 +296,13 @@ class Gateway:
     def _front_door(self, tools: Tools) -> AbstractAsyncContextManager[FrontDoor]:
         """Permissions, entry states, hooks, limits, the call policy and approvals, from
         the operator's local files; sessions and approvals in the gateway's store."""
-        holder: SessionHolder | None = None
-        if self.state_store is not None:
-            holder = StoredHolder(self.state_store)
+        # Replicas sharing a store compare times: the store's holder counts on the
+        # wall clock; one process keeps the gateway's own.
+        holder: SessionHolder = (
+            InProcessHolder(self.clock)
+            if self.state_store is None
+            else StoredHolder(self.state_store)
+        )
         return opened_door(
             tools,
             local=None if self._local is None else self._local.snapshot,
@@ -310,9 +314,6 @@ class Gateway:
             metrics=self.metrics.toolbus,
             timeout=self.settings.call_timeout,
             holder=holder,
-            # Replicas sharing a store compare times: the store's holder counts on the
-            # wall clock; one process keeps the gateway's own.
-            clock=self.clock if holder is None else None,
         )
 
     async def _follow_approvals(self) -> None:

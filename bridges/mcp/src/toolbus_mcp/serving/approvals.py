@@ -27,7 +27,7 @@ import mcp_types as mcp
 from mcp.server.context import ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from toolbus.application.agent.checks import ApprovalAnswer, ApprovalReply
+from toolbus.application.agent.asking import ApprovalAnswer, ApprovalReply
 from toolbus.domain.access.approvals import Approval
 
 #: The key of the elicitation in an ``input_required`` result and in its answers.
@@ -95,7 +95,7 @@ def can_ask(ctx: ServerRequestContext[Any, Any]) -> bool:
 
 
 class ClientAsker:
-    """The :class:`~toolbus.application.agent.checks.ApprovalListener` of one ``tools/call``."""
+    """The :class:`~toolbus.application.agent.asking.ApprovalListener` of one ``tools/call``."""
 
     def __init__(self, ctx: ServerRequestContext[Any, Any], caller: str) -> None:
         self.ctx = ctx

@@ -60,7 +60,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Too
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from toolbus.application.agent.checks import listening, replying
+from toolbus.application.agent.asking import listening, replying
 from toolbus.application.agent.session import AgentSession
 from toolbus.application.doors.door import WORKFLOW, FrontDoor
 from toolbus.application.doors.holding import Held, HeldAlready, HeldKey, InProcessHolder

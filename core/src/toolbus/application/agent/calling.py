@@ -18,7 +18,6 @@ from typing import Any
 import anyio
 
 from toolbus.application.agent.audit import ApprovalNote, CallStatus, Refusal, StateTransition
-from toolbus.application.agent.checks import CallStopped
 from toolbus.application.agent.observations import (
     failed,
     not_in_state,
@@ -27,6 +26,7 @@ from toolbus.application.agent.observations import (
 )
 from toolbus.application.agent.outcomes import CallOutcome
 from toolbus.application.agent.recording import SessionRecorder
+from toolbus.application.agent.steps import CallStopped
 from toolbus.application.calls.client import CallResult
 from toolbus.application.calls.metrics import ToolbusMetrics
 from toolbus.application.calls.tools import Tools
@@ -292,12 +292,15 @@ class CallRunner:
     def stopped(
         self, tool: ToolDescriptor, stop: CallStopped, tool_call_id: str | None
     ) -> CallOutcome:
-        """The call policy forbade the call, or no person approved it: refused, recorded."""
+        """A door's call step stopped the call (the call policy forbade it, no person
+        approved it...): refused, recorded under the step's name."""
         state = self.state()
-        if stop.refusal == "policy":
+        if stop.step == "policy":
             checked = "forbidden"
-        else:
+        elif stop.step == "approval":
             checked = "unavailable" if stop.approval is None else stop.approval.status
+        else:
+            checked = stop.step
         self.metrics.call_checked(tool.name, checked)
         self.record.call(
             tool.name,
@@ -307,7 +310,7 @@ class CallRunner:
             self.clock(),
             0.0,
             None,
-            stop.refusal,
+            stop.step,
             approval=stop.approval,
             policy=stop.policy,
         )
@@ -318,7 +321,7 @@ class CallRunner:
             state=state,
             tool=tool.name,
             tool_call_id=tool_call_id,
-            refusal=stop.refusal,
+            refusal=stop.step,
         )
 
     def unusable(self, tool: ToolDescriptor, problem: str, tool_call_id: str | None) -> CallOutcome:

@@ -44,9 +44,9 @@ from typing import Any, Literal, Protocol
 
 import anyio
 
+from toolbus.application.agent.asking import ApprovalAnswer, listening
 from toolbus.application.agent.audit import AuditSink
 from toolbus.application.agent.checkpoints import Checkpoint, RunCheckpoints, run_call_id
-from toolbus.application.agent.checks import ApprovalAnswer, listening
 from toolbus.application.agent.code_hooks import CompiledHooks
 from toolbus.application.agent.held import HeldSession
 from toolbus.application.agent.llm import LLM, LLMError, ToolCallStarted

@@ -23,8 +23,8 @@ from typing import Protocol
 
 from toolbus.application.agent.audit import AuditSink, LoggingAuditSink
 from toolbus.application.agent.caches import SNAPSHOT_HOOKS, SNAPSHOT_PERMISSIONS
-from toolbus.application.agent.checks import CallChecks
 from toolbus.application.agent.code_hooks import NO_HOOKS, CompiledHooks
+from toolbus.application.agent.steps import CallSteps
 from toolbus.application.calls.metrics import ToolbusMetrics, default_metrics
 from toolbus.application.calls.tools import Tools
 from toolbus.domain.access.permissions import Permissions, load_permissions
@@ -60,8 +60,9 @@ class SessionRules:
     timeout: float | None = None
     #: Open sessions per user; a session takes a place while it is open.
     places: Places | None = None
-    #: What each call passes before it is made: a policy on its arguments, approvals.
-    checks: CallChecks | None = None
+    #: What each call passes before it is made, in order: a policy on its arguments,
+    #: approvals (``None``: nothing is checked per call).
+    steps: CallSteps | None = None
 
     @staticmethod
     def states(states: Collection[str] | None) -> frozenset[str] | None:
@@ -104,7 +105,7 @@ class SessionParts:
     metrics: ToolbusMetrics
     timeout: float | None
     places: Places | None
-    checks: CallChecks | None
+    steps: CallSteps | None
 
 
 def session_parts(
@@ -150,7 +151,7 @@ def session_parts(
         metrics=metrics,
         timeout=timeout if timeout is not None else rules.timeout,
         places=rules.places,
-        checks=rules.checks,
+        steps=rules.steps,
     )
 
 

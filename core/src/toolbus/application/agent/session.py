@@ -63,7 +63,6 @@ from toolbus.application.agent.audit import (
 )
 from toolbus.application.agent.caches import tool_list
 from toolbus.application.agent.calling import MAX_AUDITED_NAME, CallRunner, ToolStream
-from toolbus.application.agent.checks import CallPermitted, CallStopped, CheckedCall
 from toolbus.application.agent.code_hooks import CompiledHooks, Deny
 from toolbus.application.agent.configured_hooks import run_request_start_hooks
 from toolbus.application.agent.held import HeldSession
@@ -71,6 +70,7 @@ from toolbus.application.agent.observations import parse_arguments
 from toolbus.application.agent.outcomes import CallOutcome
 from toolbus.application.agent.recording import SessionRecorder
 from toolbus.application.agent.rules import Leave, SessionRules, rules_of, session_parts
+from toolbus.application.agent.steps import PERMITTED, CallPermitted, CallStopped, CheckedCall
 from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.calls.metrics import ToolbusMetrics
 from toolbus.application.calls.tools import Tools
@@ -187,7 +187,7 @@ class AgentSession:
         #: The configured hooks :meth:`start` runs, in order.
         self.hooks: tuple[HookConfig, ...] = parts.hooks
         self._code = parts.code_hooks
-        self._checks = parts.checks
+        self._steps = parts.steps
         self._metrics = parts.metrics
         self._clock = clock
         self._timer = timer
@@ -394,8 +394,8 @@ class AgentSession:
             if isinstance(decision, Deny):
                 return self._calls.denied(tool, decision.reason, tool_call_id)
             parsed = decision
-        permitted = CallPermitted()
-        if self._checks is not None:
+        permitted = PERMITTED
+        if self._steps is not None:
             verdict = await self._checked_call(tool, parsed, tool_call_id, wait=True)
             if isinstance(verdict, CallStopped):
                 return self._calls.stopped(tool, verdict, tool_call_id)
@@ -448,7 +448,7 @@ class AgentSession:
         timeout: float | None = None,
         advance: bool = True,
     ) -> CallOutcome:
-        """Pre-use code hooks, the door's checks, the call, post-use code hooks. Each seam
+        """Pre-use code hooks, the door's call steps, the call, post-use code hooks. Each seam
         costs nothing when empty."""
         code = self._code
         if code.on_pre_tool_use:
@@ -457,7 +457,7 @@ class AgentSession:
                 return self._calls.denied(tool, decision.reason, tool_call_id)
             arguments = decision
         approval = None
-        if self._checks is not None:
+        if self._steps is not None:
             # A hook's call (advance=False) fetches context: it never waits for a person.
             verdict = await self._checked_call(tool, arguments, tool_call_id, wait=advance)
             if isinstance(verdict, CallStopped):
@@ -478,15 +478,15 @@ class AgentSession:
         *,
         wait: bool,
     ) -> CallPermitted | CallStopped:
-        """The door's checks of one call, on the arguments the tool would be sent."""
-        assert self._checks is not None
+        """The door's steps for one call, on the arguments the tool would be sent."""
+        assert self._steps is not None
         state = self._state
         applied = apply_options(
             arguments,
             tool.options,
             {**self._calls.context(tool_call_id, state), "user": self.user},
         )
-        return await self._checks.check(
+        return await self._steps.check(
             CheckedCall(
                 user=self.user,
                 groups=self.groups,

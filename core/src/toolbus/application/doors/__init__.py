@@ -10,5 +10,7 @@ the operator's local files (docs/access-control.md):
   signed live ones, when the operator opts in);
 * :mod:`~toolbus.application.doors.holding`: sessions held between requests,
   as plain data, behind a small holder interface;
-* :mod:`~toolbus.application.doors.limits`: per-user places.
+* :mod:`~toolbus.application.doors.limits`: per-user places;
+* :mod:`~toolbus.application.doors.steps`: the steps every call passes, in
+  order (the call policy, approvals).
 """

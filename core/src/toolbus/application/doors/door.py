@@ -10,9 +10,9 @@ through it::
 
 so that each session gets, the same way at every door: the permissions
 (:mod:`toolbus.application.doors.policy`), the entry states, configured hooks
-and code hooks, per-user limits, the audit sinks and the metrics, the checks
-of each call (the call policy on its arguments, approvals:
-:mod:`toolbus.application.doors.gate`), and its calls signed by the door's
+and code hooks, per-user limits, the audit sinks and the metrics, the steps
+each call passes (the call policy on its arguments, approvals:
+:mod:`toolbus.application.doors.steps`), and its calls signed by the door's
 client. Sessions a door keeps between requests (gateway sessions, MCP
 workflows, agent conversations) are held as plain data
 (:mod:`toolbus.application.doors.holding`) and resumed per request.
@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,10 +40,10 @@ from toolbus.application.agent.code_hooks import CompiledHooks
 from toolbus.application.agent.held import HeldSession
 from toolbus.application.agent.rules import SessionRules, govern
 from toolbus.application.agent.session import AgentSession
+from toolbus.application.agent.steps import CallStep, CallSteps
 from toolbus.application.calls.metrics import ToolbusMetrics, default_metrics
 from toolbus.application.calls.tools import Tools
 from toolbus.application.doors.approvals import ApprovalBook
-from toolbus.application.doors.gate import CallGate
 from toolbus.application.doors.holding import (
     Held,
     HeldAlready,
@@ -54,19 +54,14 @@ from toolbus.application.doors.holding import (
 from toolbus.application.doors.limits import UserPlaces, check
 from toolbus.application.doors.policy import AccessPolicy
 from toolbus.application.doors.settings import DoorSettings, parse_door_settings
+from toolbus.application.doors.steps import call_steps
+from toolbus.application.doors.steps.approvals import ApprovalStep
 from toolbus.application.doors.stored import MAX_CALLS_HELD, StoredHolder
 from toolbus.application.identity.documents import DocumentVerifier
-from toolbus.domain.access.approvals import SECTION as APPROVALS_SECTION
-from toolbus.domain.access.approvals import (
-    ApprovalSettings,
-    parse_approval_settings,
-    teams_named,
-)
 from toolbus.domain.config.registry import Registry, normalize_state
 from toolbus.domain.errors import AccessDenied, ConfigError, Problem
 from toolbus.domain.hooks.configured import SECTION as HOOKS_SECTION
 from toolbus.domain.hooks.configured import HookConfig, load_hooks
-from toolbus.ports import PolicyEngine, StateStore
 
 log = logging.getLogger("toolbus.doors")
 
@@ -99,13 +94,13 @@ class FrontDoor:
         metrics, timeout: for every session.
         holder: where held sessions are kept; default this process's memory
             (a :class:`~toolbus.application.doors.stored.StoredHolder` shares them
-            between replicas).
-        clock: seconds, for idleness; default the holder's clock (monotonic in
-            one process, the wall clock in a state store).
-        policy_engine: the call policy every call is checked by (``[policy]``).
-        approvals: the ``[approvals]`` table.
-        state: the store approvals wait in (the configured one, so that every replica
-            sees them, or one in memory); without it, calls that need approval are refused.
+            between replicas). Its clock times idleness (monotonic in one process,
+            the wall clock in a state store).
+        steps: what every call passes, in order
+            (:func:`~toolbus.application.doors.steps.call_steps` builds them from
+            the operator's files); default the steps of no settings (approvals a
+            tool's descriptor asks for are refused: there is no store). The door
+            closes them.
     """
 
     def __init__(
@@ -120,10 +115,7 @@ class FrontDoor:
         metrics: ToolbusMetrics | None = None,
         timeout: float | None = None,
         holder: SessionHolder | None = None,
-        clock: Callable[[], float] | None = None,
-        policy_engine: PolicyEngine | None = None,
-        approvals: ApprovalSettings | None = None,
-        state: StateStore | None = None,
+        steps: Sequence[CallStep] | None = None,
     ) -> None:
         self.tools = tools
         self.hooks = hooks
@@ -132,8 +124,9 @@ class FrontDoor:
         self.code_hooks = code_hooks
         self.metrics = default_metrics() if metrics is None else metrics
         self.timeout = timeout
-        self.holder: SessionHolder = holder or InProcessHolder(clock or time.monotonic)
-        self.clock = clock or self.holder.clock
+        # Not "holder or ...": an empty in-process holder is falsy (it has a length).
+        self.holder: SessionHolder = InProcessHolder() if holder is None else holder
+        self.clock = self.holder.clock
         #: Calls a held session's record takes before it is written (``calls-per-record``;
         #: a session held in a state store carries its record on every call, so there
         #: at most MAX_CALLS_HELD unless set lower).
@@ -156,17 +149,11 @@ class FrontDoor:
         #: The session objects this process last used for held sessions, by key:
         #: (the version they reached, the session), reused while nothing moves them.
         self._live: dict[HeldKey, tuple[int, AgentSession]] = {}
-        self.policy_engine = policy_engine
-        self.approvals = approvals or ApprovalSettings.model_validate({})
-        self.book = (
-            None if state is None else ApprovalBook(state, max_pending=self.approvals.max_pending)
-        )
-        self._gate = CallGate(engine=policy_engine, settings=self.approvals, book=self.book)
+        self.steps = CallSteps(call_steps(None) if steps is None else steps)
         try:
-            self._check_calls(tools.registry, starting=True)
+            self._steps_on(tools.registry, starting=True)
         except ConfigError:
-            if policy_engine is not None:
-                policy_engine.close()
+            self.steps.close()
             raise
         govern(tools, lambda registry: self.rules(registry))
 
@@ -179,11 +166,14 @@ class FrontDoor:
         settings: Mapping[str, Any] | None,
         base_dir: Path | None = None,
         environ: Mapping[str, str] | None = None,
+        steps: Sequence[CallStep] | None = None,
         **options: Any,
     ) -> FrontDoor:
         """The door the operator's files describe: ``local`` is the configuration given
         locally (a snapshot), ``settings`` the parsed ``toolbus.toml``; paths in it are
-        relative to ``base_dir``. :class:`ConfigError` names every problem."""
+        relative to ``base_dir``. ``steps`` default to those ``settings`` describe with
+        no policy engine and no store (:func:`~toolbus.application.doors.steps.call_steps`).
+        :class:`ConfigError` names every problem."""
         table = parse_door_settings((settings or {}).get("doors"))
         base = base_dir or Path.cwd()
         live_keys = None
@@ -200,22 +190,29 @@ class FrontDoor:
                 ) from None
         if table.audit_file is not None:
             table = table.model_copy(update={"audit_file": str(base / table.audit_file)})
-        approvals = parse_approval_settings((settings or {}).get(APPROVALS_SECTION))
         policy = AccessPolicy(local, settings, live_keys=live_keys)
         hooks = None
         if (settings or {}).get(HOOKS_SECTION) is not None:
             # toolbus.toml's [[hooks]]; checked now, so that a mistake stops the start.
             hooks = load_hooks(local, settings)
-        return cls(
-            tools, policy=policy, settings=table, hooks=hooks, approvals=approvals, **options
-        )
+        if steps is None:
+            steps = call_steps(settings)
+        return cls(tools, policy=policy, settings=table, hooks=hooks, steps=steps, **options)
 
     def close(self) -> None:
-        """Close the audit file, if the door writes one, and stop following policy files."""
+        """Close the audit file, if the door writes one, and its steps (policy files are
+        no longer followed)."""
         if self._file is not None:
             self._file.close()
-        if self.policy_engine is not None:
-            self.policy_engine.close()
+        self.steps.close()
+
+    @property
+    def book(self) -> ApprovalBook | None:
+        """Where the door's approvals wait (its approvals step's), if it keeps any."""
+        for step in self.steps.steps:
+            if isinstance(step, ApprovalStep):
+                return step.book
+        return None
 
     # ------------------------------------------------------------------ rules
 
@@ -258,7 +255,7 @@ class FrontDoor:
                 audit=self.audit,
                 metrics=self.metrics,
                 timeout=self.timeout,
-                checks=self._check_calls(registry, starting=False),
+                steps=self._steps_on(registry, starting=False),
             )
             counted = dataclasses.replace(base, places=self.sessions)
             self.metrics.observe_registry(
@@ -267,45 +264,20 @@ class FrontDoor:
             cached = self._rules = (registry, base, counted)
         return cached[2] if places else cached[1]
 
-    def _check_calls(self, registry: Registry, *, starting: bool) -> CallGate | None:
-        """The gate of sessions on ``registry``; ``None`` when nothing is checked per call.
+    def _steps_on(self, registry: Registry, *, starting: bool) -> CallSteps | None:
+        """The steps calls on ``registry`` pass; ``None`` when none applies.
 
-        At start, a policy that does not fit the configuration, or a team that
-        ``[approvals.teams]`` does not name, stops the door (:class:`ConfigError`);
-        on a later configuration they are logged, and the engine refuses the
-        calls it cannot decide.
+        At start, a step's problem with the configuration (a policy that does not
+        fit it, a team ``[approvals.teams]`` does not name) stops the door
+        (:class:`ConfigError`); on a later configuration it is logged, and the
+        step refuses the calls it cannot decide.
         """
-        problems: list[Problem] = []
-        engine = self.policy_engine
-        if engine is not None:
-            problems += engine.check(registry)
-        tools = list(registry.tools.values())
-        named = teams_named(tools)
-        if engine is not None:
-            named.update({team: "a policy's @approval" for team in engine.teams()})
-        for team, by in sorted(named.items()):
-            if team not in self.approvals.teams:
-                known = ", ".join(sorted(self.approvals.teams)) or "none"
-                problems.append(
-                    Problem(
-                        "toolbus.toml [approvals.teams]",
-                        team,
-                        f"is named by {by}, but no such team is configured (teams: {known}); "
-                        f'add {team} = ["<user>", ...] to [approvals.teams]',
-                    )
-                )
+        problems = self.steps.problems(registry)
         if problems:
             if starting:
                 raise ConfigError(problems)
-            log.error(
-                "the call policy and approvals on the new configuration: %s", ConfigError(problems)
-            )
-        needed = (
-            engine is not None
-            or bool(self.approvals.tools)
-            or any(tool.approval is not None for tool in tools)
-        )
-        return self._gate if needed else None
+            log.error("the call steps on the new configuration: %s", ConfigError(problems))
+        return self.steps.on(registry)
 
     # ------------------------------------------------------------------ sessions
 

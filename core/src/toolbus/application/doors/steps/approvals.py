@@ -1,17 +1,13 @@
-"""Every call checked with its arguments, and approved first where it must be: :class:`CallGate`.
+"""Calls a person approves first, as a door's step: :class:`ApprovalStep`.
 
-A front door gives its sessions a :class:`CallGate`
-(:class:`~toolbus.application.agent.checks.CallChecks`). For each call, after
-the code hooks and with the tool's argument options applied:
-
-1. the call policy, when one is configured, decides: permit, forbid (the
-   call is refused; the model reads why), or ask a person first;
-2. a call needs approval when the policy says so, when its tool's descriptor
-   does (``"approval": "always"``), or when ``[approvals] tools`` lists it.
-   It then waits in the :class:`~toolbus.application.doors.approvals.ApprovalBook`
-   until one of its approvers decides, or its time runs out. Whoever drives
-   the session is told (:func:`~toolbus.application.agent.checks.listening`)
-   and may answer for the caller when callers approve their own calls.
+A call needs approval when the call policy before it said so (its
+``ApproveFirst`` reaches this step as :attr:`CheckedCall.permitted`), when its
+tool's descriptor does (``"approval": "always"``), or when ``[approvals]
+tools`` lists it. It then waits in the
+:class:`~toolbus.application.doors.approvals.ApprovalBook` until one of its
+approvers decides, or its time runs out. Whoever drives the session is told
+(:func:`~toolbus.application.agent.asking.listening`) and may answer for the
+caller when callers approve their own calls.
 
 Only an approved call is made. A denied or expired one is refused with an
 observation naming the approver and their reason; every one is audited with
@@ -25,20 +21,19 @@ import time
 import uuid
 from collections.abc import Callable
 
-from toolbus.application.agent.audit import ApprovalNote
-from toolbus.application.agent.checks import (
-    PERMITTED,
-    CallPermitted,
-    CallStopped,
-    CheckedCall,
-    current_listener,
-    current_reply,
-)
+from toolbus.application.agent.asking import current_listener, current_reply
+from toolbus.application.agent.audit import ApprovalNote, Refusal
 from toolbus.application.agent.observations import (
     approval_denied,
     approval_expired,
     approval_unavailable,
-    forbidden,
+)
+from toolbus.application.agent.steps import (
+    PERMITTED,
+    CallPermitted,
+    CallStep,
+    CallStopped,
+    CheckedCall,
 )
 from toolbus.application.doors.approvals import ApprovalBook, ApprovalsFull
 from toolbus.domain.access.approvals import (
@@ -48,9 +43,10 @@ from toolbus.domain.access.approvals import (
     approval_key,
     demanded,
     redacted_arguments,
+    teams_named,
 )
-from toolbus.domain.access.policy import ApproveFirst, Forbid, PolicyRequest
-from toolbus.domain.errors import ApprovalClosed, NotAnApprover, StateStoreError
+from toolbus.domain.config.registry import Registry
+from toolbus.domain.errors import ApprovalClosed, NotAnApprover, Problem, StateStoreError
 from toolbus.ports import PolicyEngine
 
 log = logging.getLogger("toolbus.approvals")
@@ -59,44 +55,58 @@ log = logging.getLogger("toolbus.approvals")
 _MAX_ROUNDS = 1000
 
 
-class CallGate:
-    """The call policy and approvals of a door; see the module docs.
+class ApprovalStep(CallStep):
+    """The approvals of a door; see the module docs.
 
     Args:
-        engine: the call policy, or ``None`` (every call is permitted by policy).
         settings: the ``[approvals]`` table.
         book: where approvals wait; ``None``: calls that need approval are refused.
+        policy: the call policy before this step, when there is one: it may ask
+            for approval of any call, naming teams that must be configured.
         clock: Unix seconds.
     """
 
+    name: Refusal = "approval"
+
     def __init__(
         self,
-        *,
-        engine: PolicyEngine | None,
         settings: ApprovalSettings,
         book: ApprovalBook | None,
+        *,
+        policy: PolicyEngine | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.engine = engine
         self.settings = settings
         self.book = book
+        self.policy = policy
         self.clock = clock
 
-    async def check(self, call: CheckedCall) -> CallPermitted | CallStopped:
-        tool = call.tool
-        asked: ApproveFirst | None = None
-        if self.engine is not None:
-            decision = self.engine.decide(
-                call.registry,
-                PolicyRequest(call.user, call.groups, tool, call.state, call.arguments),
+    def applies(self, registry: Registry) -> bool:
+        return (
+            self.policy is not None
+            or bool(self.settings.tools)
+            or any(tool.approval is not None for tool in registry.tools.values())
+        )
+
+    def problems(self, registry: Registry) -> list[Problem]:
+        """Teams a tool's ``approval`` or a policy names that ``[approvals.teams]`` does not."""
+        named = teams_named(list(registry.tools.values()))
+        if self.policy is not None:
+            named.update({team: "a policy's @approval" for team in self.policy.teams()})
+        known = ", ".join(sorted(self.settings.teams)) or "none"
+        return [
+            Problem(
+                "toolbus.toml [approvals.teams]",
+                team,
+                f"is named by {by}, but no such team is configured (teams: {known}); "
+                f'add {team} = ["<user>", ...] to [approvals.teams]',
             )
-            if isinstance(decision, Forbid):
-                return CallStopped(
-                    "policy", forbidden(tool, decision.reason), policy=decision.policy
-                )
-            if isinstance(decision, ApproveFirst):
-                asked = decision
-        demand = demanded(tool, asked, self.settings)
+            for team, by in sorted(named.items())
+            if team not in self.settings.teams
+        ]
+
+    async def check(self, call: CheckedCall) -> CallPermitted | CallStopped:
+        demand = demanded(call.tool, call.permitted.approve_first, self.settings)
         if demand is None:
             return PERMITTED
         if not call.wait:
@@ -147,15 +157,15 @@ class CallGate:
         if status == "approved":
             if not await book.spend(approval.id):
                 return _unavailable(call, "its approval was used by another call already")
-            return CallPermitted(note)
+            return CallPermitted(approval=note)
         if status == "denied":
             return CallStopped(
-                "approval",
+                self.name,
                 approval_denied(call.tool, approval.decided_by or "an approver", approval.note),
                 note,
             )
         return CallStopped(
-            "approval",
+            self.name,
             approval_expired(call.tool, approval.expires_at - approval.created_at),
             note,
         )
@@ -226,4 +236,4 @@ class CallGate:
 
 
 def _unavailable(call: CheckedCall, why: str) -> CallStopped:
-    return CallStopped("approval", approval_unavailable(call.tool, why))
+    return CallStopped(ApprovalStep.name, approval_unavailable(call.tool, why))
