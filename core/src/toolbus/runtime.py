@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib
+import json
 import os
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -174,17 +178,89 @@ def policy_engine(settings: Mapping[str, Any], base_dir: Path) -> PolicyEngine |
     return load_policy_engine(table.engine, paths, table.users, {"reload": table.reload})
 
 
+@dataclass(eq=False)
+class _SharedStore:
+    """One connection every part of this process uses, and how many use it now."""
+
+    connected: asyncio.Future[StateStore]
+    users: int = 0
+
+
+#: Per event loop (a connection serves the loop it was made on): (URL, options) -> store.
+_SHARED: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, dict[tuple[str, str], _SharedStore]
+] = weakref.WeakKeyDictionary()
+
+
 @asynccontextmanager
-async def door_state(
-    url: str | None, options: Mapping[str, Any] | None = None
+async def shared_state(
+    url: str, options: Mapping[str, Any] | None = None
 ) -> AsyncIterator[StateStore]:
-    """The state store a front door keeps approvals in: the configured one (``state`` in
-    ``toolbus.toml``), so that every replica shares them, else one in this process's memory."""
-    store = await connect_state(url or f"memory://door-{uuid.uuid4().hex}", options)
+    """The connection to the state store at ``url`` that every part of this process
+    shares (a door's held sessions and approvals, the agent's checkpoints, a service's
+    replay guard), for the life of the block.
+
+    The first user connects (:func:`~toolbus.plugins.connect_state`); the others
+    get the same store, also while it is still connecting; the last one to leave
+    closes it. Parts must not close it themselves. ``options`` count: the same URL
+    with other options is another connection.
+    """
+    loop = asyncio.get_running_loop()
+    opened = _SHARED.setdefault(loop, {})
+    key = (url, json.dumps(dict(options or {}), sort_keys=True, default=str))
+    while True:
+        shared = opened.get(key)
+        if shared is None:
+            shared = opened[key] = _SharedStore(loop.create_future())
+            try:
+                shared.connected.set_result(await connect_state(url, options))
+            except BaseException as exc:
+                del opened[key]
+                if isinstance(exc, Exception):
+                    shared.connected.set_exception(exc)
+                    shared.connected.exception()  # retrieved: nobody else may be waiting
+                else:  # cancelled: whoever waits connects for themselves
+                    shared.connected.cancel()
+                raise
+        # Counted before waiting: a user who leaves meanwhile must not close it.
+        shared.users += 1
+        try:
+            store = await asyncio.shield(shared.connected)
+            break
+        except asyncio.CancelledError:
+            await _leave(opened, key, shared)
+            if not shared.connected.cancelled():
+                raise  # this task was cancelled, not the one connecting
+        except BaseException:
+            await _leave(opened, key, shared)
+            raise
     try:
         yield store
     finally:
-        await store.close()
+        await _leave(opened, key, shared)
+
+
+async def _leave(
+    opened: dict[tuple[str, str], _SharedStore], key: tuple[str, str], shared: _SharedStore
+) -> None:
+    """One user less; the last closes the connection."""
+    shared.users -= 1
+    if shared.users:
+        return
+    if opened.get(key) is shared:
+        del opened[key]
+    connected = shared.connected
+    if connected.done() and not connected.cancelled() and connected.exception() is None:
+        await connected.result().close()
+
+
+def door_state(
+    url: str | None, options: Mapping[str, Any] | None = None
+) -> AbstractAsyncContextManager[StateStore]:
+    """The state store a front door keeps approvals in: the configured one (``state`` in
+    ``toolbus.toml``, shared with this process's other parts), so that every replica
+    shares them, else one in this process's memory."""
+    return shared_state(url or f"memory://door-{uuid.uuid4().hex}", options)
 
 
 @asynccontextmanager

@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from toolbus import LiveRegistry, Registry, Tools, ToolServiceClient, connect, connect_state
+from toolbus import LiveRegistry, Registry, Tools, ToolServiceClient, connect
 from toolbus.application.agent.audit import AuditRecord, LoggingAuditSink
 from toolbus.application.agent.code_hooks import CompiledHooks
 from toolbus.application.calls.metrics import ToolbusMetrics
@@ -35,7 +35,7 @@ from toolbus.domain.errors import ConfigError, Problem, ToolbusError
 from toolbus.hooks import CodeHooks
 from toolbus.plugins import load_tool_plugins
 from toolbus.ports import Bus, StateStore
-from toolbus.runtime import opened_door, registry_from, tool_types
+from toolbus.runtime import opened_door, registry_from, shared_state, tool_types
 from toolbus_gateway.auth import Authenticator
 from toolbus_gateway.events import Event, Topic
 from toolbus_gateway.services import ServiceWatch
@@ -253,8 +253,9 @@ class Gateway:
                 ToolServiceClient(self.bus, signer=self.signer)
             )
             if isinstance(self.state, str):
-                self.state_store = await connect_state(self.state, self._state_options)
-                stack.push_async_callback(self.state_store.close)
+                self.state_store = await stack.enter_async_context(
+                    shared_state(self.state, self._state_options)
+                )
             else:
                 self.state_store = self.state
             tasks = await stack.enter_async_context(anyio.create_task_group())

@@ -55,9 +55,9 @@ from toolbus.domain.agent.wire import (
 from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import ConfigError, PluginError
 from toolbus.hooks import CodeHooks
-from toolbus.plugins import ToolPlugin, connect, connect_llm, connect_state, load_tool_plugins
+from toolbus.plugins import ToolPlugin, connect, connect_llm, load_tool_plugins
 from toolbus.ports import Bus
-from toolbus.runtime import build_registry, opened_door, plugins_in_process
+from toolbus.runtime import build_registry, opened_door, plugins_in_process, shared_state
 from toolbus.settings import Settings, load_settings
 
 #: Where ``--llm`` comes from when it is not given.
@@ -149,8 +149,10 @@ async def _agent(
     if settings.state is not None and not settings.broker.startswith("memory:"):
         # Conversations and runs in the store: any replica continues a conversation,
         # and a request whose replica died goes on where it stood on another.
-        store = await connect_state(settings.state, settings.state_options)
-        stack.push_async_callback(store.close)
+        # (One connection: the door's approvals share it, by the same URL.)
+        store = await stack.enter_async_context(
+            shared_state(settings.state, settings.state_options)
+        )
         holder = StoredHolder(store)
         checkpoints = RunCheckpoints(store, ttl=limits.time_limit + CHECKPOINT_GRACE)
     # The agent's front door: permissions, entry states, hooks, limits, audit, call checks
