@@ -23,13 +23,16 @@ The checkpoint is removed when the request ends.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 from pydantic import TypeAdapter
 
 from toolbus.application.agent.held import HeldSession
 from toolbus.application.agent.outcomes import CallOutcome
+from toolbus.domain.agent.turns import ToolCall, Usage
 from toolbus.ports import StateStore
 
 #: The state store namespace of agent runs' checkpoints.
@@ -100,3 +103,47 @@ class RunCheckpoints:
 
     async def finish(self, request_id: str) -> None:
         await self.store.delete(self.namespace, request_id)
+
+
+class RunProgress:
+    """The checkpoints of one request's run, written one at a time (its calls answer
+    concurrently), each with everything known when it is written."""
+
+    def __init__(self, checkpoints: RunCheckpoints, request_id: str) -> None:
+        self.checkpoints = checkpoints
+        self.request_id = request_id
+        #: The chat up to the turn whose calls are being made (what their checkpoints hold).
+        self.chat: list[dict[str, Any]] = []
+        self._saving = anyio.Lock()
+
+    async def save(
+        self,
+        session: HeldSession,
+        messages: list[dict[str, Any]],
+        iterations: int,
+        usage: Usage,
+        pending: Sequence[ToolCall] | None = None,
+        answered: dict[str, CallOutcome] | None = None,
+    ) -> None:
+        """Where the run stands: ``pending`` the calls of the turn being answered, and
+        ``answered`` the outcomes of those answered so far."""
+        async with self._saving:
+            await self.checkpoints.save(
+                Checkpoint(
+                    self.request_id,
+                    session,
+                    list(messages),
+                    iterations,
+                    usage.input_tokens,
+                    usage.output_tokens,
+                    None
+                    if pending is None
+                    else [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in pending],
+                    dict(answered or {}),
+                )
+            )
+
+    @staticmethod
+    def pending_calls(saved: Checkpoint) -> list[ToolCall]:
+        """The calls of the turn ``saved`` was answering (as far as it got)."""
+        return [ToolCall(c["id"], c["name"], c["arguments"]) for c in saved.pending or ()]

@@ -7,8 +7,9 @@ One :meth:`AgentLoop.run` answers one :class:`~toolbus.domain.agent.wire.AgentRe
 
 Each request gets its own :class:`~toolbus.application.agent.session.AgentSession`
 (access check, groups and states, audit record), opened by the loop's
-:class:`Sessions`: a front door's (``toolbus.application.doors``), which also
-continues a conversation an earlier request ended in, or :class:`PlainSessions`
+:class:`~toolbus.application.agent.session_sources.Sessions`: a front door's
+(``toolbus.application.doors``), which also continues a conversation an earlier
+request ended in, or :class:`~toolbus.application.agent.session_sources.PlainSessions`
 over a tools facade. The configured ``on_request_start`` hooks run once,
 before the first turn. Every iteration
 offers the model the session's tools *for the current state*, so a transition
@@ -30,28 +31,39 @@ Limits: at most ``max_iterations`` model turns, and ``time_limit`` seconds of
 wall clock for the whole request; either ends it with an ``error`` event.
 Cancelling ``run`` cancels the tool calls in flight; the audit record says
 ``cancelled``.
+
+Beside the loop: where a run's progress is written, so that another replica
+goes on with it (:mod:`~toolbus.application.agent.checkpoints`), the events it
+reports (:mod:`~toolbus.application.agent.events`) and a turn's streamed text
+(:mod:`~toolbus.application.agent.turn_text`).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import anyio
 
+from toolbus.application.agent import events
 from toolbus.application.agent.asking import ApprovalAnswer, listening
 from toolbus.application.agent.audit import AuditSink
-from toolbus.application.agent.checkpoints import Checkpoint, RunCheckpoints, run_call_id
+from toolbus.application.agent.checkpoints import (
+    Checkpoint,
+    RunCheckpoints,
+    RunProgress,
+    run_call_id,
+)
 from toolbus.application.agent.code_hooks import CompiledHooks
-from toolbus.application.agent.held import HeldSession
 from toolbus.application.agent.llm import LLM, LLMError, ToolCallStarted
 from toolbus.application.agent.outcomes import CallOutcome
 from toolbus.application.agent.session import AgentSession
+from toolbus.application.agent.session_sources import PlainSessions, Sessions
+from toolbus.application.agent.turn_text import TurnText
 from toolbus.application.calls.client import sending_as
 from toolbus.application.calls.metrics import ToolbusMetrics, default_metrics
 from toolbus.application.calls.tools import Tools
@@ -66,7 +78,6 @@ from toolbus.domain.agent.decisions import (
     Observed,
     Stop,
     StopReason,
-    TextRouting,
     after_calls,
     after_turn,
 )
@@ -74,15 +85,11 @@ from toolbus.domain.agent.turns import ModelTurn, TextDelta, ToolCall, Usage
 from toolbus.domain.agent.wire import (
     AgentEvent,
     AgentRequest,
-    EventApproval,
     EventError,
-    EventUsage,
 )
 from toolbus.domain.errors import AccessDenied, LimitReached, SessionNotFound
 
 log = logging.getLogger("toolbus.agent")
-
-TextKind = Literal["thought", "answer"]
 
 #: Where events go: a bus publisher, a list, a terminal.
 Emit = Callable[[AgentEvent], Awaitable[None]]
@@ -135,78 +142,6 @@ class AgentResult:
 
 async def _discard(event: AgentEvent) -> None:
     return None
-
-
-class Sessions(Protocol):
-    """Where an agent loop gets each request's session, and hands it back when it ends."""
-
-    async def open(self, request: AgentRequest, request_id: str) -> AgentSession:
-        """The request's session; raises ``AccessDenied`` (``StateRefused``),
-        ``LimitReached`` or ``SessionNotFound`` to refuse it."""
-        ...
-
-    async def keep(self, request: AgentRequest, session: AgentSession) -> str | None:
-        """The request is about to end where ``session`` stands: hold what a later
-        request may continue from, and return the id to name then (or ``None``)."""
-        ...
-
-    async def resume(self, request: AgentRequest, held: HeldSession) -> AgentSession:
-        """The session of a request another replica began, from its checkpoint
-        (:mod:`~toolbus.application.agent.checkpoints`); groups are checked again."""
-        ...
-
-
-class PlainSessions:
-    """Sessions straight from a tools facade, with the given parts; nothing is held."""
-
-    def __init__(
-        self,
-        tools: Tools,
-        *,
-        audit: AuditSink | None = None,
-        metrics: ToolbusMetrics | None = None,
-        permissions: Permissions | None = None,
-        code_hooks: CompiledHooks | None = None,
-        timeout: float | None = None,
-        default_user: str = "anonymous",
-    ) -> None:
-        self.tools = tools
-        self.audit = audit
-        self.metrics = metrics
-        self.permissions = permissions
-        self.code_hooks = code_hooks
-        self.timeout = timeout
-        self.default_user = default_user
-
-    async def open(self, request: AgentRequest, request_id: str) -> AgentSession:
-        if request.session:
-            raise SessionNotFound(request.session, "This agent holds no sessions")
-        return AgentSession(
-            self.tools,
-            user=request.user or self.default_user,
-            groups=request.group,
-            state=request.state,
-            request_id=request_id,
-            permissions=self.permissions,
-            audit=self.audit,
-            metrics=self.metrics,
-            code_hooks=self.code_hooks,
-            timeout=self.timeout,
-        )
-
-    async def keep(self, request: AgentRequest, session: AgentSession) -> str | None:
-        return None
-
-    async def resume(self, request: AgentRequest, held: HeldSession) -> AgentSession:
-        return AgentSession(
-            self.tools,
-            resume=held,
-            permissions=self.permissions,
-            audit=self.audit,
-            metrics=self.metrics,
-            code_hooks=self.code_hooks,
-            timeout=self.timeout,
-        )
 
 
 class AgentLoop:
@@ -328,13 +263,10 @@ class _Run:
         self.usage = Usage()
         #: The session a later request continues this one with, once it ends.
         self.held: str | None = None
-        #: Answer text of the current turn already sent in chunks.
-        self._streamed = ""
-        self._pending: tuple[TextKind, str] | None = None
-        #: One checkpoint written at a time, each with everything known when it is written.
-        self._saving = anyio.Lock()
-        #: The chat up to the turn whose calls are being made (what their checkpoints hold).
-        self._chat: list[dict[str, Any]] = []
+        self._text = TurnText(emit, loop.limits.answer_hold)
+        self._progress = (
+            None if loop.checkpoints is None else RunProgress(loop.checkpoints, request_id)
+        )
 
     async def answer(self, session: AgentSession, saved: Checkpoint | None = None) -> AgentResult:
         outcome: Answer | Stop
@@ -362,8 +294,7 @@ class _Run:
         self.held = await self.loop.sessions.keep(self.request, session)
         if isinstance(outcome, Stop):
             return await self.stop(outcome, state=session.state)
-        text = outcome.text
-        unsent = text[len(self._streamed) :] if text.startswith(self._streamed) else text
+        unsent = self._text.unsent(outcome.text)
         await self.emit(self._final("answer", unsent, session.state))
         return self._result(session.state, answer=outcome.text)
 
@@ -381,7 +312,7 @@ class _Run:
         metrics = self.loop.metrics
         if saved is not None and saved.pending is not None:
             # The last turn's calls, as far as they were answered before the hand-over.
-            pending = [ToolCall(c["id"], c["name"], c["arguments"]) for c in saved.pending]
+            pending = RunProgress.pending_calls(saved)
             answered = await self._answer_calls(session, messages, pending, saved.answered)
             if answered is not None:
                 return answered
@@ -442,7 +373,8 @@ class _Run:
     ) -> Answer | None:
         """Make a turn's calls (those not ``answered`` already) and add their observations
         to the chat, checkpointing before, after each call and after all of them."""
-        self._chat = messages
+        if self._progress is not None:
+            self._progress.chat = messages
         await self._checkpoint(session, messages, calls, answered)
         outcomes = await self._call(session, calls, answered)
         messages.extend(outcome.as_openai_message() for outcome in outcomes)
@@ -456,33 +388,16 @@ class _Run:
         pending: Sequence[ToolCall] | None = None,
         answered: dict[str, CallOutcome] | None = None,
     ) -> None:
-        checkpoints = self.loop.checkpoints
-        if checkpoints is None:
-            return
-        async with self._saving:
-            await checkpoints.save(
-                Checkpoint(
-                    self.request_id,
-                    session.held(),
-                    list(messages),
-                    self.iterations,
-                    self.usage.input_tokens,
-                    self.usage.output_tokens,
-                    None
-                    if pending is None
-                    else [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in pending],
-                    dict(answered or {}),
-                )
+        if self._progress is not None:
+            await self._progress.save(
+                session.held(), messages, self.iterations, self.usage, pending, answered
             )
 
     async def _turn(self, session: AgentSession, messages: list[dict[str, Any]]) -> ModelTurn:
         """One model turn; streamed text goes out as thought or answer chunks as it comes."""
         streaming = self.request.streaming
-        routing = TextRouting(hold=self.limits.answer_hold)
-        self._streamed = ""
-        # The last chunk is held until the next one comes or the turn ends, so
-        # that the message's last chunk can say it is the last.
-        self._pending = None
+        text = self._text
+        text.start()
         turn: ModelTurn | None = None
         async for item in self.llm.stream(messages, session.tools(self.llm.tool_format)):
             if isinstance(item, ModelTurn):
@@ -490,42 +405,18 @@ class _Run:
             elif not streaming:
                 continue
             elif isinstance(item, TextDelta):
-                await self._chunk(routing.text(item.text), session.state)
+                await text.text(item.text, session.state)
             elif isinstance(item, ToolCallStarted):
-                await self._chunk(routing.tool_call(), session.state)
+                await text.tool_call(session.state)
         if turn is None:
             raise LLMError(f"the {self.llm.model!r} adapter ended a turn without a result")
         if not turn.tool_calls:
             return turn  # the answer: the final event sends what was not streamed yet
         if streaming:
-            await self._chunk(routing.tool_call(), session.state)
-            await self._chunk(routing.end(), session.state)
-            await self._flush(session.state)
+            await text.calls_made(session.state)
         elif turn.text:
-            await self._send("thought", turn.text, session.state, last=True)
-        self._streamed = ""
+            await text.thought(turn.text, session.state)
         return turn
-
-    async def _chunk(self, released: tuple[TextKind, str] | None, state: str) -> None:
-        """Hold a piece of streamed text, sending the piece held before it."""
-        if released is None or not released[1]:
-            return
-        if self._pending is not None:
-            kind, text = self._pending
-            await self._send(kind, text, state, last=False)
-        self._pending = released
-
-    async def _flush(self, state: str) -> None:
-        """Send the piece held back as the last of its message."""
-        if self._pending is not None:
-            kind, text = self._pending
-            await self._send(kind, text, state, last=True)
-
-    async def _send(self, kind: TextKind, text: str, state: str, *, last: bool) -> None:
-        if kind == "answer":
-            self._streamed += text
-        self._pending = None
-        await self.emit(AgentEvent(chunk_type=kind, content=text, end_of_message=last, state=state))
 
     async def _call(
         self, session: AgentSession, calls: Sequence[ToolCall], answered: dict[str, CallOutcome]
@@ -537,41 +428,17 @@ class _Run:
         """
         fresh = [call for call in calls if call.id not in answered]
         for call in fresh:
-            await self.emit(
-                AgentEvent(
-                    chunk_type="action",
-                    content=call.name,
-                    tool=call.name,
-                    arguments=_arguments_for_event(call.arguments),
-                    tool_call_id=call.id,
-                    state=session.state,
-                )
-            )
+            await self.emit(events.action(call, session.state))
         outcomes: list[CallOutcome | None] = [answered.get(call.id) for call in calls]
-        checkpointed = self.loop.checkpoints is not None
+        progress = self._progress
 
         async def waiting(approval: Approval) -> ApprovalAnswer | None:
             # The caller learns which approval the run waits on, and who may decide it.
-            await self.emit(
-                AgentEvent(
-                    chunk_type="approval",
-                    content=f"{approval.tool} waits for approval: {approval.reason}",
-                    tool=approval.tool,
-                    tool_call_id=approval.tool_call_id,
-                    arguments=approval.arguments,
-                    state=session.state,
-                    approval=EventApproval(
-                        id=approval.id,
-                        approvers=list(approval.approvers),
-                        reason=approval.reason,
-                        expires_at=approval.expires_at,
-                    ),
-                )
-            )
+            await self.emit(events.waiting(approval, session.state))
             return None
 
         async def one(index: int, call: ToolCall) -> None:
-            if not checkpointed:
+            if progress is None:
                 outcomes[index] = await session.call(call.name, call.arguments, call.id)
                 return
             # The same bus call id on any replica: a call sent again after a hand-over
@@ -579,7 +446,7 @@ class _Run:
             with sending_as(run_call_id(self.request_id, self.iterations, call.id)):
                 outcome = await session.call(call.name, call.arguments, call.id)
             outcomes[index] = answered[call.id] = outcome
-            await self._checkpoint(session, self._chat, calls, answered)
+            await self._checkpoint(session, progress.chat, calls, answered)
 
         new = {call.id for call in fresh}
         with listening(waiting):
@@ -594,32 +461,12 @@ class _Run:
         for outcome in done:
             if outcome.tool_call_id not in new:
                 continue  # reported before the hand-over
-            await self.emit(
-                AgentEvent(
-                    chunk_type="observation",
-                    content=outcome.observation,
-                    tool=outcome.name,
-                    tool_call_id=outcome.tool_call_id,
-                    status=outcome.status,
-                    state=outcome.state,
-                )
-            )
+            await self.emit(events.observation(outcome))
         return done
 
     def _final(self, kind: Literal["answer", "error"], content: str, state: str) -> AgentEvent:
-        return AgentEvent(
-            chunk_type=kind,
-            content=content,
-            end_of_message=True,
-            end_of_dialog=True,
-            end_of_stream=True,
-            state=state,
-            model=self.llm.model,
-            iterations=self.iterations,
-            usage=EventUsage(
-                input_tokens=self.usage.input_tokens, output_tokens=self.usage.output_tokens
-            ),
-            session=self.held,
+        return events.final(
+            kind, content, state, self.llm.model, self.iterations, self.usage, self.held
         )
 
     def _result(
@@ -644,16 +491,6 @@ def provider_of(llm: LLM) -> str:
     speaks (``openai`` for any OpenAI-compatible server, as the conventions say)."""
     provider = getattr(llm, "provider", None)
     return provider if isinstance(provider, str) and provider else llm.tool_format
-
-
-def _arguments_for_event(arguments: str) -> dict[str, Any] | str:
-    """The call's arguments for the ``action`` event: the object, or the text as written."""
-
-    try:
-        parsed = json.loads(arguments) if arguments.strip() else {}
-    except json.JSONDecodeError:
-        return arguments
-    return parsed if isinstance(parsed, dict) else arguments
 
 
 __all__ = [

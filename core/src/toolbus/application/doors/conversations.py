@@ -25,7 +25,8 @@ from toolbus.domain.errors import SessionNotFound
 
 
 class DoorConversations:
-    """The :class:`~toolbus.application.agent.loop.Sessions` of an agent service behind a door."""
+    """The :class:`~toolbus.application.agent.session_sources.Sessions` of an agent
+    service behind a door."""
 
     def __init__(self, door: FrontDoor, *, default_user: str = "anonymous") -> None:
         self.door = door
