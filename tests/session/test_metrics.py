@@ -9,12 +9,8 @@ import pytest
 from prometheus_client import REGISTRY, CollectorRegistry
 
 from toolbus.application.agent.audit import ListAuditSink
-from toolbus.application.calls.metrics import (
-    MetricsUnavailable,
-    ToolbusMetrics,
-    default_metrics,
-    start_metrics_server,
-)
+from toolbus.application.calls.metrics import ToolbusMetrics, default_metrics
+from toolbus.application.calls.metrics_server import MetricsUnavailable, start_metrics_server
 from toolbus.domain.config.loading import load_registry
 from toolbus.testing.kit import ToolTestKit
 

@@ -26,7 +26,7 @@ from toolbus.application.calls.host import (
     DEFAULT_DRAIN_TIMEOUT,
     ServiceHost,
 )
-from toolbus.application.calls.metrics import MetricsUnavailable, start_metrics_server
+from toolbus.application.calls.metrics_server import MetricsUnavailable, start_metrics_server
 from toolbus.application.calls.service import ToolService
 from toolbus.application.identity import CallVerifier
 from toolbus.application.identity.replays import (
