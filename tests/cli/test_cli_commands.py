@@ -26,7 +26,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 import toolbus.cli
-import toolbus.plugins as plugins
+import toolbus.plugins.discovery as discovery
 from tests.cli.test_help_text import flat
 from toolbus.cli import app
 from toolbus.plugins import (
@@ -116,14 +116,14 @@ class _TestToolsPlugin:
 
 @pytest.fixture
 def test_tools(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = plugins._entry_points
+    real = discovery._entry_points
     extra = metadata.EntryPoint("cli-test-tools", f"{__name__}:_TestToolsPlugin", PLUGIN_GROUP)
 
     def entry_points(group: str) -> Sequence[metadata.EntryPoint]:
         found = tuple(real(group))
         return (*found, extra) if group == PLUGIN_GROUP else found
 
-    monkeypatch.setattr(plugins, "_entry_points", entry_points)
+    monkeypatch.setattr(discovery, "_entry_points", entry_points)
 
 
 # --- toolbus call ------------------------------------------------------------------
@@ -135,7 +135,7 @@ def test_call_tell_joke_with_the_installed_plugins_defaults(toolbus_cli: Invoke)
     assert result.exit_code == 0, result.output
     parts = joke_parts(result.stdout)
     assert parts["user"] == "alice"
-    joke_plugin = {p.name: p for p in plugins.load_tool_plugins()}["joke"]
+    joke_plugin = {p.name: p for p in discovery.load_tool_plugins()}["joke"]
     assert parts["style"] == joke_plugin.snapshot["tool"]["tell-joke"]["style"]
     assert parts["joke"] in JOKES["llama"][parts["style"]]
 

@@ -13,7 +13,6 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from toolbus import plugins
 from toolbus.application.agent.audit import AuditRecord, ListAuditSink
 from toolbus.application.agent.code_hooks import NO_HOOKS, CodeHook, CompiledHooks
 from toolbus.application.agent.outcomes import CallOutcome
@@ -21,6 +20,7 @@ from toolbus.application.agent.session import AgentSession
 from toolbus.domain.config.descriptors import ToolDescriptor
 from toolbus.domain.errors import PluginError
 from toolbus.hooks import CodeHooks, Deny, RewriteArguments, hookimpl
+from toolbus.plugins import discovery
 from toolbus.testing.kit import ToolTestKit
 
 from .runtime_support import MEMORY_HOOK, SYSTEM, USER, Services, open_session, registry
@@ -487,7 +487,7 @@ def toolbus_on_pre_tool_use(tool):
 
 
 def entry_point(name: str, value: str) -> metadata.EntryPoint:
-    return metadata.EntryPoint(name=name, value=value, group=plugins.PLUGIN_GROUP)
+    return metadata.EntryPoint(name=name, value=value, group=discovery.PLUGIN_GROUP)
 
 
 @pytest.fixture
@@ -508,9 +508,9 @@ def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         entry_point("broken", "no_such_module_anywhere"),
     )
     monkeypatch.setattr(
-        plugins,
+        discovery,
         "_entry_points",
-        lambda group: found if group == plugins.PLUGIN_GROUP else (),
+        lambda group: found if group == discovery.PLUGIN_GROUP else (),
     )
 
 
