@@ -200,12 +200,10 @@ def test_keys_load_from_files_and_the_environment_in_order(tmp_path: Path) -> No
     ],
 )
 def test_a_bad_key_is_named_with_the_fix_and_never_shown(
-    tmp_path,
+    tmp_path: Path,
     document: object,
     expected: str,
 ) -> None:
-    import json
-
     (tmp_path / "k.jwk").write_text(document if isinstance(document, str) else json.dumps(document))
     with pytest.raises(SealKeyError, match=expected) as caught:
         load_seal_keys(["k.jwk"], base_dir=tmp_path)
