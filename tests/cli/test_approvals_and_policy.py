@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
@@ -16,7 +17,9 @@ from typer.testing import CliRunner, Result
 import toolbus.cli
 from tests.redis.server import RedisServer
 from toolbus.application.doors.approvals import ApprovalBook
+from toolbus.application.sealing import load_seal_keys, new_seal_jwk, sealed
 from toolbus.cli import app
+from toolbus.cli.approvals import API_KEY_ENV
 from toolbus.domain.access.approvals import Approval
 from toolbus.plugins import connect_state
 
@@ -29,21 +32,52 @@ def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
         yield server
 
 
+OPS_KEY = "ops-key-0123456789abcdef"
+ALICE_KEY = "alice-key-0123456789abcdef"
+
+
 @pytest.fixture
 def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     toolbus.cli.assemble()
     monkeypatch.chdir(tmp_path)
-    for name in ("TOOLBUS_BROKER", "TOOLBUS_CONFIG", "TOOLBUS_STATE"):
+    for name in ("TOOLBUS_BROKER", "TOOLBUS_CONFIG", "TOOLBUS_STATE", "TOOLBUS_SEAL_KEYS"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv(API_KEY_ENV, raising=False)
     return tmp_path
 
 
-def cli(*args: str) -> Result:
-    return CliRunner().invoke(app, list(args))
+@pytest.fixture
+def shared(scratch: Path, redis: RedisServer, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A toolbus.toml naming the store, the doors' seal key and the approvers' API keys."""
+    url = f"{redis.url}/0?prefix=cli-{uuid.uuid4().hex[:8]}"
+    (scratch / "seal.jwk").write_text(json.dumps(new_seal_jwk("seal-cli")))
+    (scratch / "toolbus.toml").write_text(
+        f'state = "{url}"\n'
+        'seal-keys = ["seal.jwk"]\n\n'
+        '[[credentials.api-keys]]\nuser = "ops"\nenv = "OPS_KEY"\n\n'
+        '[[credentials.api-keys]]\nuser = "alice"\nenv = "ALICE_KEY"\n'
+    )
+    monkeypatch.setenv("OPS_KEY", OPS_KEY)
+    monkeypatch.setenv("ALICE_KEY", ALICE_KEY)
+    return url
 
 
-def waiting(url: str, **fields: object) -> Approval:
-    """An approval as a door keeps one: in the shared store."""
+def cli(*args: str, key: str | None = None) -> Result:
+    env = {} if key is None else {API_KEY_ENV: key}
+    return CliRunner().invoke(app, list(args), env=env)
+
+
+@asynccontextmanager
+async def book(url: str, directory: Path) -> AsyncIterator[ApprovalBook]:
+    """The approvals as a door keeps them: in the shared store, sealed with the doors' key."""
+    store = await connect_state(url)
+    try:
+        yield ApprovalBook(sealed(store, load_seal_keys(["seal.jwk"], base_dir=directory)))
+    finally:
+        await store.close()
+
+
+def waiting(url: str, directory: Path, **fields: object) -> Approval:
     now = time.time()
     approval = Approval.model_validate(
         {
@@ -51,7 +85,7 @@ def waiting(url: str, **fields: object) -> Approval:
             "user": "alice",
             "tool": "refund",
             "arguments": {"amount": 40, "api_key": "[redacted]"},
-            "approvers": ["ops"],
+            "approvers": ["ops", "alice"],
             "reason": "[approvals] tools lists refund",
             "request_id": "r-1",
             "created_at": now,
@@ -61,55 +95,89 @@ def waiting(url: str, **fields: object) -> Approval:
     )
 
     async def add() -> Approval:
-        store = await connect_state(url)
-        try:
-            return await ApprovalBook(store).add(approval)
-        finally:
-            await store.close()
+        async with book(url, directory) as approvals:
+            return await approvals.add(approval)
 
     return anyio.run(add)
 
 
-def stored(url: str, approval_id: str) -> Approval | None:
+def stored(url: str, directory: Path, approval_id: str) -> Approval | None:
     async def get() -> Approval | None:
-        store = await connect_state(url)
-        try:
-            return await ApprovalBook(store).get(approval_id)
-        finally:
-            await store.close()
+        async with book(url, directory) as approvals:
+            return await approvals.get(approval_id)
 
     return anyio.run(get)
 
 
-def test_list_approve_and_deny_from_the_command_line(scratch: Path, redis: RedisServer) -> None:
-    first = waiting(redis.url)
-    second = waiting(redis.url)
+def test_list_approve_and_deny_from_the_command_line(scratch: Path, shared: str) -> None:
+    first = waiting(shared, scratch)
+    second = waiting(shared, scratch)
 
-    listed = cli("approvals", "list", "--state", redis.url, "--json")
+    listed = cli("approvals", "list", "--json", key=OPS_KEY)
     assert listed.exit_code == 0, listed.output
     ids = [json.loads(line)["id"] for line in listed.stdout.splitlines()]
     assert first.id in ids and second.id in ids
     assert "[redacted]" in listed.stdout
 
-    refused = cli("approvals", "approve", first.id, "--user", "alice", "--state", redis.url)
+    # alice is among the approvers, but it is her own call.
+    refused = cli("approvals", "approve", first.id, key=ALICE_KEY)
     assert refused.exit_code == 2
-    assert "alice" in refused.output
+    assert "their own call" in refused.output
 
-    approved = cli("approvals", "approve", first.id, "--user", "ops", "--state", redis.url)
-    denied = cli(
-        "approvals", "deny", second.id, "--user", "ops", "--note", "no", "--state", redis.url
-    )
+    approved = cli("approvals", "approve", first.id, key=OPS_KEY)
+    denied = cli("approvals", "deny", second.id, "--note", "no", key=OPS_KEY)
     assert approved.exit_code == 0 and denied.exit_code == 0, approved.output + denied.output
-    a, b = stored(redis.url, first.id), stored(redis.url, second.id)
-    assert a is not None and (a.status, a.decided_by) == ("approved", "ops")
+    assert "approved by ops" in approved.stdout
+    a, b = stored(shared, scratch, first.id), stored(shared, scratch, second.id)
+    assert a is not None and (a.status, a.decided_by, a.decided_via) == (
+        "approved",
+        "ops",
+        "cli (api-key)",
+    )
     assert b is not None and (b.status, b.decided_by, b.note) == ("denied", "ops", "no")
 
-    again = cli("approvals", "deny", first.id, "--user", "ops", "--state", redis.url)
+    again = cli("approvals", "deny", first.id, key=OPS_KEY)
     assert again.exit_code == 2  # decided already
 
 
+def test_an_approver_proves_who_they_are(scratch: Path, shared: str) -> None:
+    pending = waiting(shared, scratch)
+    claimed = cli("approvals", "approve", pending.id, "--user", "ops")
+    assert claimed.exit_code == 2 and "--user" in claimed.output  # no such option any more
+    unproven = cli("approvals", "approve", pending.id)
+    assert unproven.exit_code == 2 and API_KEY_ENV in unproven.output
+    wrong = cli("approvals", "approve", pending.id, key="not-a-key-0123456789")
+    assert wrong.exit_code == 2 and "is not an API key" in wrong.output
+    still = stored(shared, scratch, pending.id)
+    assert still is not None and still.status == "pending"
+
+
+def test_an_approval_written_into_the_store_by_hand_does_not_exist(
+    scratch: Path, shared: str
+) -> None:
+    forged = waiting(shared, scratch).model_copy(update={"id": uuid.uuid4().hex})
+
+    async def write() -> None:
+        store = await connect_state(shared)  # no seal key: anyone who reaches the store
+        try:
+            await store.put("approvals", forged.id, forged.to_json())
+        finally:
+            await store.close()
+
+    anyio.run(write)
+    result = cli("approvals", "approve", forged.id, key=OPS_KEY)
+    assert result.exit_code == 2 and "no approval" in result.output.lower(), result.output
+
+
+def test_a_shared_store_without_a_seal_key_is_refused(scratch: Path, redis: RedisServer) -> None:
+    (scratch / "toolbus.toml").write_text(f'state = "{redis.url}/0"\n')
+    result = cli("approvals", "list", key=OPS_KEY)
+    assert result.exit_code == 2
+    assert "seal-keys" in result.output and "toolbus keys new" in result.output
+
+
 def test_approvals_need_a_shared_store(scratch: Path) -> None:
-    result = cli("approvals", "list")
+    result = cli("approvals", "list", key=OPS_KEY)
     assert result.exit_code == 2
     assert "state" in result.output
 

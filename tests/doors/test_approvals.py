@@ -84,7 +84,7 @@ async def call_decided(
         approval = await first_pending(door.book)  # type: ignore[arg-type]
         seen.append(approval)
         if approve is not None:
-            await door.book.decide(approval.id, "ops", approve, "checked it")  # type: ignore[union-attr]
+            await door.book.decide(approval.id, "ops", approve, "checked it", via="api-key")  # type: ignore[union-attr]
 
     async def call() -> None:
         async with door.open("carol", ["read-only"]) as session:
@@ -160,10 +160,10 @@ async def test_someone_not_named_may_not_decide(kit: ToolTestKit) -> None:
     async def carol_tries_then_ops_denies() -> None:
         approval = await first_pending(door.book)  # type: ignore[arg-type]
         try:
-            await door.book.decide(approval.id, "carol", True)  # type: ignore[union-attr]
+            await door.book.decide(approval.id, "carol", True, via="api-key")  # type: ignore[union-attr]
         except Exception as exc:
             errors.append(exc)
-        await door.book.decide(approval.id, "ops", False)  # type: ignore[union-attr]
+        await door.book.decide(approval.id, "ops", False, via="api-key")  # type: ignore[union-attr]
 
     async def call() -> None:
         async with door.open("carol", ["read-only"]) as session:

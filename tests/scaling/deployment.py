@@ -28,6 +28,7 @@ from toolbus.application.calls.service import FunctionToolService, tool_service
 from toolbus.application.identity import CallVerifier, generate_key, public_jwk
 from toolbus.application.identity.keys import private_jwk
 from toolbus.application.identity.replays import StoredReplays
+from toolbus.application.sealing import new_seal_jwk
 from toolbus.plugins import connect, connect_state
 
 ALICE_KEY = "alice-scaling-key-0123456789abcdef"
@@ -77,6 +78,8 @@ class Deployment:
         self.environment = {
             "ALICE_KEY": ALICE_KEY,
             "SIGN_KEY": json.dumps(private_jwk(self.key)),
+            # Every replica seals what it keeps in the shared store with the same key.
+            "SEAL_KEY": json.dumps(new_seal_jwk(f"seal-{self.suffix}")),
         }
         self.services = [self._step(name) for name in ("step-in", "work", "step-out")]
         self.config = self.workdir / "tools.json"
@@ -87,7 +90,8 @@ class Deployment:
         )
         (self.workdir / "toolbus.toml").write_text(
             f"broker = {_toml_value(self.broker)}\n"
-            f"state = {_toml_value(self.state)}\n\n"
+            f"state = {_toml_value(self.state)}\n"
+            'seal-keys = ["env:SEAL_KEY"]\n\n'
             f"[state-options]\n{options}\n\n"
             f"[broker-options]\n{broker_options}\n\n"
             "[permissions]\nfallback = []\n\n"

@@ -9,7 +9,7 @@ import os
 import uuid
 import weakref
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,11 +26,14 @@ from toolbus.application.doors.stored import StoredHolder
 from toolbus.application.identity import CallSigner, CallVerifier, public_jwk
 from toolbus.application.live.config_files import read_snapshot
 from toolbus.application.live.registry import LiveRegistry
+from toolbus.application.sealing import SealedStore, SealKeys
+from toolbus.application.sealing.doors import door_seal_keys, door_store, shared_url
 from toolbus.domain.config.descriptors import BUILTIN_TOOL_TYPES
 from toolbus.domain.config.loading import load_registry
 from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import ConfigError, PluginError, Problem
 from toolbus.hooks import CodeHooks
+from toolbus.memory.state import MemoryStateStore
 from toolbus.plugins import (
     ToolPlugin,
     connect,
@@ -254,13 +257,41 @@ async def _leave(
         await connected.result().close()
 
 
-def door_state(
-    url: str | None, options: Mapping[str, Any] | None = None
-) -> AbstractAsyncContextManager[StateStore]:
-    """The state store a front door keeps approvals in: the configured one (``state`` in
+@asynccontextmanager
+async def door_state(
+    url: str | None,
+    options: Mapping[str, Any] | None = None,
+    keys: SealKeys | None = None,
+    *,
+    door: str = "the front door",
+) -> AsyncIterator[StateStore]:
+    """The state store a front door keeps its state in: the configured one (``state`` in
     ``toolbus.toml``, shared with this process's other parts), so that every replica
-    shares them, else one in this process's memory."""
-    return shared_state(url or f"memory://door-{uuid.uuid4().hex}", options)
+    shares it, sealed with ``keys`` (a shared store without them is refused:
+    :class:`~toolbus.application.sealing.doors.SealKeysMissing`); else one in this
+    process's memory."""
+    if keys is None and shared_url(url):
+        door_seal_keys(door, url, ())  # raises, naming the fix
+    async with shared_state(url or f"memory://door-{uuid.uuid4().hex}", options) as store:
+        yield door_store(door, store, keys, private=not shared_url(url))
+
+
+def private_store(store: StateStore) -> bool:
+    """Whether ``store`` lives in this process (no other process can write it)."""
+    return isinstance(store, MemoryStateStore)
+
+
+def seal_keys_of(
+    settings: Settings | Mapping[str, Any], base_dir: Path, *, door: str, url: str | None
+) -> SealKeys | None:
+    """The seal keys the settings name for ``door`` (``seal-keys``, ``TOOLBUS_SEAL_KEYS``):
+    :class:`ConfigError` for a key that cannot be read, or none given for a shared store."""
+    if isinstance(settings, Settings):
+        sources: Sequence[str] = settings.seal_keys
+    else:
+        given = settings.get("seal-keys")
+        sources = tuple(given) if isinstance(given, list) else ()
+    return door_seal_keys(door, url, sources, base_dir=base_dir)
 
 
 @asynccontextmanager
@@ -271,6 +302,7 @@ async def opened_door(
     settings: Settings | Mapping[str, Any],
     base_dir: Path | None = None,
     store: StateStore | None = None,
+    door_name: str = "the front door",
     **options: Any,
 ) -> AsyncIterator[FrontDoor]:
     """The front door the operator's files describe, for the life of the block.
@@ -280,9 +312,11 @@ async def opened_door(
     ``[policy]`` names and the state store approvals wait in (``store``, a
     connected one the caller closes; else ``state`` in ``toolbus.toml``; else
     memory), both closed with the door. A shared store (given, or configured) holds the
-    door's held sessions too, unless ``holder`` is given. ``settings`` is the
-    loaded :class:`~toolbus.settings.Settings` (its ``state`` honours
-    ``TOOLBUS_STATE``) or the parsed ``toolbus.toml``.
+    door's held sessions too, unless ``holder`` is given, and is sealed with the
+    seal keys the settings name (``seal-keys``; a shared store without them
+    stops the door, naming the fix: ``door_name`` names the door in that message).
+    ``settings`` is the loaded :class:`~toolbus.settings.Settings` (its ``state``
+    honours ``TOOLBUS_STATE``) or the parsed ``toolbus.toml``.
     """
     if isinstance(settings, Settings):
         table: Mapping[str, Any] = settings.file
@@ -295,11 +329,14 @@ async def opened_door(
         given = settings.get("state-options")
         state_options = given if isinstance(given, Mapping) else {}
     base = base_dir or Path.cwd()
+    keys = seal_keys_of(settings, base, door=door_name, url=url if store is None else None)
     async with AsyncExitStack() as stack:
         if store is not None:
-            state = store
+            state = door_store(door_name, store, keys, private=private_store(store))
         else:
-            state = await stack.enter_async_context(door_state(url, state_options))
+            state = await stack.enter_async_context(
+                door_state(url, state_options, keys, door=door_name)
+            )
         if (store is not None or url is not None) and "holder" not in options:
             # Held sessions in the configured store too: any replica serves any request.
             options["holder"] = StoredHolder(state)
@@ -317,6 +354,8 @@ async def opened_door(
             if engine is not None:  # the door did not start: nobody else stops its watch
                 engine.close()
             raise
+        if isinstance(state, SealedStore) and state.on_refused is None:
+            state.on_refused = door.refused_record
         try:
             yield door
         finally:

@@ -1,11 +1,12 @@
 """Where the broker URL, the state store URL and the configuration come from.
 
 Precedence, highest first: command-line flags, environment variables
-(``TOOLBUS_BROKER``, ``TOOLBUS_STATE``, ``TOOLBUS_CONFIG``), then ``toolbus.toml``
-in the current directory (keys ``broker``, ``state``, ``config`` and the
-``[broker-options]`` and ``[state-options]`` tables). The default broker is
-``memory://``; no state store is configured unless one is named. A ``config``
-path in ``toolbus.toml`` is relative to that file.
+(``TOOLBUS_BROKER``, ``TOOLBUS_STATE``, ``TOOLBUS_SEAL_KEYS``, ``TOOLBUS_CONFIG``),
+then ``toolbus.toml`` in the current directory (keys ``broker``, ``state``,
+``seal-keys``, ``config`` and the ``[broker-options]`` and ``[state-options]``
+tables). The default broker is ``memory://``; no state store is configured
+unless one is named. A ``config`` path in ``toolbus.toml`` is relative to that
+file, and so are seal key files.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ class Settings:
     #: The state store's URL (``memory://``, ``nats://...``, ``redis://...``), if any.
     state: str | None = None
     state_options: Mapping[str, Any] = field(default_factory=dict)
+    #: Where the keys that seal door state are (``env:NAME`` or files), the sealing one
+    #: first; empty when none are named.
+    seal_keys: tuple[str, ...] = ()
     #: The whole ``toolbus.toml``, for features that read their own tables.
     file: Mapping[str, Any] = field(default_factory=dict)
     #: Where ``toolbus.toml`` was read from (paths in it are relative to its folder).
@@ -88,6 +92,24 @@ def load_settings(
                 '"redis://host:6379"',
             )
         )
+    seal_keys: tuple[str, ...] = ()
+    if env.get("TOOLBUS_SEAL_KEYS"):
+        seal_keys = tuple(part.strip() for part in env["TOOLBUS_SEAL_KEYS"].split(",") if part)
+    elif "seal-keys" in file:
+        given = file["seal-keys"]
+        if isinstance(given, list) and given and all(isinstance(k, str) and k for k in given):
+            seal_keys = tuple(
+                k if k.startswith("env:") else str(file_path.parent / k) for k in given
+            )
+        else:
+            problems.append(
+                Problem(
+                    f"settings file {file_path}",
+                    "seal-keys",
+                    "must be a list of key sources, the sealing key first, such as "
+                    '["env:TOOLBUS_SEAL_KEY"] or ["seal-2026-11.jwk"]',
+                )
+            )
     if problems:
         raise ConfigError(problems)
     return Settings(
@@ -96,6 +118,7 @@ def load_settings(
         broker_options=file.get("broker-options", {}),
         state=state or env.get("TOOLBUS_STATE") or state_in_file,
         state_options=file.get("state-options", {}),
+        seal_keys=seal_keys,
         file=file,
         file_path=file_path if file_path.is_file() else None,
     )

@@ -16,6 +16,7 @@ from fastapi import Request
 from toolbus.application.doors.approvals import ApprovalBook
 from toolbus.domain.access.approvals import Approval
 from toolbus.domain.errors import ApprovalNotFound
+from toolbus_gateway.auth import Principal
 from toolbus_gateway.http_auth import gateway_of
 from toolbus_gateway.models import ApprovalList, ApprovalView, Decision
 from toolbus_gateway.routing import v1_router
@@ -67,11 +68,13 @@ async def get_approval(request: Request, caller: CallerDep, approval_id: str) ->
 
 
 async def _decide(
-    request: Request, user: str, approval_id: str, approve: bool, body: Decision | None
+    request: Request, caller: Principal, approval_id: str, approve: bool, body: Decision | None
 ) -> ApprovalView:
     book = _book(request, approval_id)
-    await _visible(book, user, approval_id)
-    decided = await book.decide(approval_id, user, approve, None if body is None else body.note)
+    await _visible(book, caller.user, approval_id)
+    decided = await book.decide(
+        approval_id, caller.user, approve, None if body is None else body.note, via=caller.method
+    )
     gateway_of(request).changes.mark("approvals")
     return view(decided)
 
@@ -93,7 +96,7 @@ async def approve(
     request: Request, caller: CallerDep, approval_id: str, body: Decision | None = None
 ) -> ApprovalView:
     """Approve: the waiting call is made, and audited with the caller as its approver."""
-    return await _decide(request, caller.user, approval_id, True, body)
+    return await _decide(request, caller, approval_id, True, body)
 
 
 @router.post(
@@ -106,4 +109,4 @@ async def deny(
     request: Request, caller: CallerDep, approval_id: str, body: Decision | None = None
 ) -> ApprovalView:
     """Deny: the call is not made; its caller's model reads the denial and the note."""
-    return await _decide(request, caller.user, approval_id, False, body)
+    return await _decide(request, caller, approval_id, False, body)

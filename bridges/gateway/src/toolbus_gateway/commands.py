@@ -72,6 +72,7 @@ def build_gateway(arguments: GatewayArguments) -> tuple[Gateway, str, int]:
     listens. ConfigError and ValueError say what is wrong."""
     from toolbus.application.identity.credentials import load_credentials
     from toolbus.application.identity.signing import CallSigner
+    from toolbus.runtime import seal_keys_of
     from toolbus.settings import load_settings
     from toolbus_gateway.auth import Authenticator, JwtVerifier
     from toolbus_gateway.gateway import Gateway
@@ -108,6 +109,7 @@ def build_gateway(arguments: GatewayArguments) -> tuple[Gateway, str, int]:
         base_dir=settings.file_path.parent if settings.file_path is not None else base,
         state=settings.state,
         state_options=settings.state_options,
+        seal_keys=seal_keys_of(settings, base, door="toolbus gateway", url=settings.state),
     )
     return served, host, port
 

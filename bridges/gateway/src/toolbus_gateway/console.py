@@ -188,7 +188,11 @@ async def decide(request: Request, approval_id: str, caller: ConsoleCaller) -> R
         return _decision_failed("that form did not say approve or deny", 400)
     try:
         await book.decide(
-            approval_id, caller.user, decision == "approve", _field(form, "note") or None
+            approval_id,
+            caller.user,
+            decision == "approve",
+            _field(form, "note") or None,
+            via=f"console ({caller.method})",
         )
     except NotAnApprover as exc:
         return _decision_failed(str(exc), 403)

@@ -21,7 +21,7 @@ import anyio
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from toolbus import LiveRegistry, Registry, Tools, ToolServiceClient, connect
-from toolbus.application.agent.audit import AuditRecord, LoggingAuditSink
+from toolbus.application.agent.audit import AuditEntry, AuditRecord, LoggingAuditSink
 from toolbus.application.agent.code_hooks import CompiledHooks
 from toolbus.application.calls.metrics import ToolbusMetrics
 from toolbus.application.doors.door import FrontDoor
@@ -29,13 +29,15 @@ from toolbus.application.doors.holding import InProcessHolder, SessionHolder
 from toolbus.application.doors.stored import StoredHolder
 from toolbus.application.identity.signing import CallSigner
 from toolbus.application.live.registry import DEFAULT_FETCH_TIMEOUT
+from toolbus.application.sealing import SealKeys
+from toolbus.application.sealing.doors import door_seal_keys, door_store, shared_url
 from toolbus.domain.access.approvals import Approval
 from toolbus.domain.access.permissions import Permissions
 from toolbus.domain.errors import ConfigError, Problem, ToolbusError
 from toolbus.hooks import CodeHooks
 from toolbus.plugins import load_tool_plugins
 from toolbus.ports import Bus, StateStore
-from toolbus.runtime import opened_door, registry_from, shared_state, tool_types
+from toolbus.runtime import opened_door, private_store, registry_from, shared_state, tool_types
 from toolbus_gateway.auth import Authenticator
 from toolbus_gateway.events import Event, Topic
 from toolbus_gateway.services import ServiceWatch
@@ -87,6 +89,10 @@ class ConsoleChanges:
             await anyio.sleep(self.interval)
 
 
+#: How the gateway names itself in start-up errors.
+GATEWAY_DOOR = "toolbus gateway"
+
+
 class RecentAudit:
     """The audit sink of the gateway: the log, and the console's recent records."""
 
@@ -95,10 +101,11 @@ class RecentAudit:
         self._log = LoggingAuditSink()
         self._changes = changes
 
-    def emit(self, record: AuditRecord) -> None:
+    def emit(self, record: AuditEntry) -> None:
         self._log.emit(record)
-        self.records.appendleft(record)
-        self._changes.mark("audit")
+        if isinstance(record, AuditRecord):
+            self.records.appendleft(record)
+            self._changes.mark("audit")
 
 
 class GatewayMetrics:
@@ -163,6 +170,8 @@ class Gateway:
             are kept there, so that replicas behind a load balancer serve any
             request. ``None`` keeps them in this process (one replica only).
         state_options: the store's options (``[state-options]``).
+        seal_keys: the keys that seal what the gateway keeps in a shared store
+            (``seal-keys``); a shared store without them stops the start.
     """
 
     def __init__(
@@ -184,6 +193,7 @@ class Gateway:
         base_dir: Path | None = None,
         state: str | StateStore | None = None,
         state_options: Mapping[str, Any] | None = None,
+        seal_keys: SealKeys | None = None,
     ) -> None:
         if config is None and not live:
             raise ConfigError(
@@ -225,6 +235,7 @@ class Gateway:
         self.bus: Bus | None = None
         self.state = state
         self._state_options = dict(state_options or {})
+        self.seal_keys = seal_keys
         #: The state store sessions are kept in, once connected (None: this process).
         self.state_store: StateStore | None = None
         self.tools: Tools | None = None
@@ -253,11 +264,18 @@ class Gateway:
                 ToolServiceClient(self.bus, signer=self.signer)
             )
             if isinstance(self.state, str):
-                self.state_store = await stack.enter_async_context(
+                if self.seal_keys is None and shared_url(self.state):
+                    door_seal_keys(GATEWAY_DOOR, self.state, ())  # stops, naming the fix
+                connected = await stack.enter_async_context(
                     shared_state(self.state, self._state_options)
                 )
-            else:
-                self.state_store = self.state
+                self.state_store = door_store(
+                    GATEWAY_DOOR, connected, self.seal_keys, private=not shared_url(self.state)
+                )
+            elif self.state is not None:
+                self.state_store = door_store(
+                    GATEWAY_DOOR, self.state, self.seal_keys, private=private_store(self.state)
+                )
             tasks = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(tasks.cancel_scope.cancel)
             stack.callback(self.console.close)
@@ -315,6 +333,7 @@ class Gateway:
             metrics=self.metrics.toolbus,
             timeout=self.settings.call_timeout,
             holder=holder,
+            door_name=GATEWAY_DOOR,
         )
 
     async def _follow_approvals(self) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
 from typing import Annotated
 
 import anyio
@@ -56,9 +57,18 @@ from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import ConfigError, PluginError
 from toolbus.hooks import CodeHooks
 from toolbus.plugins import ToolPlugin, connect, connect_llm, load_tool_plugins
-from toolbus.ports import Bus
-from toolbus.runtime import build_registry, opened_door, plugins_in_process, shared_state
+from toolbus.ports import Bus, StateStore
+from toolbus.runtime import (
+    build_registry,
+    door_state,
+    opened_door,
+    plugins_in_process,
+    seal_keys_of,
+)
 from toolbus.settings import Settings, load_settings
+
+#: How the agent service names itself in start-up errors.
+AGENT_DOOR = "toolbus agent serve"
 
 #: Where ``--llm`` comes from when it is not given.
 LLM_VARIABLE = "TOOLBUS_LLM"
@@ -146,12 +156,15 @@ async def _agent(
     client = await stack.enter_async_context(ToolServiceClient(bus))
     holder: SessionHolder | None = None
     checkpoints = None
+    store: StateStore | None = None
     if settings.state is not None and not settings.broker.startswith("memory:"):
         # Conversations and runs in the store: any replica continues a conversation,
-        # and a request whose replica died goes on where it stood on another.
-        # (One connection: the door's approvals share it, by the same URL.)
+        # and a request whose replica died goes on where it stood on another. One
+        # connection, sealed, for them and the door's approvals (shared by URL).
+        base = settings.file_path.parent if settings.file_path is not None else Path.cwd()
+        keys = seal_keys_of(settings, base, door=AGENT_DOOR, url=settings.state)
         store = await stack.enter_async_context(
-            shared_state(settings.state, settings.state_options)
+            door_state(settings.state, settings.state_options, keys, door=AGENT_DOOR)
         )
         holder = StoredHolder(store)
         checkpoints = RunCheckpoints(store, ttl=limits.time_limit + CHECKPOINT_GRACE)
@@ -164,6 +177,8 @@ async def _agent(
             settings=settings,
             code_hooks=CodeHooks.installed(),
             holder=holder,
+            store=store,
+            door_name=AGENT_DOOR,
         )
     )
     if access_control is not None:

@@ -1,32 +1,48 @@
 """``toolbus approvals list|approve|deny``: calls waiting for a person, from the command line.
 
 Approvals wait in the state store the doors share (``state`` in
-``toolbus.toml``, or ``TOOLBUS_STATE``); these commands read and write it
-directly, so a decision reaches the waiting call on whichever replica of
-whichever door holds it. ``--user`` says who decides: one of the approval's
-approvers, as ``[approvals]`` names them. Whoever may reach the store may say
-so; keep the store's credentials for operators.
+``toolbus.toml``, or ``TOOLBUS_STATE``), sealed with the doors' seal keys
+(``seal-keys``); these commands read and write it with the same keys, so a
+decision reaches the waiting call on whichever replica of whichever door holds
+it. The approver proves who they are like every other client: with their API
+key (``TOOLBUS_API_KEY``), checked against ``[credentials]`` in ``toolbus.toml``,
+never a name given on the command line. A JWT is checked by the gateway: decide
+with its API (``POST /v1/approvals/ID/approve``) instead.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, TypeVar
 
 import typer
 
 from toolbus.application.doors.approvals import ApprovalBook
+from toolbus.application.identity.credentials import Secret, load_credentials
+from toolbus.application.sealing import SealKeys
+from toolbus.application.sealing.doors import door_store, shared_url
 from toolbus.cli._app import app
 from toolbus.cli._help import CommandApp
 from toolbus.cli.plugin_api import VerboseOption, fail, redact_url, run, setup_logging
 from toolbus.domain.access.approvals import Approval
 from toolbus.domain.errors import ApprovalClosed, ApprovalNotFound, ConfigError, NotAnApprover
 from toolbus.plugins import connect_state
-from toolbus.settings import load_settings
+from toolbus.runtime import seal_keys_of
+from toolbus.settings import Settings, load_settings
 
 T = TypeVar("T")
+
+#: The environment variable holding the approver's API key (never a flag: it would be
+#: in the shell's history and the process list).
+API_KEY_ENV = "TOOLBUS_API_KEY"
+#: How a decision taken here says its approver was authenticated.
+VIA = "cli (api-key)"
+_DOOR = "toolbus approvals"
 
 approvals_app = CommandApp(
     name="approvals",
@@ -41,19 +57,21 @@ StateOption = Annotated[
         "--state", help="State store URL; default TOOLBUS_STATE, then state in toolbus.toml."
     ),
 ]
-UserOption = Annotated[
-    str,
-    typer.Option(
-        "--user", help="Who decides: one of the approval's approvers.", show_default=False
-    ),
-]
 NoteOption = Annotated[
     str | None, typer.Option("--note", help="Why; a denied call's model reads it.")
 ]
 IdArgument = Annotated[str, typer.Argument(help="The approval's id.", show_default=False)]
 
 
-def _with_book(state: str | None, work: Callable[[ApprovalBook], Awaitable[T]]) -> T:
+@dataclass(frozen=True, slots=True)
+class _Store:
+    """Where approvals wait, and the keys that seal them."""
+
+    settings: Settings
+    keys: SealKeys | None
+
+
+def _store(state: str | None) -> _Store:
     try:
         settings = load_settings(state=state)
     except ConfigError as exc:
@@ -65,12 +83,48 @@ def _with_book(state: str | None, work: Callable[[ApprovalBook], Awaitable[T]]) 
             "--state. A door without one keeps approvals in its own memory: decide them with "
             "its API (the gateway's /v1/approvals) or its console"
         )
-    url, options = settings.state, settings.state_options
+    base = settings.file_path.parent if settings.file_path is not None else Path.cwd()
+    try:
+        keys = seal_keys_of(settings, base, door=_DOOR, url=settings.state)
+    except ConfigError as exc:
+        fail(str(exc))
+    return _Store(settings, keys)
+
+
+def _approver(settings: Settings) -> str:
+    """Who runs the command, proven by their API key; exits 2 naming the fix otherwise."""
+    base = settings.file_path.parent if settings.file_path is not None else Path.cwd()
+    try:
+        table = load_credentials(settings=settings.file, base_dir=base)
+    except ConfigError as exc:
+        fail(str(exc))
+    if table is None or len(table) == 0:
+        fail(
+            "approvers prove who they are with an API key, and toolbus.toml has no "
+            "[credentials] table to check one against; add the approvers' keys there "
+            '([[credentials.api-keys]] user = "ops", env = "..."), as the gateway has them'
+        )
+    presented = os.environ.get(API_KEY_ENV)
+    if not presented:
+        fail(
+            f"set {API_KEY_ENV} to your API key: approvers prove who they are, the command "
+            "line cannot name them"
+        )
+    identity = table.authenticate(Secret(presented))
+    if identity is None:
+        fail(f"{API_KEY_ENV} is not an API key of [credentials] in toolbus.toml")
+    return identity.user
+
+
+def _with_book(where: _Store, work: Callable[[ApprovalBook], Awaitable[T]]) -> T:
+    url, options = where.settings.state, where.settings.state_options
+    assert url is not None
 
     async def main() -> T:
         store = await connect_state(url, options)
         try:
-            return await work(ApprovalBook(store))
+            sealed = door_store(_DOOR, store, where.keys, private=not shared_url(url))
+            return await work(ApprovalBook(sealed))
         finally:
             await store.close()
 
@@ -89,17 +143,16 @@ def _line(approval: Approval, now: float) -> str:
 
 @approvals_app.command("list")
 def list_approvals(
-    user: Annotated[
-        str | None,
-        typer.Option("--user", help="Only those this user may decide, or asked for."),
-    ] = None,
     state: StateOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print each as a JSON line.")] = False,
     verbose: VerboseOption = False,
 ) -> None:
-    """List the calls waiting for approval, oldest first (secrets in arguments redacted)."""
+    """List the calls waiting for approval that you may decide or asked for, oldest first
+    (secrets in arguments redacted). You are whoever TOOLBUS_API_KEY is the key of."""
     setup_logging(verbose)
-    pending = _with_book(state, lambda book: book.pending(user))
+    where = _store(state)
+    user = _approver(where.settings)
+    pending = _with_book(where, lambda book: book.pending(user))
     if as_json:
         for approval in pending:
             typer.echo(approval.model_dump_json(exclude={"used"}))
@@ -112,40 +165,41 @@ def list_approvals(
         typer.echo(_line(approval, now))
 
 
-def _decide(
-    approval_id: str, user: str, approve: bool, note: str | None, state: str | None
-) -> None:
+def _decide(approval_id: str, approve: bool, note: str | None, state: str | None) -> None:
+    where = _store(state)
+    user = _approver(where.settings)
+
     async def decide(book: ApprovalBook) -> Approval:
         try:
-            return await book.decide(approval_id, user, approve, note)
+            return await book.decide(approval_id, user, approve, note, via=VIA)
         except (ApprovalNotFound, NotAnApprover, ApprovalClosed) as exc:
             fail(str(exc))
 
-    decided = _with_book(state, decide)
-    typer.echo(f"{decided.status}: {decided.tool} for {decided.user} ({decided.id})")
+    decided = _with_book(where, decide)
+    typer.echo(f"{decided.status} by {user}: {decided.tool} for {decided.user} ({decided.id})")
 
 
 @approvals_app.command("approve")
 def approve(
     approval_id: IdArgument,
-    user: UserOption,
     note: NoteOption = None,
     state: StateOption = None,
     verbose: VerboseOption = False,
 ) -> None:
-    """Approve a waiting call: it is made, and audited with USER as its approver."""
+    """Approve a waiting call as whoever TOOLBUS_API_KEY is the key of: the call is made,
+    and audited with you as its approver."""
     setup_logging(verbose)
-    _decide(approval_id, user, True, note, state)
+    _decide(approval_id, True, note, state)
 
 
 @approvals_app.command("deny")
 def deny(
     approval_id: IdArgument,
-    user: UserOption,
     note: NoteOption = None,
     state: StateOption = None,
     verbose: VerboseOption = False,
 ) -> None:
-    """Deny a waiting call: it is not made, and its model reads the denial and the note."""
+    """Deny a waiting call as whoever TOOLBUS_API_KEY is the key of: it is not made, and its
+    model reads the denial and the note."""
     setup_logging(verbose)
-    _decide(approval_id, user, False, note, state)
+    _decide(approval_id, False, note, state)

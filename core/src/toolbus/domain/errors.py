@@ -195,16 +195,31 @@ class ApprovalNotFound(ToolbusError, LookupError):
 
 
 class NotAnApprover(ToolbusError):
-    """This person may not decide this approval: not among its approvers."""
+    """This person may not decide this approval: not among its approvers, or it is their own
+    call and callers do not approve their own calls."""
 
-    def __init__(self, approver: str, approval_id: str, approvers: Iterable[str]) -> None:
+    def __init__(
+        self,
+        approver: str,
+        approval_id: str,
+        approvers: Iterable[str],
+        *,
+        own_call: bool = False,
+    ) -> None:
         self.approver = approver
         self.approval_id = approval_id
         named = ", ".join(map(repr, approvers)) or "nobody"
-        super().__init__(
-            f"{approver!r} may not decide approval {approval_id[:100]!r}: its approvers are "
-            f"{named} (approvers and [approvals.teams] in toolbus.toml)"
-        )
+        if own_call:
+            super().__init__(
+                f"{approver!r} may not decide approval {approval_id[:100]!r}: it is their own "
+                f"call, and callers do not approve their own calls (callers-approve in "
+                f"[approvals]); it may be decided by {named}"
+            )
+        else:
+            super().__init__(
+                f"{approver!r} may not decide approval {approval_id[:100]!r}: its approvers "
+                f"are {named} (approvers and [approvals.teams] in toolbus.toml)"
+            )
 
 
 class ApprovalClosed(ToolbusError):

@@ -32,6 +32,8 @@ from toolbus.domain.access.approvals import Approval
 
 #: The key of the elicitation in an ``input_required`` result and in its answers.
 INPUT_KEY = "approval"
+#: How a decision a client's person gave was taken (the approval's ``decided_via``).
+VIA = "mcp-client"
 
 _FORM: dict[str, Any] = {
     "type": "object",
@@ -82,10 +84,12 @@ def answer_of(result: mcp.ElicitResult | None) -> ApprovalAnswer | None:
     if result is None or result.action == "cancel":
         return None
     if result.action == "decline":
-        return ApprovalAnswer(False, "declined by the caller")
+        return ApprovalAnswer(False, "declined by the caller", via=VIA)
     content: Mapping[str, Any] = result.content or {}
     note = content.get("note")
-    return ApprovalAnswer(content.get("approve") is True, note if isinstance(note, str) else None)
+    return ApprovalAnswer(
+        content.get("approve") is True, note if isinstance(note, str) else None, via=VIA
+    )
 
 
 def can_ask(ctx: ServerRequestContext[Any, Any]) -> bool:

@@ -122,6 +122,7 @@ async def serve_bus(options: ServeOptions, until: Callable[[], Awaitable[object]
             settings=settings,
             code_hooks=CodeHooks.installed(),
             timeout=options.timeout,
+            door_name="toolbus mcp serve",
         ) as door,
     ):
         if credentials is not None:

@@ -22,10 +22,12 @@ from toolbus.domain.access.approvals import Approval
 
 @dataclass(frozen=True, slots=True)
 class ApprovalAnswer:
-    """A decision a listener got from the caller: approve or deny, with a note."""
+    """A decision a listener got from the caller: approve or deny, with a note; ``via``
+    says how the caller was asked (the agent run's events, an MCP client's form)."""
 
     approve: bool
     note: str | None = None
+    via: str = "caller"
 
 
 class ApprovalListener(Protocol):

@@ -59,12 +59,14 @@ class ApprovalNote(_Model):
     """The approval a call waited for: who decided, how, and how long it waited.
 
     ``status``: ``approved`` (the call was made), ``denied`` or ``expired``
-    (it was not); ``decided_by`` is the approver (none when it expired).
+    (it was not); ``decided_by`` is the approver (none when it expired), as the
+    door that took the decision authenticated them ``decided_via``.
     """
 
     id: str
     status: Literal["approved", "denied", "expired"]
     decided_by: str | None = None
+    decided_via: str | None = None
     team: str | None = None
     waited_seconds: float = 0.0
 
@@ -160,11 +162,36 @@ class AuditRecord(_Model):
         return self.model_dump(mode="json", by_alias=True)
 
 
+class RefusedRecordAudit(_Model):
+    """A record in a shared state store that a door refused: it did not open with the
+    door's seal keys (forged, altered, moved, or sealed with a key the door lacks).
+
+    ``key`` is the record's key in the store (it names the owner of a held session);
+    the record's content is never in the audit.
+    """
+
+    event: Literal["state-record-refused"] = "state-record-refused"
+    namespace: str
+    key: str
+    reason: str
+    at: datetime
+
+    def to_json(self) -> str:
+        return self.model_dump_json()
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+#: What an audit sink is given: a session's record, or an event of the door's own.
+AuditEntry = AuditRecord | RefusedRecordAudit
+
+
 @runtime_checkable
 class AuditSink(Protocol):
     """Where audit records go. ``emit`` must not block for long: it runs in the agent's task."""
 
-    def emit(self, record: AuditRecord) -> None: ...
+    def emit(self, record: AuditEntry) -> None: ...
 
 
 class LoggingAuditSink:
@@ -180,19 +207,24 @@ class LoggingAuditSink:
         self.logger = logging.getLogger(logger) if isinstance(logger, str) else logger
         self.level = level
 
-    def emit(self, record: AuditRecord) -> None:
+    def emit(self, record: AuditEntry) -> None:
         if self.logger.isEnabledFor(self.level):
             self.logger.log(self.level, record.to_json(), extra={"audit": record.to_dict()})
 
 
 class ListAuditSink:
-    """Keeps records in :attr:`records`, in the order sessions ended. For tests."""
+    """Keeps records in :attr:`records`, in the order sessions ended, and the door's own
+    events in :attr:`events`. For tests."""
 
     def __init__(self) -> None:
         self.records: list[AuditRecord] = []
+        self.events: list[RefusedRecordAudit] = []
 
-    def emit(self, record: AuditRecord) -> None:
-        self.records.append(record)
+    def emit(self, record: AuditEntry) -> None:
+        if isinstance(record, AuditRecord):
+            self.records.append(record)
+        else:
+            self.events.append(record)
 
     def for_user(self, user: str) -> list[AuditRecord]:
         """The records of ``user``'s sessions."""
@@ -218,7 +250,7 @@ class JsonLinesAuditSink:
         self._lock = threading.Lock()
         self._file = self.path.open("a", encoding="utf-8")
 
-    def emit(self, record: AuditRecord) -> None:
+    def emit(self, record: AuditEntry) -> None:
         line = record.to_json() + "\n"
         with self._lock:
             self._file.write(line)
@@ -235,7 +267,7 @@ class AuditSinks:
     def __init__(self, sinks: Iterable[AuditSink]) -> None:
         self.sinks = tuple(sinks)
 
-    def emit(self, record: AuditRecord) -> None:
+    def emit(self, record: AuditEntry) -> None:
         failed: Exception | None = None
         for sink in self.sinks:
             try:

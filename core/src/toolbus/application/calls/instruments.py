@@ -80,6 +80,7 @@ class Instruments:
     call_retries: Any
     dead_letters: Any
     unpublished_answers: Any
+    refused_records: Any
 
 
 #: Instruments that record nothing.
@@ -223,6 +224,12 @@ def registered(target: Any) -> Instruments:
         "back to be answered again (handed-back), on a non-persistent one it is lost (lost)",
         ["service", "outcome"],
     )
+    refused_records = counter(
+        "toolbus_state_records_refused_total",
+        "Records in a shared state store a door refused because they did not open with "
+        "its seal keys (forged, altered, moved, or sealed with a key it lacks), by namespace",
+        ["namespace"],
+    )
     return Instruments(
         requests=requests,
         group_availability=group_availability,
@@ -244,4 +251,5 @@ def registered(target: Any) -> Instruments:
         call_retries=call_retries,
         dead_letters=dead_letters,
         unpublished_answers=unpublished_answers,
+        refused_records=refused_records,
     )

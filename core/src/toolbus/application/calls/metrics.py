@@ -289,6 +289,10 @@ class ToolbusMetrics:
         """A service host could not publish an answer: ``handed-back`` or ``lost``."""
         self.instruments.unpublished_answers.labels(service=service, outcome=outcome).inc()
 
+    def record_refused(self, namespace: str) -> None:
+        """A door refused a record of its state store (namespaces are the door's own: bounded)."""
+        self.instruments.refused_records.labels(namespace=namespace).inc()
+
     def service_call(self, service: str, seconds: float, error_type: str | None = None) -> None:
         """A service host answered one request; ``error_type`` is the wire error type, if any.
 

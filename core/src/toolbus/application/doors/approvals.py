@@ -42,6 +42,8 @@ RETENTION = 3600.0
 #: Seconds between two reads of an approval, on a store that cannot watch.
 POLL_INTERVAL = 0.5
 _ATTEMPTS = 64
+#: Used approvals one process remembers at most (beyond, the oldest are forgotten).
+MAX_REMEMBERED_USES = 100_000
 
 
 class ApprovalsFull(StateStoreError):
@@ -69,6 +71,8 @@ class ApprovalBook:
         self.clock = clock
         self.max_pending = max_pending
         self.namespace = namespace
+        #: Approvals whose calls this process made, until each leaves the store.
+        self._spent: dict[str, float] = {}
 
     # ------------------------------------------------------------------ reading
 
@@ -145,9 +149,19 @@ class ApprovalBook:
         return stored
 
     async def decide(
-        self, approval_id: str, approver: str, approve: bool, note: str | None = None
+        self,
+        approval_id: str,
+        approver: str,
+        approve: bool,
+        note: str | None = None,
+        *,
+        via: str,
     ) -> Approval:
-        """Approve or deny; the approval as decided.
+        """Approve or deny, as ``approver``, whom the calling door authenticated ``via``
+        (``api-key``, ``jwt``, ``console``, ``mcp-client``...); the approval as decided.
+
+        Only a door that authenticated the approver calls this: the decision is
+        sealed with the door's key, so nobody without it can write one.
 
         Raises :class:`~toolbus.domain.errors.ApprovalNotFound`,
         :class:`~toolbus.domain.errors.NotAnApprover` or
@@ -155,17 +169,18 @@ class ApprovalBook:
         """
 
         def decided(approval: Approval) -> Approval:
-            return approval.decided(approver, approve, note, self.clock())
+            return approval.decided(approver, approve, note, self.clock(), via=via)
 
         approval = await self._swap(approval_id, decided)
         await self._unindex(approval_id)
         log.info(
-            "approval %s of %r (user %r) %s by %r",
+            "approval %s of %r (user %r) %s by %r (%s)",
             approval.id,
             approval.tool,
             approval.user,
             approval.status,
             approver,
+            via,
         )
         return approval
 
@@ -188,7 +203,20 @@ class ApprovalBook:
         return approval
 
     async def spend(self, approval_id: str) -> bool:
-        """Mark an approved approval used by its call; ``False`` if it was used already."""
+        """Mark an approved approval used by its call; ``False`` if it was used already.
+
+        The use is also remembered in this process, until the approval leaves the
+        store: a store rolled back to the approval's earlier, unused value does not
+        let this replica make the call twice.
+        """
+        now = self.clock()
+        if self._spent.get(approval_id, 0.0) > now:
+            log.warning(
+                "approval %s was used already on this replica; the store says otherwise, "
+                "so it was rolled back: the call is refused",
+                approval_id,
+            )
+            return False
 
         def spent(approval: Approval) -> Approval:
             if approval.used or approval.status != "approved":
@@ -196,24 +224,39 @@ class ApprovalBook:
             return approval.spent()
 
         try:
-            await self._swap(approval_id, spent)
+            approval = await self._swap(approval_id, spent)
         except (ApprovalClosed, ApprovalNotFound):
             return False
+        self._remember_spent(approval_id, approval.expires_at + RETENTION, now)
         return True
 
+    def _remember_spent(self, approval_id: str, until: float, now: float) -> None:
+        spent = self._spent
+        if len(spent) >= MAX_REMEMBERED_USES:
+            for known, expiry in list(spent.items()):
+                if expiry <= now:
+                    del spent[known]
+            while len(spent) >= MAX_REMEMBERED_USES:  # the oldest, in insertion order
+                del spent[next(iter(spent))]
+        spent[approval_id] = until
+
     async def wait(self, approval_id: str, until: float) -> Approval | None:
-        """The approval once it is decided; ``None`` when ``until`` (Unix seconds) came first."""
+        """The approval once it is decided; ``None`` when ``until`` (Unix seconds) came first.
+
+        Raises :class:`~toolbus.domain.errors.ApprovalNotFound` when the approval
+        leaves the store meanwhile (withdrawn, or refused as not sealed by a door).
+        """
         with anyio.move_on_after(max(0.0, until - self.clock())):
             store = self.store
             if isinstance(store, WatchableStateStore):
                 async with store.watch(self.namespace, approval_id) as states:
                     async for entry in states:
-                        decided = _decided(entry)
+                        decided = _decided(approval_id, entry)
                         if decided is not None:
                             return decided
             else:
                 while True:
-                    decided = _decided(await store.get(self.namespace, approval_id))
+                    decided = _decided(approval_id, await store.get(self.namespace, approval_id))
                     if decided is not None:
                         return decided
                     await anyio.sleep(POLL_INTERVAL)
@@ -287,8 +330,8 @@ def _index_of(value: bytes) -> dict[str, float]:
     return {str(k): float(v) for k, v in data.items() if isinstance(v, int | float)}
 
 
-def _decided(entry: StateEntry | None) -> Approval | None:
+def _decided(approval_id: str, entry: StateEntry | None) -> Approval | None:
     if entry is None:
-        return None
+        raise ApprovalNotFound(approval_id)
     approval = Approval.from_json(entry.value)
     return None if approval.status == "pending" else approval

@@ -28,13 +28,16 @@ from pathlib import Path
 from typing import Any
 
 from toolbus.application.agent.audit import (
+    AuditEntry,
     AuditRecord,
     AuditSink,
     AuditSinks,
     CallRecord,
     JsonLinesAuditSink,
     LoggingAuditSink,
+    RefusedRecordAudit,
     StateTransition,
+    timestamp,
 )
 from toolbus.application.agent.code_hooks import CompiledHooks
 from toolbus.application.agent.held import HeldSession
@@ -58,6 +61,7 @@ from toolbus.application.doors.steps import call_steps
 from toolbus.application.doors.steps.approvals import ApprovalStep
 from toolbus.application.doors.stored import MAX_CALLS_HELD, StoredHolder
 from toolbus.application.identity.documents import DocumentVerifier
+from toolbus.application.sealing import RefusedRecord
 from toolbus.domain.config.registry import Registry, normalize_state
 from toolbus.domain.errors import AccessDenied, ConfigError, Problem
 from toolbus.domain.hooks.configured import SECTION as HOOKS_SECTION
@@ -198,6 +202,24 @@ class FrontDoor:
         if steps is None:
             steps = call_steps(settings)
         return cls(tools, policy=policy, settings=table, hooks=hooks, steps=steps, **options)
+
+    def refused_record(self, refused: RefusedRecord) -> None:
+        """A record of the door's store did not open: logged, counted and audited, never used."""
+        log.error(
+            "refused a record of the state store (%s %r) and set it aside: %s",
+            refused.namespace,
+            refused.key,
+            refused.reason,
+        )
+        self.metrics.record_refused(refused.namespace)
+        self.audit.emit(
+            RefusedRecordAudit(
+                namespace=refused.namespace,
+                key=refused.key,
+                reason=refused.reason,
+                at=timestamp(time.time()),
+            )
+        )
 
     def close(self) -> None:
         """Close the audit file, if the door writes one, and its steps (policy files are
@@ -506,8 +528,9 @@ class _Keep:
         self._sink = sink
         self._kept = kept
 
-    def emit(self, record: AuditRecord) -> None:
-        self._kept.append(record)
+    def emit(self, record: AuditEntry) -> None:
+        if isinstance(record, AuditRecord):
+            self._kept.append(record)
         self._sink.emit(record)
 
 

@@ -12,7 +12,9 @@ token expires.
   the verifier accepts, so that the window for such a replay is short.
 * :class:`StoredReplays` remembers in a state store every replica shares
   (the NATS key-value bucket on the broker's own servers, or the configured
-  ``state``): of any number of replicas and restarts, one takes each use.
+  ``state``): of any number of replicas and restarts, one takes each use; and
+  each replica remembers its own uses too, so that deleting the store's
+  entries does not let a replay run twice where it ran once.
 """
 
 from __future__ import annotations
@@ -82,15 +84,25 @@ class InProcessReplays:
 
 
 class StoredReplays:
-    """Token uses taken in a state store: one replica of all, once, across restarts."""
+    """Token uses taken in a state store: one replica of all, once, across restarts.
+
+    Each replica also remembers the uses it took itself, in its memory: whoever
+    can write the store can delete its entries, and a call replayed to the
+    replica that ran it is refused all the same.
+    """
 
     shared = True
 
-    def __init__(self, store: StateStore, *, namespace: str = NAMESPACE) -> None:
+    def __init__(
+        self, store: StateStore, *, namespace: str = NAMESPACE, memory: int = DEFAULT_REPLAY_MEMORY
+    ) -> None:
         self.store = store
         self.namespace = namespace
+        self.taken_here = InProcessReplays(memory)
 
     async def first_use(self, use: str, until: float, now: float) -> bool:
+        if not self.taken_here.take(use, until, now):
+            return False
         # Kept a second beyond the token's life: a store may round a TTL up, never down.
         ttl = max(1.0, math.ceil(until - now) + 1.0)
         return await self.store.create(self.namespace, use, b"", ttl=ttl) is not None

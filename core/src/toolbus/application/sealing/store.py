@@ -136,7 +136,9 @@ class SealedStore:
     ) -> None:
         self.store = store
         self._cipher = _Cipher(keys)
-        self._on_refused = on_refused
+        #: Told of every refused record (the door that uses the store logs, counts and
+        #: audits it); without it, refusals are logged.
+        self.on_refused = on_refused
 
     @property
     def keys(self) -> SealKeys:
@@ -171,8 +173,8 @@ class SealedStore:
     async def _refuse(self, namespace: str, key: str, entry: StateEntry, reason: str) -> None:
         """Report the record, copy it aside and take it out of its place."""
         refused = RefusedRecord(namespace, key, reason)
-        if self._on_refused is not None:
-            self._on_refused(refused)
+        if self.on_refused is not None:
+            self.on_refused(refused)
         else:
             log.error("refused a record in the state store (%s %r): %s", namespace, key, reason)
         try:

@@ -231,7 +231,11 @@ class Approval(BaseModel):
     """One call waiting for (or past) a person's decision, as every replica stores it.
 
     Times are Unix seconds. ``approvers`` are resolved when the approval is made
-    (the caller among them when callers approve their own calls). ``used`` is
+    (the caller among them when callers approve their own calls). The caller
+    decides their own call only when ``callers_approve`` was set then: an
+    approver who made the call otherwise cannot approve it. ``decided_via`` is
+    how the door that took the decision authenticated ``decided_by``
+    (``api-key``, ``jwt``, ``console``, ``mcp-client``, ``cli``...). ``used`` is
     set when an approved call was made: the same call again needs a new approval.
     """
 
@@ -250,9 +254,11 @@ class Approval(BaseModel):
     expires_at: float
     status: ApprovalStatus = "pending"
     decided_by: str | None = None
+    decided_via: str | None = None
     decided_at: float | None = None
     note: str | None = None
     used: bool = False
+    callers_approve: bool = False
 
     def to_json(self) -> bytes:
         return self.model_dump_json().encode()
@@ -266,16 +272,26 @@ class Approval(BaseModel):
         return self.status == "pending" and now < self.expires_at
 
     def may_decide(self, person: str) -> bool:
-        return person in self.approvers
+        """Whether ``person`` may decide: one of its approvers, and not its caller unless
+        callers approve their own calls."""
+        return person in self.approvers and (person != self.user or self.callers_approve)
 
-    def decided(self, approver: str, approve: bool, note: str | None, now: float) -> Approval:
-        """This approval approved or denied by ``approver`` at ``now``.
+    def deciders(self) -> tuple[str, ...]:
+        """Who may decide it."""
+        return tuple(person for person in self.approvers if self.may_decide(person))
 
-        Raises :class:`NotAnApprover` for someone not among its approvers, and
-        :class:`ApprovalClosed` when it was decided already or its time ran out.
+    def decided(
+        self, approver: str, approve: bool, note: str | None, now: float, *, via: str
+    ) -> Approval:
+        """This approval approved or denied at ``now`` by ``approver``, authenticated ``via``.
+
+        Raises :class:`NotAnApprover` for someone who may not decide it (not among
+        its approvers, or its caller when callers do not approve their own calls),
+        and :class:`ApprovalClosed` when it was decided already or its time ran out.
         """
         if not self.may_decide(approver):
-            raise NotAnApprover(approver, self.id, self.approvers)
+            own = approver == self.user and approver in self.approvers
+            raise NotAnApprover(approver, self.id, self.deciders(), own_call=own)
         if not self.open_at(now):
             status = "expired" if self.status == "pending" else self.status
             raise ApprovalClosed(self.id, status, self.decided_by)
@@ -283,6 +299,7 @@ class Approval(BaseModel):
             update={
                 "status": "approved" if approve else "denied",
                 "decided_by": approver,
+                "decided_via": via,
                 "decided_at": now,
                 "note": (note or "").strip()[:MAX_NOTE] or None,
             }

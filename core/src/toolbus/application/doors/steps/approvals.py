@@ -46,7 +46,13 @@ from toolbus.domain.access.approvals import (
     teams_named,
 )
 from toolbus.domain.config.registry import Registry
-from toolbus.domain.errors import ApprovalClosed, NotAnApprover, Problem, StateStoreError
+from toolbus.domain.errors import (
+    ApprovalClosed,
+    ApprovalNotFound,
+    NotAnApprover,
+    Problem,
+    StateStoreError,
+)
 from toolbus.ports import PolicyEngine
 
 log = logging.getLogger("toolbus.approvals")
@@ -117,6 +123,10 @@ class ApprovalStep(CallStep):
             return await self._approved(call, self.book, demand)
         except ApprovalsFull as exc:
             return _unavailable(call, str(exc))
+        except ApprovalNotFound:
+            return _unavailable(
+                call, "its approval left the store while it waited (withdrawn, or refused)"
+            )
         except StateStoreError as exc:
             log.warning("approvals cannot be reached: %s", exc)
             return _unavailable(call, "approvals cannot be reached now; try again later")
@@ -127,6 +137,12 @@ class ApprovalStep(CallStep):
         approvers = self.settings.team(demand.team)
         if self.settings.callers_approve and call.user not in approvers:
             approvers = (*approvers, call.user)
+        if not self.settings.callers_approve and approvers == (call.user,):
+            return _unavailable(
+                call,
+                "its only approver is its caller, and callers do not approve their own calls "
+                "(callers-approve in [approvals]); name another approver",
+            )
         if not approvers:
             return _unavailable(
                 call,
@@ -151,6 +167,7 @@ class ApprovalStep(CallStep):
             id=approval.id,
             status=status,
             decided_by=approval.decided_by,
+            decided_via=approval.decided_via,
             team=approval.team,
             waited_seconds=max(0.0, self.clock() - started),
         )
@@ -210,6 +227,7 @@ class ApprovalStep(CallStep):
             tool_call_id=call.tool_call_id,
             created_at=now,
             expires_at=now + demand.timeout,
+            callers_approve=self.settings.callers_approve,
         )
 
     async def _decision(
@@ -226,7 +244,9 @@ class ApprovalStep(CallStep):
                 answer = await listener(approval)
         if answer is not None and approval.may_decide(call.user):
             try:
-                return await book.decide(approval.id, call.user, answer.approve, answer.note)
+                return await book.decide(
+                    approval.id, call.user, answer.approve, answer.note, via=answer.via
+                )
             except (ApprovalClosed, NotAnApprover):
                 pass  # decided meanwhile, or expired: what the book holds now says
         decided = await book.wait(approval.id, approval.expires_at)
