@@ -389,7 +389,7 @@ CONCERN_ARROWS: dict[str, set[str]] = {
         "toolbus.domain.identity",
     },
     # application (each may use the whole domain and the ports):
-    # tracing, identity <- calls <- agent, live <- doors
+    # tracing, identity <- calls <- agent, live, sealing <- doors
     "toolbus.application.tracing": set(),
     "toolbus.application.identity": set(),
     "toolbus.application.calls": {"toolbus.application.tracing", "toolbus.application.identity"},
@@ -399,12 +399,15 @@ CONCERN_ARROWS: dict[str, set[str]] = {
         "toolbus.application.tracing",
     },
     "toolbus.application.live": {"toolbus.application.calls"},
+    # sealing what doors keep in a shared store stands alone
+    "toolbus.application.sealing": set(),
     # front doors compose a caller's session from all of the above
     "toolbus.application.doors": {
         "toolbus.application.agent",
         "toolbus.application.calls",
         "toolbus.application.identity",
         "toolbus.application.live",
+        "toolbus.application.sealing",
     },
 }
 

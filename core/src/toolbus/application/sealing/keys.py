@@ -38,8 +38,8 @@ KEY_BYTES = 32
 #: Key ids are written into every sealed record: short, and plain ASCII.
 MAX_KID = 64
 INSTALL_HINT = (
-    "sealing state needs the cryptography library: pip install 'toolbus[redis]' or "
-    "'toolbus[nats]' (the shared stores bring it), or pip install cryptography"
+    "sealing state needs the cryptography library: pip install 'toolbus[seal]' "
+    "(the shared stores, toolbus[redis] and toolbus[nats], bring it)"
 )
 
 
