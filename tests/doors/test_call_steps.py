@@ -271,7 +271,7 @@ async def approved_by_ops(
         async for _ in book.changes():
             pending = await book.pending()
             if pending:
-                await book.decide(pending[0].id, "ops", True, "fine")
+                await book.decide(pending[0].id, "ops", True, "fine", via="api-key")
                 return
 
     async def run() -> None:
