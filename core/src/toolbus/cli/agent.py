@@ -34,6 +34,7 @@ from toolbus.application.doors.conversations import DoorConversations
 from toolbus.application.doors.holding import SessionHolder
 from toolbus.application.doors.stored import StoredHolder
 from toolbus.application.live.agent_presence import AgentPresence, agent_service_answers
+from toolbus.application.sealing import SealKeys
 from toolbus.application.tracing.export import export_from_environment
 from toolbus.cli._agent_output import EventPrinter
 from toolbus.cli._app import app
@@ -123,6 +124,12 @@ def _llm_url(option: str | None) -> str | None:
     return option or os.environ.get(LLM_VARIABLE) or None
 
 
+def agent_seal_keys(settings: Settings) -> SealKeys | None:
+    """The keys that seal the agent service's shared store (``ConfigError`` naming the fix)."""
+    base = settings.file_path.parent if settings.file_path is not None else Path.cwd()
+    return seal_keys_of(settings, base, door=AGENT_DOOR, url=settings.state)
+
+
 def _plan(broker: str | None, config: str | None) -> tuple[Settings, list[ToolPlugin], Registry]:
     try:
         settings = load_settings(broker, config)
@@ -161,8 +168,7 @@ async def _agent(
         # Conversations and runs in the store: any replica continues a conversation,
         # and a request whose replica died goes on where it stood on another. One
         # connection, sealed, for them and the door's approvals (shared by URL).
-        base = settings.file_path.parent if settings.file_path is not None else Path.cwd()
-        keys = seal_keys_of(settings, base, door=AGENT_DOOR, url=settings.state)
+        keys = agent_seal_keys(settings)
         store = await stack.enter_async_context(
             door_state(settings.state, settings.state_options, keys, door=AGENT_DOOR)
         )
@@ -241,6 +247,11 @@ def serve_agent(
         fail(f"no model given: pass --llm URL or set {LLM_VARIABLE} (e.g. openai://gpt-4.1-mini)")
     limits = _limits(max_iterations, time_limit)
     settings, plugins, registry = _plan(broker, config)
+    if settings.state is not None and not settings.broker.startswith("memory:"):
+        try:  # before connecting anywhere: a door without its seal key stops at once
+            agent_seal_keys(settings)
+        except ConfigError as exc:
+            fail(str(exc))
 
     async def main() -> None:
         with stop_signals() as stop:
