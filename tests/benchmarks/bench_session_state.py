@@ -8,15 +8,20 @@ Three ``toolbus gateway`` processes on one nats-server (the broker), the same
 configuration but for ``state``:
 
 * ``in process``: no ``state`` (sessions in the gateway's memory; one replica only);
-* ``NATS KV``: ``state`` on the same nats-server (a key-value bucket, file storage);
-* ``Redis``: ``state`` on a redis-server (Debian's).
+* ``NATS KV``: ``state`` on the same nats-server (a key-value bucket, file storage),
+  sealed with a seal key as every door with a shared store is;
+* ``Redis``: ``state`` on a redis-server (Debian's), sealed;
+* ``NATS KV unsealed`` and ``Redis unsealed``: the same, in a gateway process whose
+  sealing is switched off for this comparison only (a door never runs so: without
+  a seal key it does not start), so that what sealing costs is measured.
 
 An echo tool service answers on the bus (a ``toolbus serve`` process). Each
 contestant gets sessions opened beforehand, one per connection; ``wrk`` then
 sends ``POST /v1/sessions/{id}/calls`` on keep-alive connections, each
 connection to its own session, for ``--seconds``, sequentially (1 connection)
 and 16 at once, the contestants interleaved in ``--rounds`` rounds (medians
-shown). The ratio is to ``in process`` in the same run.
+shown). The ratios are to ``in process``, and of each sealed store to itself
+unsealed, in the same run.
 """
 
 from __future__ import annotations
@@ -73,6 +78,26 @@ SNAPSHOT = {
     },
 }
 
+SEAL_KEY = {
+    "kty": "oct",
+    "alg": "A256GCM",
+    "kid": "bench",
+    "k": "YmVuY2gtc2VhbC1rZXktMDEyMzQ1Njc4OWFiY2RlZiE",
+}
+
+#: A gateway whose door keeps its store unsealed: the comparison's baseline only.
+UNSEALED = """
+import sys
+
+import toolbus_gateway.gateway as gateway
+
+gateway.door_store = lambda door, store, keys, **options: store
+sys.argv[0] = "toolbus"
+from toolbus.cli import main
+
+main()
+"""
+
 WRK_SCRIPT = """
 local sessions = {}
 local index = 0
@@ -94,6 +119,7 @@ def toml(broker: str, state: str | None, options: dict[str, object]) -> str:
     lines = [f"broker = {json.dumps(broker)}"]
     if state is not None:
         lines.append(f"state = {json.dumps(state)}")
+        lines.append('seal-keys = ["seal.jwk"]')
         lines.append("[state-options]")
         lines += [f"{name} = {json.dumps(value)}" for name, value in options.items()]
     lines += [
@@ -154,7 +180,9 @@ def main() -> None:
                 contestants = {
                     "in process": (None, {}),
                     "NATS KV": (nats.url, {"bucket": "bench"}),
+                    "NATS KV unsealed": (nats.url, {"bucket": "bench-unsealed"}),
                     "Redis": (redis.url, {"prefix": "bench"}),
+                    "Redis unsealed": (redis.url, {"prefix": "bench-unsealed"}),
                 }
                 tools = root / "tools"
                 tools.mkdir()
@@ -168,8 +196,10 @@ def main() -> None:
                     where.mkdir()
                     (where / "toolbus.toml").write_text(toml(nats.url, state, options))
                     (where / "tools.json").write_text(json.dumps(SNAPSHOT))
+                    (where / "seal.jwk").write_text(json.dumps(SEAL_KEY))
                     port = free_port()
-                    argv = [TOOLBUS, "gateway", "--config", "tools.json"]
+                    launcher = [sys.executable, "-c", UNSEALED] if "unsealed" in name else [TOOLBUS]
+                    argv = [*launcher, "gateway", "--config", "tools.json"]
                     argv += ["--listen", f"{LOOPBACK}:{port}"]
                     processes.append(start(argv, where, port))
                     urls[name] = f"http://{LOOPBACK}:{port}"
@@ -210,14 +240,17 @@ def report(rates: dict[tuple[str, int], list[float]], args: argparse.Namespace) 
         f"gateway session calls, wrk, {args.seconds:g} s each, median of {args.rounds} rounds; "
         f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}"
     )
-    print("| state | " + " | ".join(f"{n} connection(s) | vs in process" for n in LEVELS) + " |")
-    print("|---|" + "---:|---:|" * len(LEVELS))
-    for name in ("in process", "NATS KV", "Redis"):
+    columns = [f"{n} connection(s) | vs in process | sealed vs unsealed" for n in LEVELS]
+    print("| state | " + " | ".join(columns) + " |")
+    print("|---|" + "---:|---:|---:|" * len(LEVELS))
+    for name in ("in process", "NATS KV", "NATS KV unsealed", "Redis", "Redis unsealed"):
         cells = []
         for level in LEVELS:
             rate = statistics.median(rates[(name, level)])
             base = statistics.median(rates[("in process", level)])
-            cells += [f"{rate:,.0f}/s", f"{rate / base:.0%}"]
+            unsealed = rates.get((f"{name} unsealed", level))
+            versus = "" if unsealed is None else f"{rate / statistics.median(unsealed):.1%}"
+            cells += [f"{rate:,.0f}/s", f"{rate / base:.0%}", versus]
         print(f"| {name} | " + " | ".join(cells) + " |")
 
 
