@@ -284,7 +284,7 @@ class DoorSetup:
             return []
         records = []
         for line in self.audit_file.read_text(encoding="utf-8").splitlines():
-            if line.strip():
+            if line.strip() and '"event":"agent-session"' in line.replace(" ", ""):
                 record = AuditRecord.model_validate_json(line)
                 if record.user == user:
                     records.append(record)
