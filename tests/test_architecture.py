@@ -373,6 +373,7 @@ CONCERN_ARROWS: dict[str, set[str]] = {
         "toolbus.domain.errors",
     },
     "toolbus.domain.identity": {"toolbus.domain.errors"},
+    "toolbus.domain.tasks": {"toolbus.domain.errors"},
     "toolbus.domain.live": {
         "toolbus.domain.access",
         "toolbus.domain.calls",
@@ -399,8 +400,9 @@ CONCERN_ARROWS: dict[str, set[str]] = {
         "toolbus.application.tracing",
     },
     "toolbus.application.live": {"toolbus.application.calls"},
-    # sealing what doors keep in a shared store stands alone
+    # sealing what doors keep in a shared store, and tasks, stand alone
     "toolbus.application.sealing": set(),
+    "toolbus.application.tasks": set(),
     # front doors compose a caller's session from all of the above
     "toolbus.application.doors": {
         "toolbus.application.agent",
@@ -408,6 +410,7 @@ CONCERN_ARROWS: dict[str, set[str]] = {
         "toolbus.application.identity",
         "toolbus.application.live",
         "toolbus.application.sealing",
+        "toolbus.application.tasks",
     },
 }
 

@@ -222,6 +222,26 @@ class NotAnApprover(ToolbusError):
             )
 
 
+class TaskNotFound(ToolbusError, LookupError):
+    """No task with this id for this person: never made, expired, mistyped, or another's."""
+
+    def __init__(self, task_id: str) -> None:
+        self.task_id = task_id
+        super().__init__(
+            f"no task {task_id[:100]!r} for you; list yours (toolbus tasks list, or "
+            "GET /v1/tasks): a task is kept for a while after it ends, then it is gone"
+        )
+
+
+class TaskClosed(ToolbusError):
+    """The task has ended (completed, failed or cancelled): it does not move again."""
+
+    def __init__(self, task_id: str, status: str) -> None:
+        self.task_id = task_id
+        self.status = status
+        super().__init__(f"task {task_id[:100]!r} is {status} already; nothing was changed")
+
+
 class ApprovalClosed(ToolbusError):
     """The approval was decided already, or it expired: it cannot be decided again."""
 
