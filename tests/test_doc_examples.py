@@ -22,6 +22,7 @@ PAGES = [
     "wire-protocol.md",
     "state-stores.md",
     "asyncapi.md",
+    "tasks.md",
 ]
 
 
