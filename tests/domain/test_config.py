@@ -726,3 +726,16 @@ def test_a_bad_trustgraph_wire_names_the_service_and_the_choices(given: Any, rea
     assert (problem.where, problem.field) == ("tool-service 'joke-service'", "trustgraph-wire")
     assert reason in problem.message
     assert "'2.1'" in problem.message and "'2.4'" in problem.message
+
+
+@pytest.mark.parametrize("value", ["optional", "required", "forbidden"])
+def test_task_support_says_whether_calls_run_as_tasks(value: str) -> None:
+    assert load_tool(**{"task-support": value}).task_support == value
+    assert load_tool().task_support == "optional"
+
+
+def test_a_task_support_that_is_none_of_the_three_is_named_with_them() -> None:
+    problem = only_problem(snapshot(tools={"tell-joke": tool(**{"task-support": "sometimes"})}))
+    assert problem.field == "task-support"
+    assert "'sometimes'" in problem.message
+    assert all(value in problem.message for value in ("optional", "required", "forbidden"))

@@ -12,6 +12,7 @@ from toolbus.domain.calls.naming import sanitize_toolname
 from toolbus.domain.config._fields import Problems, did_you_mean, required_text, string_list
 from toolbus.domain.config.descriptors import (
     AFTER_EXECUTION_VALUES,
+    TASK_SUPPORT_VALUES,
     ANNOTATION_HINTS,
     APPLICABLE_STATES_KEYS,
     DEFAULT_GROUP,
@@ -308,6 +309,15 @@ def check_tool(
 
     approval = _approval(raw.get("approval"), where, problems)
     annotations = _annotations(raw.get("annotations"), where, problems)
+    task_support = raw.get("task-support", "optional")
+    if task_support not in TASK_SUPPORT_VALUES:
+        problems.add(
+            where,
+            "task-support",
+            f"{describe(task_support)} is not allowed; use 'optional' (a call runs as a task "
+            "when its caller asks or it waits for a person, the default), 'required' (every "
+            "call is a task) or 'forbidden' (callers wait in place)",
+        )
 
     if len(problems) > before:
         return None
@@ -328,4 +338,5 @@ def check_tool(
         after_execution=str(after_execution),
         approval=approval,
         annotations=annotations,
+        task_support=str(task_support),
     )

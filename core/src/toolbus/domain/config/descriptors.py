@@ -41,10 +41,16 @@ TOOL_FIELDS = frozenset(
         "after-execution",
         "approval",
         "annotations",
+        "task-support",
     }
     | set(APPLICABLE_STATES_KEYS)
 )
 AFTER_EXECUTION_VALUES = ("suspend", "terminate")
+#: ``task-support``: whether a call of the tool may run as a task (``optional``: when
+#: its caller asks, or when it waits for a person), must (``required``: every call is a
+#: task), or never does (``forbidden``: its caller waits in place). MCP's
+#: ``execution.taskSupport`` says the same of a tool.
+TASK_SUPPORT_VALUES = ("optional", "required", "forbidden")
 #: The hints of MCP's tool annotations a descriptor's ``annotations`` may give.
 ANNOTATION_HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 
@@ -130,6 +136,9 @@ class ToolDescriptor:
     approval: ApprovalRule | None = None
     #: ``annotations``: MCP's hints about the tool (``readOnlyHint``, ``destructiveHint``...).
     annotations: Mapping[str, bool] = field(default_factory=dict, hash=False)
+    #: ``task-support``: whether its calls may (``optional``), must (``required``) or never
+    #: (``forbidden``) run as tasks.
+    task_support: str = "optional"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "llm_name", sanitize_toolname(self.name))
