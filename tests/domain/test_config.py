@@ -737,5 +737,5 @@ def test_task_support_says_whether_calls_run_as_tasks(value: str) -> None:
 def test_a_task_support_that_is_none_of_the_three_is_named_with_them() -> None:
     problem = only_problem(snapshot(tools={"tell-joke": tool(**{"task-support": "sometimes"})}))
     assert problem.field == "task-support"
-    assert "'sometimes'" in problem.message
+    assert '"sometimes"' in problem.message
     assert all(value in problem.message for value in ("optional", "required", "forbidden"))
