@@ -359,7 +359,7 @@ class Gateway:
         every = max(0.05, min(self.door.settings.session_idle_timeout / 4, 30.0))
         while True:
             await anyio.sleep(every)
-            for held in await self.door.expire():
+            for held in await self.door.held.expire():
                 self.channels.ended(held.key.id, "idle")
                 self.changes.mark("sessions")
 
@@ -370,7 +370,7 @@ class Gateway:
             return  # held elsewhere: another replica serves them on
         with anyio.CancelScope(shield=True):
             for held in door.holder.all():
-                await door.release(held.key.owner, held.key.kind, held.key.id)
+                await door.held.release(held.key.owner, held.key.kind, held.key.id)
                 self.channels.ended(held.key.id, "gateway stopping")
 
     async def __aexit__(

@@ -15,8 +15,8 @@ import anyio
 from fastapi import Request
 from sse_starlette import EventSourceResponse
 
-from toolbus.application.doors.door import SESSION
 from toolbus.application.doors.holding import Held
+from toolbus.application.doors.keeping import SESSION
 from toolbus.domain.errors import SessionNotFound
 from toolbus_gateway.events import Event
 from toolbus_gateway.gateway import Gateway
@@ -41,7 +41,7 @@ OPEN_ONE = "Open one with POST /v1/sessions"
 
 async def _held(gateway: Gateway, user: str, session_id: str) -> Held:
     assert gateway.door is not None
-    held = await gateway.door.get(user, SESSION, session_id)
+    held = await gateway.door.held.get(user, SESSION, session_id)
     if held is None:
         raise SessionNotFound(session_id, OPEN_ONE)
     return held
@@ -74,16 +74,16 @@ async def open_session(request: Request, caller: CallerDep, body: OpenSession) -
     gateway = gateway_of(request)
     door = gateway.door
     assert door is not None
-    await door.check_room(caller.user, SESSION)
+    await door.held.check_room(caller.user, SESSION)
     request_id = None
     if body.request_id is not None:
         # Scoped by user: one user's ids never collide with, or reveal, another's.
         request_id = f"{caller.user}:{body.request_id}"
-        if await door.get(caller.user, SESSION, request_id) is not None:
+        if await door.held.get(caller.user, SESSION, request_id) is not None:
             raise SessionExists(request_id)
     session = door.open(caller.user, body.groups, body.state, request_id=request_id, counted=False)
     messages = await session.start(body.messages)
-    held = await door.hold(session, SESSION)
+    held = await door.held.hold(session, SESSION)
     gateway.changes.mark("sessions")
     return SessionView(
         session_id=held.key.id,
@@ -129,9 +129,9 @@ async def call_in_session(
     async with channel.lock:
         # Read again under the lock: the call before this one may have moved the session.
         held = await _held(gateway, caller.user, session_id)
-        session = door.resume(held)
+        session = door.held.resume(held)
         outcome = await timed_call(gateway, session, body.name, body.arguments, body.tool_call_id)
-        await door.keep(held, session)
+        await door.held.keep(held, session)
     result = outcome_view(outcome)
     channel.events.publish(Event("call", result.model_dump(mode="json", by_alias=True)))
     return result
@@ -146,7 +146,7 @@ async def close_session(request: Request, caller: CallerDep, session_id: str) ->
     await _held(gateway, caller.user, session_id)
     async with gateway.channels[session_id].lock:
         with anyio.CancelScope(shield=True):
-            record = await door.release(caller.user, SESSION, session_id)
+            record = await door.held.release(caller.user, SESSION, session_id)
     if record is None:
         raise SessionNotFound(session_id, OPEN_ONE)
     gateway.channels.ended(session_id, "closed")
