@@ -7,7 +7,8 @@ every request to the gateway does (:mod:`toolbus.application.identity.bearer`):
   access token of the configured identity provider (``[mcp.jwt]``); no
   credential, or a bad one, is ``401`` with a ``WWW-Authenticate: Bearer``
   challenge that names the door's protected-resource metadata when it has
-  one, so that an MCP client can find out how to log in;
+  one, so that an MCP client can find out how to log in, and the scopes the
+  groups it asks for need (so that it asks for those, and no more);
 * ``Toolbus-Groups: a,b`` (optional; absent means ``default``, as in an agent
   session) must be within the token's scopes (beyond them: ``403`` with
   ``error="insufficient_scope"`` and the scope that would do) and within the

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -12,6 +12,7 @@ from toolbus.application.identity.bearer.principal import (
     AuthFailure,
     InsufficientScope,
     Principal,
+    scopes_reaching,
 )
 from toolbus.application.identity.bearer.resource import ProtectedResource, challenge
 from toolbus.application.identity.bearer.settings import TokenSettings
@@ -114,8 +115,13 @@ class Authenticator:
             return await self.jwt.verify_fetching(raw)
         return self._api_key(token)
 
-    def challenge(self, failure: AuthFailure) -> str:
-        """The ``WWW-Authenticate`` value of the answer to ``failure`` (RFC 6750 §3)."""
+    def challenge(self, failure: AuthFailure, *, scopes: Sequence[str] = ()) -> str:
+        """The ``WWW-Authenticate`` value of the answer to ``failure`` (RFC 6750 §3).
+
+        It names the door's metadata when there is one. ``scopes`` (of a ``401``)
+        are those the request needs (:meth:`scopes_for`); a ``403`` for scope
+        names those that would reach what was refused.
+        """
         metadata = None if self.resource is None else self.resource.metadata_url
         if isinstance(failure, InsufficientScope):
             return challenge(
@@ -125,8 +131,14 @@ class Authenticator:
                 metadata_url=metadata,
             )
         if failure.reason == "missing":
-            return challenge(metadata_url=metadata)
-        return challenge(error="invalid_token", description=failure.reason, metadata_url=metadata)
+            return challenge(metadata_url=metadata, scopes=scopes)
+        return challenge(
+            error="invalid_token", description=failure.reason, metadata_url=metadata, scopes=scopes
+        )
+
+    def scopes_for(self, groups: Iterable[str] | None) -> list[str]:
+        """The fewest scopes of the door's table that reach ``groups`` (None: ``default``)."""
+        return [] if self.jwt is None else scopes_reaching(self.jwt.scopes, groups)
 
     def readiness(self) -> dict[str, str]:
         """``/readyz``'s check of the provider's keys, if tokens are signed with them."""

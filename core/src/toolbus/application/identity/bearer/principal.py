@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -105,8 +106,40 @@ class Principal:
         return WILDCARD in self.reach or (group != WILDCARD and group in self.reach)
 
     def _scopes_reaching(self, denied: Sequence[str]) -> list[str]:
-        return [
-            scope
-            for scope, groups in self.scope_groups.items()
-            if WILDCARD in groups or (WILDCARD not in denied and set(denied) <= set(groups))
-        ]
+        return scopes_reaching(self.scope_groups, denied)
+
+
+def scopes_reaching(
+    scope_groups: Mapping[str, Sequence[str]], groups: Iterable[str] | None
+) -> list[str]:
+    """The fewest scopes (of ``scope -> groups``) that together reach ``groups``, in the
+    table's order; among as few, those naming the groups before those reaching ``"*"``.
+
+    What a client should ask its identity provider for, and no more (``None``
+    means ``["default"]``); groups no scope reaches are left out.
+    """
+    asked = {DEFAULT_GROUP} if groups is None else set(groups)
+    reachable = {g for g in asked if any(_names(r, g) for r in scope_groups.values())}
+    if not reachable:
+        return []
+    useful = [s for s, reached in scope_groups.items() if any(_names(reached, g) for g in asked)]
+    # Naming scopes first, so that among as few scopes they are tried before "*".
+    useful.sort(key=lambda scope: WILDCARD in scope_groups[scope])
+    if len(useful) <= _EXHAUSTIVE:
+        for size in range(1, len(useful) + 1):
+            for chosen in itertools.combinations(useful, size):
+                if all(any(_names(scope_groups[s], g) for s in chosen) for g in reachable):
+                    return [scope for scope in scope_groups if scope in chosen]
+    picked: list[str] = []  # a table too large to try every choice: one scope per group
+    for group in sorted(reachable):
+        if not any(_names(scope_groups[s], group) for s in picked):
+            picked.append(next(s for s in useful if _names(scope_groups[s], group)))
+    return [scope for scope in scope_groups if scope in picked]
+
+
+#: Scope tables up to this size are searched for the fewest scopes; larger ones greedily.
+_EXHAUSTIVE = 12
+
+
+def _names(reached: Sequence[str], group: str) -> bool:
+    return WILDCARD in reached or (group != WILDCARD and group in reached)

@@ -28,7 +28,6 @@ loopback host: keys read over plain HTTP could be anybody's.
 from __future__ import annotations
 
 import email.utils
-import ipaddress
 import json
 import logging
 import math
@@ -37,7 +36,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Protocol
-from urllib.parse import urlsplit
 
 import anyio
 import httpx
@@ -45,6 +43,7 @@ from anyio.abc import TaskGroup
 from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
 
+from toolbus._internal.secure_urls import plain_http_problem
 from toolbus.application.identity.bearer.principal import KeysUnavailable
 from toolbus.domain.errors import ConfigError, Problem
 
@@ -53,7 +52,6 @@ log = logging.getLogger("toolbus.identity")
 #: A JWK Set larger than this is refused: no provider publishes megabytes of keys.
 MAX_KEY_SET_BYTES = 1024 * 1024
 DISCOVERY_PATH = "/.well-known/openid-configuration"
-_LOOPBACK_NAMES = ("localhost",)
 
 
 class KeySource(Protocol):
@@ -129,15 +127,7 @@ def public_key_set(document: bytes | str) -> KeySet:
 
 def key_url_problem(url: str) -> str | None:
     """What is wrong with ``url`` as a place to read signing keys from, or None."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("https", "http") or not parts.hostname:
-        return f"{url!r} is not an http(s) URL"
-    if parts.scheme == "http" and not _is_loopback(parts.hostname):
-        return (
-            f"{url!r} is plain HTTP: keys read that way could be anybody's; use https "
-            "(plain http only on a loopback address)"
-        )
-    return None
+    return plain_http_problem(url, risk="keys read that way could be anybody's")
 
 
 def cache_lifetime(
@@ -218,6 +208,7 @@ class ProviderKeys:
         self._tasks: TaskGroup | None = None
         #: Fetches made (for tests and the curious): answered 200, answered 304, failed.
         self.fetches = {"new": 0, "unchanged": 0, "failed": 0}
+        self._fetched = anyio.Event()
 
     @property
     def where(self) -> str:
@@ -306,6 +297,10 @@ class ProviderKeys:
             f"{left:.0f} s more"
         )
 
+    async def next_fetch(self) -> None:
+        """Wait until a fetch that has not ended yet ends (whatever its outcome)."""
+        await self._fetched.wait()
+
     # ------------------------------------------------------------------ fetching
 
     def _usable(self) -> bool:
@@ -340,6 +335,8 @@ class ProviderKeys:
         finally:
             self._in_flight = None
             done.set()
+            fetched, self._fetched = self._fetched, anyio.Event()
+            fetched.set()
 
     async def _fetch(self) -> None:
         http = self._http
@@ -433,15 +430,6 @@ def _describe(exc: BaseException) -> str:
     except RuntimeError:  # no request attached
         where = ""
     return f"{type(exc).__name__}{where}: {exc}" if str(exc) else f"{type(exc).__name__}{where}"
-
-
-def _is_loopback(host: str) -> bool:
-    if host in _LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def _seconds(value: str | None) -> float:
