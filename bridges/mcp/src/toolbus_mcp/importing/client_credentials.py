@@ -69,20 +69,20 @@ class MemoryTokenStorage(TokenStorage):
     """Tokens kept in this process only: a restarted bridge asks for new ones."""
 
     def __init__(self) -> None:
-        self._tokens: OAuthToken | None = None
-        self._client: OAuthClientInformationFull | None = None
+        self.tokens: OAuthToken | None = None
+        self.client: OAuthClientInformationFull | None = None
 
     async def get_tokens(self) -> OAuthToken | None:
-        return self._tokens
+        return self.tokens
 
     async def set_tokens(self, tokens: OAuthToken) -> None:
-        self._tokens = tokens
+        self.tokens = tokens
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
-        return self._client
+        return self.client
 
     async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
-        self._client = client_info
+        self.client = client_info
 
 
 class RenewingClientCredentials(ClientCredentialsOAuthProvider):

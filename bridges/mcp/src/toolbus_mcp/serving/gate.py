@@ -102,12 +102,15 @@ class CallerGate:
             )
             return
         except AuthFailure as failure:
-            body = {
-                "error": "unauthenticated",
-                "message": failure.message,
-                "reason": failure.reason,
-            }
-            await refuse(send, 401, body, {"www-authenticate": authenticator.challenge(failure)})
+            # The scopes the groups asked for need: what the client asks its provider for.
+            needed = authenticator.scopes_for(groups)
+            body = {"error": "unauthenticated", "message": failure.message}
+            await refuse(
+                send,
+                401,
+                {**body, "reason": failure.reason},
+                {"www-authenticate": authenticator.challenge(failure, scopes=needed)},
+            )
             return
         except KeysUnavailable as exc:
             retry = {"retry-after": str(KEYS_RETRY_AFTER)}
