@@ -21,12 +21,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urljoin, urlsplit
 
+import anyio
 import httpx
 import pytest
 from joserfc.jwk import ECKey
 from mcp.shared.auth import AuthorizationCodeResult
 
-from tests.support.servers import LOOPBACK, free_port, server_process
+from tests.support.servers import LOOPBACK, Restartable, free_port, server_process
 
 NODE_DIR = Path(__file__).resolve().parents[1] / "node"
 SCRIPT = NODE_DIR / "oidc_provider.mjs"
@@ -59,12 +60,25 @@ def signing_key() -> ECKey:
 
 @dataclass
 class OidcProvider:
-    """The running provider: its issuer, its keys, and a confidential client's credentials."""
+    """The running provider: its issuer, its keys, and a confidential client's credentials.
+
+    :meth:`stop` and :meth:`start` take it away and bring it back at the same address
+    (with the keys it has then; what it held in memory, such as registered clients and
+    grants, is gone).
+    """
 
     issuer: str
     keys: list[ECKey]
     client_secret: str = field(repr=False)
+    process: Restartable = field(repr=False)
+    setup: Path = field(repr=False)
     rotations: int = 0
+
+    async def stop(self) -> None:
+        await self.process.stop()
+
+    async def start(self) -> None:
+        await self.process.start()
 
     @property
     def jwks_url(self) -> str:
@@ -89,6 +103,9 @@ class OidcProvider:
         await self._publish()
 
     async def _publish(self) -> None:
+        setup = json.loads(await anyio.Path(self.setup).read_text())
+        setup.update(keys=private_jwks(self.keys), signing_kid=self.signing_kid)
+        await anyio.Path(self.setup).write_text(json.dumps(setup))  # a restart keeps them
         async with httpx.AsyncClient() as http:
             answer = await http.post(
                 f"{self.issuer}/_test/keys",
@@ -149,10 +166,11 @@ def oidc_provider(
         ],
     }
     workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "setup.json").write_text(json.dumps(setup))
-    argv = ["node", str(SCRIPT), str(port), str(workdir / "setup.json")]
-    with server_process(argv, port=port, workdir=workdir):
-        yield OidcProvider(issuer, keys, secret)
+    path = workdir / "setup.json"
+    path.write_text(json.dumps(setup))
+    argv = ["node", str(SCRIPT), str(port), str(path)]
+    with Restartable(lambda: server_process(argv, port=port, workdir=workdir)) as process:
+        yield OidcProvider(issuer, keys, secret, process, path)
 
 
 class HeadlessBrowser:
