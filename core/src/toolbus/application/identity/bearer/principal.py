@@ -77,7 +77,9 @@ class Principal:
     scopes: frozenset[str] = frozenset()
     reach: frozenset[str] | None = None
     #: Scope -> the groups it reaches, to say which scope a refused request needs.
-    scope_groups: Mapping[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
+    scope_groups: Mapping[str, tuple[str, ...]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     def within(self, groups: Iterable[str] | None) -> None:
         """Refuse (:class:`InsufficientScope`) groups beyond the token's scopes.
