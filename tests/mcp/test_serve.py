@@ -435,6 +435,41 @@ async def test_a_forged_group_is_403_and_audited(http_url: tuple[str, ListAuditS
     assert BOB_TOKEN not in repr(record)
 
 
+async def test_a_session_belongs_to_the_credential_that_opened_it(
+    http_url: tuple[str, ListAuditSink],
+) -> None:
+    url, _ = http_url
+    # No groups: what either user may ask for, so that only the session is in question.
+    headers = {"Toolbus-Groups": "", "Accept": "application/json, text/event-stream"}
+    opened: list[str] = []
+
+    async def remember(response: httpx2.Response) -> None:
+        if "mcp-session-id" in response.headers:
+            opened.append(response.headers["mcp-session-id"])
+
+    async with (
+        httpx2.AsyncClient(
+            headers={"Authorization": f"Bearer {BOB_TOKEN}", **headers},
+            timeout=30,
+            event_hooks={"response": [remember]},
+        ) as http,
+        Client(streamable_http_client(url, http_client=http), mode="legacy") as bob,
+    ):
+        await bob.list_tools()
+        ping = {"jsonrpc": "2.0", "id": 9, "method": "ping"}
+        session = {"Mcp-Session-Id": opened[0], "Mcp-Protocol-Version": "2025-06-18"}
+        async with httpx2.AsyncClient(headers=headers, timeout=30) as other:
+            alice = await other.post(
+                url, json=ping, headers={"Authorization": f"Bearer {ALICE_TOKEN}", **session}
+            )
+            owner = await other.post(
+                url, json=ping, headers={"Authorization": f"Bearer {BOB_TOKEN}", **session}
+            )
+
+    assert alice.status_code == 404  # as if bob's session did not exist
+    assert owner.status_code == 200
+
+
 async def test_an_address_in_use_is_a_clear_error(kit: ToolTestKit) -> None:
     server = bridge(kit, ListAuditSink(), caller=None)
     with socket.create_server(("127.0.0.1", 0)) as taken:

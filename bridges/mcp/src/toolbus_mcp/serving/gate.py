@@ -18,7 +18,10 @@ every request to the gateway does (:mod:`toolbus.application.identity.bearer`):
   an entry state (otherwise ``403``, audited); a workflow that exists keeps
   the state it reached.
 
-The metadata document and ``/healthz`` / ``/readyz`` need no credential.
+A session of the 2025 revisions belongs to the credential that opened it (the
+SDK's principal, which the gate sets): another caller sending its
+``Mcp-Session-Id`` is answered as if it did not exist. The metadata document
+and ``/healthz`` / ``/readyz`` need no credential.
 Refusals are JSON, in the gateway's shape: ``error`` (a code), ``message``
 (what to do) and the details of the refusal.
 """
@@ -29,6 +32,8 @@ import json
 from collections.abc import Collection
 from typing import Any
 
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -127,6 +132,16 @@ class CallerGate:
             await refuse(send, 500, {"error": "config-error", "message": str(exc)})
             return
         scope[CALLER_SCOPE_KEY] = caller
+        # The SDK's own principal: it binds a 2025 revision's session to the credential
+        # that opened it, so that another caller holding its id is told it does not exist.
+        scope["user"] = AuthenticatedUser(
+            AccessToken(
+                token="",
+                client_id=f"{principal.method}:{principal.credential}",
+                scopes=sorted(principal.scopes),
+                subject=principal.user,
+            )
+        )
         await self.app(scope, receive, send)
 
 
