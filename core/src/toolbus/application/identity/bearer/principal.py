@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Literal
 
 from toolbus.domain.config.descriptors import DEFAULT_GROUP
@@ -22,6 +23,7 @@ FailureReason = Literal[
     "insufficient-scope",
 ]
 Method = Literal["api-key", "jwt"]
+_NO_SCOPE_TABLE: Mapping[str, tuple[str, ...]] = MappingProxyType({})
 
 
 class AuthFailure(Exception):
@@ -78,7 +80,7 @@ class Principal:
     reach: frozenset[str] | None = None
     #: Scope -> the groups it reaches, to say which scope a refused request needs.
     scope_groups: Mapping[str, tuple[str, ...]] = field(
-        default_factory=dict, repr=False, compare=False
+        default_factory=lambda: _NO_SCOPE_TABLE, repr=False, compare=False
     )
 
     def within(self, groups: Iterable[str] | None) -> None:

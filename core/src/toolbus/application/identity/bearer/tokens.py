@@ -306,7 +306,10 @@ def token_scopes(claims: Mapping[str, Any]) -> frozenset[str]:
             return frozenset(value.split())
         if isinstance(value, list):
             return frozenset(item for item in value if isinstance(item, str) and item)
-    return frozenset()
+    return _NO_SCOPES
+
+
+_NO_SCOPES: frozenset[str] = frozenset()
 
 
 def _usable(keys: KeySource) -> bool:
