@@ -219,6 +219,8 @@ class ProviderKeys:
         return self.issuer.rstrip("/") + DISCOVERY_PATH
 
     async def __aenter__(self) -> ProviderKeys:
+        if self._http is not None:
+            raise RuntimeError("these ProviderKeys are in use already; give each door its own")
         self._http = httpx.AsyncClient(
             timeout=self._timeout,
             follow_redirects=False,
