@@ -229,7 +229,11 @@ class ProviderKeys:
         )
         self._tasks = anyio.create_task_group()
         await self._tasks.__aenter__()
-        await self._fetch_once()
+        try:
+            await self._fetch_once()
+        except BaseException as exc:
+            await self.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
         self._tasks.start_soon(self._keep_fresh)
         return self
 
