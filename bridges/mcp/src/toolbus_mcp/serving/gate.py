@@ -28,6 +28,7 @@ Refusals are JSON, in the gateway's shape: ``error`` (a code), ``message``
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Collection
 from typing import Any
@@ -42,6 +43,7 @@ from toolbus.application.identity.bearer import (
     AuthFailure,
     InsufficientScope,
     KeysUnavailable,
+    Principal,
 )
 from toolbus.application.identity.credentials import bearer_token
 from toolbus.domain.errors import AccessDenied, ConfigError
@@ -134,15 +136,21 @@ class CallerGate:
         scope[CALLER_SCOPE_KEY] = caller
         # The SDK's own principal: it binds a 2025 revision's session to the credential
         # that opened it, so that another caller holding its id is told it does not exist.
-        scope["user"] = AuthenticatedUser(
-            AccessToken(
-                token="",
-                client_id=f"{principal.method}:{principal.credential}",
-                scopes=sorted(principal.scopes),
-                subject=principal.user,
-            )
-        )
+        scope["user"] = sdk_user(principal)
         await self.app(scope, receive, send)
+
+
+@functools.lru_cache(maxsize=4096)
+def sdk_user(principal: Principal) -> AuthenticatedUser:
+    """The MCP SDK's view of who authenticated (made once per principal: a pydantic model)."""
+    return AuthenticatedUser(
+        AccessToken(
+            token="",
+            client_id=f"{principal.method}:{principal.credential}",
+            scopes=sorted(principal.scopes),
+            subject=principal.user,
+        )
+    )
 
 
 async def refuse(
