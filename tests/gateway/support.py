@@ -19,9 +19,10 @@ from joserfc.jwk import ECKey, KeySet, OctKey, RSAKey
 
 from tests.support.servers import LOOPBACK, free_port
 from toolbus import tool_service
+from toolbus.application.identity.bearer import Authenticator, JwtVerifier
 from toolbus.application.identity.credentials import ApiKey, CredentialTable
 from toolbus.domain.errors import NotFound
-from toolbus_gateway import Authenticator, Gateway, JwtVerifier, create_app, parse_gateway_settings
+from toolbus_gateway import Gateway, create_app, parse_gateway_settings
 
 KEYS = {
     "alice": "alice-key-0123456789abcdef",
@@ -95,7 +96,10 @@ def authenticator(
     )
     assert settings.jwt is not None
     verifier = JwtVerifier.from_settings(
-        settings.jwt, environ={"TEST_JWT_SECRET": HS256_SECRET}, base_dir=tmp_path
+        settings.jwt,
+        where="toolbus.toml [gateway.jwt]",
+        environ={"TEST_JWT_SECRET": HS256_SECRET},
+        base_dir=tmp_path,
     )
     return Authenticator(table, verifier)
 

@@ -413,7 +413,9 @@ async def test_no_or_unknown_token_is_401(
         response = await http.post(url, json={}, headers=headers)
     assert response.status_code == 401
     assert response.headers["www-authenticate"].startswith("Bearer")
-    assert "bearer token" in response.json()["error"]
+    assert response.json()["error"] == "unauthenticated"
+    assert response.json()["reason"] in {"missing", "unknown-key"}
+    assert "not-a-known-token" not in response.text
 
 
 async def test_a_forged_group_is_403_and_audited(http_url: tuple[str, ListAuditSink]) -> None:
@@ -425,11 +427,47 @@ async def test_a_forged_group_is_403_and_audited(http_url: tuple[str, ListAuditS
             headers={"Authorization": f"Bearer {BOB_TOKEN}", "Toolbus-Groups": "text,admin"},
         )
     assert response.status_code == 403
-    assert "'admin'" in response.json()["error"]
+    assert response.json()["error"] == "access-denied"
+    assert "'admin'" in response.json()["message"]
     [record] = audit.records
     assert record.user == "bob" and record.outcome == "denied"
     assert record.access_denied is not None and record.access_denied.denied_groups == ["admin"]
     assert BOB_TOKEN not in repr(record)
+
+
+async def test_a_session_belongs_to_the_credential_that_opened_it(
+    http_url: tuple[str, ListAuditSink],
+) -> None:
+    url, _ = http_url
+    # No groups: what either user may ask for, so that only the session is in question.
+    headers = {"Toolbus-Groups": "", "Accept": "application/json, text/event-stream"}
+    opened: list[str] = []
+
+    async def remember(response: httpx2.Response) -> None:
+        if "mcp-session-id" in response.headers:
+            opened.append(response.headers["mcp-session-id"])
+
+    async with (
+        httpx2.AsyncClient(
+            headers={"Authorization": f"Bearer {BOB_TOKEN}", **headers},
+            timeout=30,
+            event_hooks={"response": [remember]},
+        ) as http,
+        Client(streamable_http_client(url, http_client=http), mode="legacy") as bob,
+    ):
+        await bob.list_tools()
+        ping = {"jsonrpc": "2.0", "id": 9, "method": "ping"}
+        session = {"Mcp-Session-Id": opened[0], "Mcp-Protocol-Version": "2025-06-18"}
+        async with httpx2.AsyncClient(headers=headers, timeout=30) as other:
+            alice = await other.post(
+                url, json=ping, headers={"Authorization": f"Bearer {ALICE_TOKEN}", **session}
+            )
+            owner = await other.post(
+                url, json=ping, headers={"Authorization": f"Bearer {BOB_TOKEN}", **session}
+            )
+
+    assert alice.status_code == 404  # as if bob's session did not exist
+    assert owner.status_code == 200
 
 
 async def test_an_address_in_use_is_a_clear_error(kit: ToolTestKit) -> None:

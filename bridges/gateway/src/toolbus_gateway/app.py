@@ -13,6 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from toolbus.application.identity.bearer import AuthFailure, InsufficientScope, KeysUnavailable
 from toolbus.domain.errors import (
     AccessDenied,
     ApprovalClosed,
@@ -33,9 +34,9 @@ from toolbus_gateway import (
     session_routes,
     tool_routes,
 )
-from toolbus_gateway.auth import AuthFailure
 from toolbus_gateway.console_sessions import ConsoleSessions
 from toolbus_gateway.direct import HEALTHZ, DirectRoutes
+from toolbus_gateway.discovery import metadata_router
 from toolbus_gateway.gateway import Gateway
 from toolbus_gateway.http_auth import ConsoleForbidden, gateway_of
 from toolbus_gateway.limits import BodySizeLimit
@@ -43,6 +44,9 @@ from toolbus_gateway.routing import allowed_methods
 from toolbus_gateway.security_headers import SecurityHeaders
 from toolbus_gateway.sessions import SessionExists
 from toolbus_gateway.streams import STREAMS_RETRY_AFTER, StreamLimit
+
+#: Seconds a caller waits before trying again while the identity provider's keys are missing.
+KEYS_RETRY_AFTER = 10
 
 
 class GatewayApp(FastAPI):
@@ -106,6 +110,8 @@ def create_app(gateway: Gateway, *, run_gateway: bool = True) -> FastAPI:
     app.include_router(health.router)
     app.include_router(console.router)
     app.include_router(asyncapi.router)
+    if gateway.authenticator.resource is not None:
+        app.include_router(metadata_router(gateway.authenticator.resource))
     app.mount("/console/static", StaticFiles(directory=console.STATIC), name="console-static")
     _add_error_answers(app)
     app.add_middleware(BodySizeLimit, max_bytes=gateway.settings.max_body_bytes)
@@ -119,11 +125,28 @@ def _error(status: int, error: str, message: str, **extra: Any) -> JSONResponse:
 
 
 def _unauthenticated(gateway: Gateway, exc: AuthFailure) -> JSONResponse:
-    challenge = 'Bearer realm="toolbus"'
-    if exc.reason != "missing":
-        challenge += f', error="invalid_token", error_description="{exc.reason}"'
     response = _error(401, "unauthenticated", exc.message, reason=exc.reason)
-    response.headers["WWW-Authenticate"] = challenge
+    response.headers["WWW-Authenticate"] = gateway.authenticator.challenge(exc)
+    return response
+
+
+def _insufficient_scope(gateway: Gateway, exc: InsufficientScope) -> JSONResponse:
+    gateway.metrics.auth_failures.labels(exc.reason).inc()
+    response = _error(
+        403,
+        "insufficient-scope",
+        exc.message,
+        denied_groups=list(exc.denied),
+        scopes=list(exc.scopes),
+    )
+    response.headers["WWW-Authenticate"] = gateway.authenticator.challenge(exc)
+    return response
+
+
+def _no_keys(gateway: Gateway, exc: KeysUnavailable) -> JSONResponse:
+    # The identity provider cannot be reached: nothing the caller sent was wrong.
+    response = _error(503, "keys-unavailable", str(exc))
+    response.headers["Retry-After"] = str(KEYS_RETRY_AFTER)
     return response
 
 
@@ -196,6 +219,8 @@ def _unavailable(gateway: Gateway, exc: ToolbusError) -> JSONResponse:
 #: direct ones alike (the most specific class that matches wins).
 ERROR_ANSWERS: dict[type[Exception], Callable[[Gateway, Any], JSONResponse]] = {
     AuthFailure: _unauthenticated,
+    InsufficientScope: _insufficient_scope,
+    KeysUnavailable: _no_keys,
     AccessDenied: _denied,
     ConsoleForbidden: _not_operator,
     LimitReached: _too_many,

@@ -70,11 +70,11 @@ class GatewayArguments:
 def build_gateway(arguments: GatewayArguments) -> tuple[Gateway, str, int]:
     """The :class:`~toolbus_gateway.gateway.Gateway` the arguments describe, and where it
     listens. ConfigError and ValueError say what is wrong."""
+    from toolbus.application.identity.bearer import Authenticator
     from toolbus.application.identity.credentials import load_credentials
     from toolbus.application.identity.signing import CallSigner
     from toolbus.runtime import seal_keys_of
     from toolbus.settings import load_settings
-    from toolbus_gateway.auth import Authenticator, JwtVerifier
     from toolbus_gateway.gateway import Gateway
     from toolbus_gateway.settings import parse_gateway_settings
 
@@ -84,10 +84,12 @@ def build_gateway(arguments: GatewayArguments) -> tuple[Gateway, str, int]:
     host, port = parse_listen(arguments.listen or gateway_settings.listen)
     base = Path(arguments.cwd)
     credentials = load_credentials(settings=settings.file, base_dir=base)
-    verifier = (
-        None
-        if gateway_settings.jwt is None
-        else JwtVerifier.from_settings(gateway_settings.jwt, base_dir=base)
+    authenticator = Authenticator.from_settings(
+        credentials,
+        gateway_settings.jwt,
+        where="toolbus.toml [gateway.jwt]",
+        door="toolbus gateway",
+        base_dir=base,
     )
     source = arguments.sign_key or gateway_settings.sign_key
     signer = None if source is None else CallSigner.load(source, issuer="toolbus-gateway")
@@ -98,7 +100,7 @@ def build_gateway(arguments: GatewayArguments) -> tuple[Gateway, str, int]:
         )
     served = Gateway(
         settings.broker,
-        authenticator=Authenticator(credentials, verifier),
+        authenticator=authenticator,
         config=settings.config,
         live=arguments.live,
         settings=gateway_settings,

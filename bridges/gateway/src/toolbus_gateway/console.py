@@ -22,10 +22,10 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sse_starlette import EventSourceResponse
 
+from toolbus.application.identity.bearer import AuthFailure, Principal
 from toolbus.application.identity.credentials import Secret
 from toolbus.domain.errors import ApprovalClosed, ApprovalNotFound, NotAnApprover
 from toolbus_gateway.asyncapi import CONSOLE_PATH as ASYNCAPI_PATH
-from toolbus_gateway.auth import AuthFailure, Principal
 from toolbus_gateway.console_sessions import (
     COOKIE_PATH,
     LOGIN_CSRF_COOKIE,
@@ -88,7 +88,7 @@ async def login(request: Request) -> Response:
         return _login(request, "the log-in form expired; log in again", status_code=403)
     token = _field(form, "token").strip()
     try:
-        caller = authenticate(request, Secret(token) if token else None)
+        caller = await authenticate(request, Secret(token) if token else None)
     except AuthFailure as failure:
         return _login(request, failure.message)
     if not gateway_of(request).may_use_console(caller.user):

@@ -28,8 +28,8 @@ import orjson
 from pydantic import ValidationError
 from starlette.types import Message, Receive, Scope, Send
 
+from toolbus.application.identity.bearer import AuthFailure
 from toolbus.application.identity.credentials import bearer_token
-from toolbus_gateway.auth import AuthFailure
 from toolbus_gateway.gateway import Gateway
 from toolbus_gateway.models import CallRequest, call_status, outcome_json
 from toolbus_gateway.security_headers import SECURITY_HEADERS

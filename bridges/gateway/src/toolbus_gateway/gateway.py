@@ -27,6 +27,7 @@ from toolbus.application.calls.metrics import ToolbusMetrics
 from toolbus.application.doors.door import FrontDoor
 from toolbus.application.doors.holding import InProcessHolder, SessionHolder
 from toolbus.application.doors.stored import StoredHolder
+from toolbus.application.identity.bearer import Authenticator
 from toolbus.application.identity.signing import CallSigner
 from toolbus.application.live.registry import DEFAULT_FETCH_TIMEOUT
 from toolbus.application.sealing import SealKeys
@@ -38,7 +39,6 @@ from toolbus.hooks import CodeHooks
 from toolbus.plugins import load_tool_plugins
 from toolbus.ports import Bus, StateStore
 from toolbus.runtime import opened_door, private_store, registry_from, shared_state, tool_types
-from toolbus_gateway.auth import Authenticator
 from toolbus_gateway.events import Event, Topic
 from toolbus_gateway.services import ServiceWatch
 from toolbus_gateway.sessions import SessionChannels
@@ -255,6 +255,8 @@ class Gateway:
         if self._config is not None:
             self._local = registry_from(self._config, plugins)
         async with AsyncExitStack() as stack:
+            # An identity provider's keys: fetched now, and kept fresh while serving.
+            await stack.enter_async_context(self.authenticator)
             if isinstance(self.broker, str):
                 self.bus = await connect(self.broker, self._broker_options)
                 stack.push_async_callback(self.bus.close)
@@ -416,7 +418,8 @@ class Gateway:
         return self.is_operator(user)
 
     def readiness(self) -> Readiness:
-        """Broker connected and configuration loaded, each with a reason."""
+        """Broker connected, configuration loaded and, with an identity provider's keys,
+        keys at hand; each with a reason."""
         checks: dict[str, str] = {}
         ok = True
         if self.bus is None:
@@ -435,4 +438,5 @@ class Gateway:
             checks["config"] = (
                 f"loaded ({source}): {len(registry.tools)} tools, {len(registry.services)} services"
             )
-        return Readiness(ok, checks)
+        checks.update(self.authenticator.readiness())
+        return Readiness(ok and self.authenticator.ready, checks)

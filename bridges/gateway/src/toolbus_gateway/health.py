@@ -48,7 +48,7 @@ async def metrics(request: Request) -> Response:
     gateway = gateway_of(request)
     registry = gateway.metrics.registry
     if gateway.settings.metrics == "operators":
-        caller = authenticate(request, bearer_token(request.headers.get("authorization")))
+        caller = await authenticate(request, bearer_token(request.headers.get("authorization")))
         if not gateway.is_operator(caller.user):
             raise ConsoleForbidden(caller.user)
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

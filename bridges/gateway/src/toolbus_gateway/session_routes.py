@@ -17,6 +17,7 @@ from sse_starlette import EventSourceResponse
 
 from toolbus.application.doors.holding import Held
 from toolbus.application.doors.keeping import SESSION
+from toolbus.application.identity.bearer import Principal
 from toolbus.domain.errors import SessionNotFound
 from toolbus_gateway.events import Event
 from toolbus_gateway.gateway import Gateway
@@ -39,11 +40,13 @@ router = v1_router()
 OPEN_ONE = "Open one with POST /v1/sessions"
 
 
-async def _held(gateway: Gateway, user: str, session_id: str) -> Held:
+async def _held(gateway: Gateway, caller: Principal, session_id: str) -> Held:
+    """The caller's session ``session_id``, if the caller's token still reaches its groups."""
     assert gateway.door is not None
-    held = await gateway.door.held.get(user, SESSION, session_id)
+    held = await gateway.door.held.get(caller.user, SESSION, session_id)
     if held is None:
         raise SessionNotFound(session_id, OPEN_ONE)
+    caller.within(held.session.requested_groups)
     return held
 
 
@@ -74,6 +77,7 @@ async def open_session(request: Request, caller: CallerDep, body: OpenSession) -
     gateway = gateway_of(request)
     door = gateway.door
     assert door is not None
+    caller.within(body.groups)
     await door.held.check_room(caller.user, SESSION)
     request_id = None
     if body.request_id is not None:
@@ -102,7 +106,7 @@ async def get_session(
 ) -> SessionView:
     """The session's current state and the tools it is offered now."""
     gateway = gateway_of(request)
-    return _view(gateway, await _held(gateway, caller.user, session_id), format, None)
+    return _view(gateway, await _held(gateway, caller, session_id), format, None)
 
 
 @router.post(
@@ -124,11 +128,11 @@ async def call_in_session(
     if session_id not in gateway.channels:
         # No channel for ids nobody holds (whose session this is, is checked under the
         # lock); a session served here before has one: a read of the store saved.
-        await _held(gateway, caller.user, session_id)
+        await _held(gateway, caller, session_id)
     channel = gateway.channels[session_id]
     async with channel.lock:
         # Read again under the lock: the call before this one may have moved the session.
-        held = await _held(gateway, caller.user, session_id)
+        held = await _held(gateway, caller, session_id)
         session = door.held.resume(held)
         outcome = await timed_call(gateway, session, body.name, body.arguments, body.tool_call_id)
         await door.held.keep(held, session)
@@ -143,7 +147,7 @@ async def close_session(request: Request, caller: CallerDep, session_id: str) ->
     gateway = gateway_of(request)
     door = gateway.door
     assert door is not None
-    await _held(gateway, caller.user, session_id)
+    await _held(gateway, caller, session_id)
     async with gateway.channels[session_id].lock:
         with anyio.CancelScope(shield=True):
             record = await door.held.release(caller.user, SESSION, session_id)
@@ -165,7 +169,7 @@ async def session_events(
 ) -> EventSourceResponse:
     """``call`` events as calls in the session finish, and ``closed`` when it ends."""
     gateway = gateway_of(request)
-    held = await _held(gateway, caller.user, session_id)
+    held = await _held(gateway, caller, session_id)
     leave = take_stream(gateway, caller.user)
     channel = gateway.channels[session_id]
 

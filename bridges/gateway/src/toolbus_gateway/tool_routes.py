@@ -22,10 +22,10 @@ from sse_starlette import EventSourceResponse
 
 from toolbus import AgentSession, CallOutcome
 from toolbus.application.agent.calling import ToolStream
+from toolbus.application.identity.bearer import Principal
 from toolbus.domain.config.registry import normalize_state
 from toolbus.domain.config.schemas import export_tools
 from toolbus.domain.errors import ToolCallError
-from toolbus_gateway.auth import Principal
 from toolbus_gateway.gateway import Gateway
 from toolbus_gateway.http_auth import api_caller, gateway_of
 from toolbus_gateway.models import (
@@ -51,8 +51,10 @@ def groups_query(groups: str | None) -> list[str] | None:
 
 
 def one_call_session(gateway: Gateway, caller: Principal, body: CallRequest) -> AgentSession:
-    """A session for one call; AccessDenied / StateRefused (counted and audited) if refused."""
+    """A session for one call; InsufficientScope for groups beyond the token's scopes,
+    AccessDenied / StateRefused (counted and audited) beyond the user's permissions."""
     assert gateway.door is not None
+    caller.within(body.groups)
     return gateway.door.open(caller.user, body.groups, body.state, counted=False)
 
 
@@ -92,6 +94,7 @@ async def list_tools(
     gateway = gateway_of(request)
     assert gateway.door is not None
     requested = groups_query(groups)
+    caller.within(requested)
     granted = gateway.door.admit(caller.user, requested, state)
     availability = gateway.registry.availability(granted, state)
     return ToolList(

@@ -377,6 +377,7 @@ class McpToolset:
         http = httpx2.AsyncClient(
             headers=dict(server.headers),
             timeout=httpx2.Timeout(self.connect_timeout, read=max(self.call_timeout, 300.0)),
+            auth=None if server.oauth is None else server.oauth.auth_for(server.url),
         )
         stack.push_async_callback(http.aclose)
         transport = streamable_http_client(server.url, http_client=http)
