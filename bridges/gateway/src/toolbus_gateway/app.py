@@ -13,6 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from toolbus._internal.web_server import several_authorizations
 from toolbus.domain.errors import (
     AccessDenied,
     ApprovalClosed,
@@ -35,6 +36,7 @@ from toolbus_gateway import (
 )
 from toolbus_gateway.auth import AuthFailure
 from toolbus_gateway.console_sessions import ConsoleSessions
+from toolbus_gateway.credential_headers import OneCredential
 from toolbus_gateway.direct import HEALTHZ, DirectRoutes
 from toolbus_gateway.gateway import Gateway
 from toolbus_gateway.http_auth import ConsoleForbidden, gateway_of
@@ -52,7 +54,7 @@ class GatewayApp(FastAPI):
     direct: DirectRoutes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
+        if scope["type"] == "http" and not several_authorizations(scope["headers"]):
             direct = self.direct
             matched = direct.match(scope)
             if matched == HEALTHZ:
@@ -108,6 +110,7 @@ def create_app(gateway: Gateway, *, run_gateway: bool = True) -> FastAPI:
     app.include_router(asyncapi.router)
     app.mount("/console/static", StaticFiles(directory=console.STATIC), name="console-static")
     _add_error_answers(app)
+    app.add_middleware(OneCredential)
     app.add_middleware(BodySizeLimit, max_bytes=gateway.settings.max_body_bytes)
     app.add_middleware(RequestCounter, gateway=gateway)
     app.add_middleware(SecurityHeaders)

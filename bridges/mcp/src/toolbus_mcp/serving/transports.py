@@ -4,7 +4,7 @@ Over HTTP every request passes :class:`CallerGate` before MCP sees it:
 
 * ``Authorization: Bearer KEY`` must be an API key of the credential table
   (:mod:`toolbus.application.identity.credentials`; no key, or an unknown
-  one: ``401``);
+  one: ``401``; more than one ``Authorization`` header: ``400``);
 * ``Toolbus-Groups: a,b`` (optional; absent means ``default``, as in an agent
   session) must be within the user's permissions (beyond them: ``403``,
   audited like a refused agent session);
@@ -38,7 +38,13 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from toolbus._internal.heap import settle_heap
-from toolbus._internal.web_server import CommandServer, bind, cannot_listen
+from toolbus._internal.web_server import (
+    SEVERAL_AUTHORIZATIONS,
+    CommandServer,
+    bind,
+    cannot_listen,
+    several_authorizations,
+)
 from toolbus.application.identity.credentials import CredentialTable, bearer_token
 from toolbus.domain.errors import AccessDenied, ConfigError, ToolbusError
 from toolbus_mcp.serving.malformed import MalformedRequests
@@ -120,6 +126,9 @@ class CallerGate:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        if several_authorizations(scope["headers"]):
+            await _refuse(send, 400, SEVERAL_AUTHORIZATIONS)
             return
         headers = Headers(scope=scope)
         identity = self.credentials.authenticate(bearer_token(headers.get("authorization")))
