@@ -12,6 +12,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from toolbus._internal.urls import redact_url
 from toolbus.domain.errors import ConfigError, Problem
 
 
@@ -80,8 +81,8 @@ class McpServerAddress:
         return cls(url=url, headers=values["--header"])
 
     def describe(self) -> str:
-        """For logs: the command or URL, never a secret."""
-        return shlex.join(self.command) if self.command else str(self.url)
+        """For logs: the command, or the URL without user info or option values."""
+        return shlex.join(self.command) if self.command else redact_url(str(self.url))
 
 
 def _from_environment(
