@@ -61,7 +61,20 @@ Outcome = Literal["ok", "refused", "denied", "limited", "error"]
 
 #: The users of the suite's ``toolbus.toml``: each case uses its own, so that
 #: cases never share a user's sessions, workflows or limits.
-USERS = ("alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi", "ivan", "ops")
+USERS = (
+    "alice",
+    "bob",
+    "carol",
+    "dave",
+    "erin",
+    "frank",
+    "grace",
+    "heidi",
+    "ivan",
+    "judy",
+    "ken",
+    "ops",
+)
 #: Groups each user may request; ``ops`` may request every group.
 PERMITTED = {user: ["default"] for user in USERS if user != "ops"} | {"ops": ["*"]}
 #: States a caller may ask to start in; any other is reached only through a held session.
@@ -76,12 +89,19 @@ DENY_REASON = "Only administrators may delete accounts"
 POLICY_REASON = "Nobody may look up the vault"
 #: Seconds a call of ``refund`` waits for an approver before it expires.
 APPROVAL_TIMEOUT = 1
-#: The call policy every door reads, when Cedar is installed: all calls, but the vault's.
+#: What the call policy says of a ``restock`` that is not a dry run.
+REHEARSAL_REASON = "Restocking is rehearsed first"
+#: The call policy every door reads, when Cedar is installed: all calls, but the
+#: vault's, and restocking only as a dry run (``true``, a JSON Boolean).
 POLICIES = f"""permit(principal, action == Action::"call", resource);
 
 @reason("{POLICY_REASON}")
 forbid(principal, action, resource)
 when {{ context.arguments has item && context.arguments.item == "vault" }};
+
+@reason("{REHEARSAL_REASON}")
+forbid(principal, action, resource == Tool::"restock")
+unless {{ context.arguments has dry_run && context.arguments.dry_run }};
 """
 
 _SERVICE = "door-conformance-shop"
@@ -157,6 +177,13 @@ CONFIG: dict[str, Any] = {
         "hold": _tool("hold", "hold"),
         # Needs approval ([approvals] tools); nobody gives it in time.
         "refund": _tool("refund", "refund"),
+        "restock": _tool("restock", "restock")
+        | {
+            "arguments": [
+                {"name": "item", "type": "string", "description": "An item"},
+                {"name": "dry_run", "type": "boolean", "description": "Rehearse only"},
+            ]
+        },
     },
 }
 
@@ -503,7 +530,14 @@ class DoorConformance:
         operator = await door.tools(Caller("ops", ("*",)))
 
         assert mine.outcome == "ok", mine
-        assert set(mine.tools) == {"lookup", "delete-account", "add-to-cart", "hold", "refund"}
+        assert set(mine.tools) == {
+            "lookup",
+            "delete-account",
+            "add-to-cart",
+            "hold",
+            "refund",
+            "restock",
+        }
         assert operator.outcome == "ok", operator
         assert "admin-reset" in operator.tools
 
@@ -548,6 +582,36 @@ class DoorConformance:
         await eventually_audited(
             door, "heidi", lambda r: any(c.refusal == "policy" for c in r.calls)
         )
+
+    async def test_a_decision_holds_only_for_values_of_the_same_json_type(
+        self, door: DoorDriver, door_setup: DoorSetup
+    ) -> None:
+        if not policy_engine_installed():
+            pytest.skip("no policy engine installed: pip install 'toolbus[policy]'")
+        caller = Caller("judy")
+        rehearsed = await door.call(caller, "restock", {"item": "tea", "dry_run": True})
+        # Equal to true in Python, but a number, not a Boolean: not what was allowed.
+        as_integer = await door.call(caller, "restock", {"item": "tea", "dry_run": 1})
+        as_float = await door.call(caller, "restock", {"item": "tea", "dry_run": 1.0})
+
+        assert rehearsed.outcome == "ok", rehearsed
+        # Refused by the policy, or by a door that checks types first (MCP's input schema).
+        assert as_integer.outcome != "ok", f"{door.name} answered {as_integer}"
+        assert as_float.outcome != "ok", f"{door.name} answered {as_float}"
+        assert door_setup.shop.reached("judy", "restock") == 1
+
+    async def test_an_argument_the_tool_does_not_declare_is_refused_by_name(
+        self, door: DoorDriver, door_setup: DoorSetup
+    ) -> None:
+        called = await door.call(Caller("ken"), "lookup", {"item": "socks", "vault_code": "1234"})
+        streamed = await door.stream(Caller("ken"), "lookup", {"vault_code": "1234"})
+
+        assert called.outcome == "error", f"{door.name} answered {called}"
+        assert "vault_code" in called.text
+        if streamed is not None:
+            assert streamed.outcome == "error", streamed
+            assert "vault_code" in streamed.text
+        assert door_setup.shop.reached("ken") == 0
 
     async def test_a_call_nobody_approves_is_not_made_and_expires_audited(
         self, door: DoorDriver, door_setup: DoorSetup
@@ -689,6 +753,7 @@ __all__ = [
     "POLICIES",
     "POLICY_REASON",
     "REDACTED",
+    "REHEARSAL_REASON",
     "USERS",
     "Answer",
     "Caller",

@@ -308,6 +308,14 @@ def check_tool(
 
     approval = _approval(raw.get("approval"), where, problems)
     annotations = _annotations(raw.get("annotations"), where, problems)
+    additional = raw.get("additional-arguments", False)
+    if not isinstance(additional, bool):
+        problems.add(
+            where,
+            "additional-arguments",
+            f"must be true (calls may give arguments the tool does not declare) or false, "
+            f"not {describe(additional)}",
+        )
 
     if len(problems) > before:
         return None
@@ -328,4 +336,5 @@ def check_tool(
         after_execution=str(after_execution),
         approval=approval,
         annotations=annotations,
+        additional_arguments=additional is True,
     )

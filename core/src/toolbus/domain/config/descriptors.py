@@ -41,6 +41,7 @@ TOOL_FIELDS = frozenset(
         "after-execution",
         "approval",
         "annotations",
+        "additional-arguments",
     }
     | set(APPLICABLE_STATES_KEYS)
 )
@@ -130,12 +131,36 @@ class ToolDescriptor:
     approval: ApprovalRule | None = None
     #: ``annotations``: MCP's hints about the tool (``readOnlyHint``, ``destructiveHint``...).
     annotations: Mapping[str, bool] = field(default_factory=dict, hash=False)
+    #: ``additional-arguments``: calls may give arguments the tool does not declare.
+    additional_arguments: bool = False
+    #: The argument names a call may give: the declared ones and those ``options``
+    #: names; ``None`` with ``additional_arguments`` (any name).
+    accepted_arguments: frozenset[str] | None = field(init=False, hash=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "llm_name", sanitize_toolname(self.name))
+        accepted = None
+        if not self.additional_arguments:
+            options = self.options
+            accepted = frozenset(argument.name for argument in self.arguments).union(
+                options.defaults, options.fixed, options.envs
+            )
+        object.__setattr__(self, "accepted_arguments", accepted)
         _freeze(self, "config")
         _freeze(self, "raw")
         _freeze(self, "annotations")
+
+    def undeclared(self, arguments: Mapping[str, Any]) -> list[str]:
+        """The names in ``arguments`` this tool does not take, in their order (often none).
+
+        What the call policy and an approver are shown is checked by name against
+        the declared arguments; an argument the tool does not declare would reach
+        it unseen, so front doors refuse a call that has one.
+        """
+        accepted = self.accepted_arguments
+        if accepted is None:
+            return []
+        return [name for name in arguments if name not in accepted]
 
 
 def _freeze(instance: object, attribute: str) -> None:
