@@ -159,7 +159,13 @@ class FrontDoor:
         self.policy_engine = policy_engine
         self.approvals = approvals or ApprovalSettings.model_validate({})
         self.book = (
-            None if state is None else ApprovalBook(state, max_pending=self.approvals.max_pending)
+            None
+            if state is None
+            else ApprovalBook(
+                state,
+                max_pending=self.approvals.max_pending,
+                max_pending_per_user=self.approvals.pending_per_user,
+            )
         )
         self._gate = CallGate(engine=policy_engine, settings=self.approvals, book=self.book)
         try:
