@@ -234,14 +234,19 @@ def _key(request: PolicyRequest, state: bool, picked: dict[str, Any]) -> Any:
     number where the schema says Bool, so a decision made for one must never be
     found for the others.
     """
-    values: Any
-    if all(type(value) in _SCALARS for value in picked.values()):
-        values = tuple(sorted((name, type(value), value) for name, value in picked.items()))
-    else:  # lists and objects: their JSON text keeps true, 1 and 1.0 apart as well
-        try:
-            values = json.dumps(picked, sort_keys=True, allow_nan=False)
-        except (TypeError, ValueError):  # not JSON: decided afresh every time
-            return None
+    values: Any = []
+    for name, value in picked.items():
+        kind = type(value)
+        if kind not in _SCALARS:  # a list or an object: its JSON text keeps them apart too
+            try:
+                values = json.dumps(picked, sort_keys=True, allow_nan=False)
+            except (TypeError, ValueError):  # not JSON: decided afresh every time
+                return None
+            break
+        values.append((name, kind, value))
+    else:
+        values.sort()
+        values = tuple(values)
     return (
         request.user,
         request.groups,

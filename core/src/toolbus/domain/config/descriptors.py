@@ -158,7 +158,7 @@ class ToolDescriptor:
         it unseen, so front doors refuse a call that has one.
         """
         accepted = self.accepted_arguments
-        if accepted is None:
+        if accepted is None or accepted.issuperset(arguments):
             return []
         return [name for name in arguments if name not in accepted]
 
