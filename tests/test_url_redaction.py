@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 import pytest
+import typer
 
 from toolbus._internal.urls import RedactingFormatter, redact_url, redact_urls
 from toolbus.cli.plugin_api import redact_url as redact_url_for_commands
@@ -64,3 +65,16 @@ def test_the_command_lines_log_lines_and_tracebacks_show_urls_redacted() -> None
 
     assert SECRET not in line
     assert "via nats://h?token=***" in line and "redis://***@h:6379" in line
+
+
+def test_a_commands_error_shows_a_url_it_quotes_redacted(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from toolbus.cli.plugin_api import fail
+
+    with pytest.raises(typer.Exit):
+        fail(f"cannot fetch https://ops:{SECRET}@specs.example/api.json?key={SECRET}: 401")
+
+    printed = capsys.readouterr().err
+    assert SECRET not in printed
+    assert "error: cannot fetch https://***@specs.example/api.json?key=***: 401" in printed

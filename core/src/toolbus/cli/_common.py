@@ -18,7 +18,7 @@ import anyio
 import typer
 
 from toolbus._internal.event_loops import EventLoop, EventLoopUnavailable, backend_options
-from toolbus._internal.urls import RedactingFormatter
+from toolbus._internal.urls import RedactingFormatter, redact_urls
 from toolbus.domain.errors import (
     ConfigError,
     PluginError,
@@ -38,8 +38,11 @@ BAD_INPUT = (ConfigError, PluginError, UnknownTool)
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
-    """Print ``error: message`` on stderr and exit with ``code`` (bad input by default)."""
-    typer.echo(f"error: {message}", err=True)
+    """Print ``error: message`` on stderr and exit with ``code`` (bad input by default).
+
+    A URL in the message (a library's error may quote one) is shown redacted.
+    """
+    typer.echo(f"error: {redact_urls(message)}", err=True)
     raise typer.Exit(code)
 
 
