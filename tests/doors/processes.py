@@ -30,10 +30,12 @@ class DoorProcess:
 
 
 def door_environment(extra: dict[str, str]) -> dict[str, str]:
-    environment = {**os.environ, **extra}
+    """This process's environment without its toolbus settings, and ``extra`` (which may
+    name them)."""
+    environment = dict(os.environ)
     for name in ("TOOLBUS_BROKER", "TOOLBUS_CONFIG", "TOOLBUS_LLM"):
         environment.pop(name, None)
-    return environment
+    return {**environment, **extra}
 
 
 async def _accepting(port: int) -> bool:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,9 @@ from playwright.async_api import Page
 
 from tests.gateway.conftest import needs_chromium
 from tests.gateway.support import KEYS, RunningGateway, Signer, authenticator, serving, snapshot
+from tests.redis.server import RedisServer
 from toolbus import running
+from toolbus.application.sealing import SealKey, SealKeys
 from toolbus.plugins import connect
 from toolbus_gateway import Gateway, parse_gateway_settings
 
@@ -151,3 +154,96 @@ async def test_the_console_shows_a_waiting_call_and_approves_it(
     record = [r for r in served.gateway.audit.records if r.user == "alice"][-1]
     assert record.calls[-1].approval is not None
     assert record.calls[-1].approval.decided_by == "ops"
+
+
+# ------------------------------------------------------------------ pending approvals, per user
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real redis-server: the store the gateway's approvals wait in."""
+    server = RedisServer(tmp_path_factory.mktemp("approvals-redis"))
+    with server.running():
+        yield server.url
+
+
+@pytest.fixture
+async def limited(
+    broker_url: str,
+    tool_services: tuple[Any, ...],
+    signer: Signer,
+    tmp_path: Path,
+    redis_url: str,
+) -> AsyncIterator[RunningGateway]:
+    """Bob (and ops) approve echo; three approvals wait at most, two of one user's."""
+    bus = await connect(broker_url)
+    approvals = {
+        "approvers": ["bob", "ops"],
+        "tools": ["echo"],
+        "timeout": 120,
+        "max-pending": 3,
+        "max-pending-per-user": 2,
+    }
+    try:
+        async with running(bus, *tool_services):
+            gateway = Gateway(
+                broker_url,
+                authenticator=authenticator(signer, tmp_path),
+                config=snapshot(*tool_services),
+                settings=parse_gateway_settings({}),
+                settings_file={"approvals": approvals},
+                state=f"{redis_url}?prefix=approvals-{uuid.uuid4().hex[:8]}",
+                seal_keys=SealKeys((SealKey("seal-test", b"\x07" * 32),)),
+            )
+            async with serving(gateway) as server:
+                yield server
+    finally:
+        await bus.close()
+
+
+async def test_one_user_cannot_fill_the_pending_approvals(limited: RunningGateway) -> None:
+    door = limited.gateway.door
+    assert door is not None and door.book is not None
+    book = door.book
+
+    async def pending(count: int) -> None:
+        async for _ in book.changes():
+            if len(await book.pending()) >= count:
+                return
+
+    async def call(user: str, text: str) -> Any:
+        async with limited.client(user) as http:
+            return await http.post("/v1/tools/echo/call", json={"arguments": {"text": text}})
+
+    waited: list[Any] = []
+
+    async def wait_for_approval(user: str, text: str) -> None:
+        waited.append(await call(user, text))
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(wait_for_approval, "alice", "one")
+            tasks.start_soon(wait_for_approval, "alice", "two")
+            await pending(2)
+            with anyio.fail_after(10):  # refused at once, not left waiting for a decision
+                beyond_her_share = await call("alice", "three")
+            tasks.start_soon(wait_for_approval, "ops", "four")  # another user still may
+            await pending(3)
+            beyond_the_whole = await call("bob", "five")
+            for approval in await book.pending():
+                async with limited.client("bob") as bob:
+                    await bob.post(f"/v1/approvals/{approval.id}/deny")
+
+    assert beyond_her_share.status_code == 403, beyond_her_share.text
+    assert "max-pending-per-user" in beyond_her_share.json()["observation"]
+    assert beyond_the_whole.status_code == 403, beyond_the_whole.text
+    assert "max-pending in [approvals]" in beyond_the_whole.json()["observation"]
+    assert sorted(answer.status_code for answer in waited) == [403, 403, 403]  # denied by bob
+    assert all("bob denied" in answer.text for answer in waited)
+    refused = [
+        call.approval
+        for record in limited.gateway.audit.records
+        for call in record.calls
+        if call.refusal == "approval"
+    ]
+    assert len(refused) == 5

@@ -418,6 +418,38 @@ async def test_no_or_unknown_token_is_401(
     assert "not-a-known-token" not in response.text
 
 
+@pytest.mark.parametrize("order", ["alice first", "bob first"])
+async def test_two_authorization_headers_are_400_whichever_comes_first(
+    http_url: tuple[str, ListAuditSink], order: str
+) -> None:
+    url, audit = http_url
+    alice = order == "alice first"
+    tokens = [ALICE_TOKEN, BOB_TOKEN] if alice else [BOB_TOKEN, ALICE_TOKEN]
+    groups = "read-only,knowledge" if alice else "compute,text"  # the first one's
+    hello = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"},
+        },
+    }
+    accept = [("Accept", "application/json, text/event-stream"), ("Toolbus-Groups", groups)]
+    async with httpx2.AsyncClient(timeout=30) as http:
+        both = [("Authorization", f"Bearer {token}") for token in tokens]
+        refused = await http.post(url, json=hello, headers=[*both, *accept])
+        elsewhere = await http.get(url.replace("/mcp", "/other"), headers=both)
+        one = await http.post(url, json=hello, headers=[both[0], *accept])
+
+    for answer in (refused, elsewhere):
+        assert answer.status_code == 400, answer.text
+        assert "more than one Authorization header" in answer.json()["error"]
+    assert one.status_code == 200, one.text  # the same request with one credential is served
+    assert not audit.records
+
+
 async def test_a_forged_group_is_403_and_audited(http_url: tuple[str, ListAuditSink]) -> None:
     url, audit = http_url
     async with httpx2.AsyncClient() as http:

@@ -58,6 +58,8 @@ DECISIONS_KEPT = 8192
 PRINCIPALS_KEPT = 1024
 _ACTION = {"type": "Action", "id": "call"}
 _WRONG_TYPES = "its arguments do not have the types its tool declares"
+#: The types of JSON's scalar values as Python reads them; anything else is keyed by its JSON.
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def _files_of(paths: Sequence[Path]) -> tuple[list[Path], list[FileProblem]]:
@@ -225,27 +227,33 @@ class Compiled:
 
 
 def _key(request: PolicyRequest, state: bool, picked: dict[str, Any]) -> Any:
-    """What the decision on ``request`` depends on, hashable; ``None`` when it cannot be."""
-    try:
-        values = tuple(sorted(picked.items()))
-        key = (
-            request.user,
-            request.groups,
-            request.tool.name,
-            request.state if state else None,
-            values,
-        )
-        hash(key)
-    except TypeError:  # a list or an object among the values read
-        text = json.dumps(picked, sort_keys=True, default=str)
-        return (
-            request.user,
-            request.groups,
-            request.tool.name,
-            request.state if state else None,
-            text,
-        )
-    return key
+    """What the decision on ``request`` depends on, hashable; ``None`` when it cannot be.
+
+    Values are kept apart by their JSON types: Python holds ``true == 1 == 1.0``
+    (with equal hashes), but Cedar permits a Boolean ``true`` and refuses a
+    number where the schema says Bool, so a decision made for one must never be
+    found for the others.
+    """
+    values: Any = []
+    for name, value in picked.items():
+        kind = type(value)
+        if kind not in _SCALARS:  # a list or an object: its JSON text keeps them apart too
+            try:
+                values = json.dumps(picked, sort_keys=True, allow_nan=False)
+            except (TypeError, ValueError):  # not JSON: decided afresh every time
+                return None
+            break
+        values.append((name, kind, value))
+    else:
+        values.sort()
+        values = tuple(values)
+    return (
+        request.user,
+        request.groups,
+        request.tool.name,
+        request.state if state else None,
+        values,
+    )
 
 
 def _tool_entity(tool: Any) -> dict[str, Any]:

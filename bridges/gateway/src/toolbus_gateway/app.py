@@ -13,6 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from toolbus._internal.web_server import several_authorizations
 from toolbus.application.identity.bearer import AuthFailure, InsufficientScope, KeysUnavailable
 from toolbus.domain.errors import (
     AccessDenied,
@@ -35,6 +36,7 @@ from toolbus_gateway import (
     tool_routes,
 )
 from toolbus_gateway.console_sessions import ConsoleSessions
+from toolbus_gateway.credential_headers import OneCredential
 from toolbus_gateway.direct import HEALTHZ, DirectRoutes
 from toolbus_gateway.discovery import metadata_router
 from toolbus_gateway.gateway import Gateway
@@ -56,7 +58,7 @@ class GatewayApp(FastAPI):
     direct: DirectRoutes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
+        if scope["type"] == "http" and not several_authorizations(scope["headers"]):
             direct = self.direct
             matched = direct.match(scope)
             if matched == HEALTHZ:
@@ -114,6 +116,7 @@ def create_app(gateway: Gateway, *, run_gateway: bool = True) -> FastAPI:
         app.include_router(metadata_router(gateway.authenticator.resource))
     app.mount("/console/static", StaticFiles(directory=console.STATIC), name="console-static")
     _add_error_answers(app)
+    app.add_middleware(OneCredential)
     app.add_middleware(BodySizeLimit, max_bytes=gateway.settings.max_body_bytes)
     app.add_middleware(RequestCounter, gateway=gateway)
     app.add_middleware(SecurityHeaders)

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from toolbus._internal.secure_urls import plain_http_problem
+from toolbus._internal.urls import redact_url
 from toolbus.application.identity.credentials import Secret
 from toolbus.domain.errors import ConfigError, Problem
 from toolbus_mcp.importing.client_credentials import ClientCredentials
@@ -104,8 +105,8 @@ class McpServerAddress:
         return cls(url=url, headers=values["--header"], oauth=oauth)
 
     def describe(self) -> str:
-        """For logs: the command or URL, never a secret."""
-        return shlex.join(self.command) if self.command else str(self.url)
+        """For logs: the command, or the URL without user info or option values."""
+        return shlex.join(self.command) if self.command else redact_url(str(self.url))
 
 
 def _from_environment(

@@ -38,6 +38,7 @@ from mcp.server.auth.provider import AccessToken
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from toolbus._internal.web_server import SEVERAL_AUTHORIZATIONS, several_authorizations
 from toolbus.application.identity.bearer import (
     Authenticator,
     AuthFailure,
@@ -86,6 +87,11 @@ class CallerGate:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] in self.open_paths:
             await self.app(scope, receive, send)
+            return
+        if several_authorizations(scope["headers"]):
+            await refuse(
+                send, 400, {"error": "several-credentials", "message": SEVERAL_AUTHORIZATIONS}
+            )
             return
         headers = Headers(scope=scope)
         groups = parse_groups(headers.get(GROUPS_HEADER))

@@ -132,7 +132,14 @@ class DoorConformance:
         operator = await door.tools(Caller("ops", ("*",)))
 
         assert mine.outcome == "ok", mine
-        assert set(mine.tools) == {"lookup", "delete-account", "add-to-cart", "hold", "refund"}
+        assert set(mine.tools) == {
+            "lookup",
+            "delete-account",
+            "add-to-cart",
+            "hold",
+            "refund",
+            "restock",
+        }
         assert operator.outcome == "ok", operator
         assert "admin-reset" in operator.tools
 
@@ -177,6 +184,36 @@ class DoorConformance:
         await eventually_audited(
             door, "heidi", lambda r: any(c.refusal == "policy" for c in r.calls)
         )
+
+    async def test_a_decision_holds_only_for_values_of_the_same_json_type(
+        self, door: DoorDriver, door_setup: DoorSetup
+    ) -> None:
+        if not policy_engine_installed():
+            pytest.skip("no policy engine installed: pip install 'toolbus[policy]'")
+        caller = Caller("judy")
+        rehearsed = await door.call(caller, "restock", {"item": "tea", "dry_run": True})
+        # Equal to true in Python, but a number, not a Boolean: not what was allowed.
+        as_integer = await door.call(caller, "restock", {"item": "tea", "dry_run": 1})
+        as_float = await door.call(caller, "restock", {"item": "tea", "dry_run": 1.0})
+
+        assert rehearsed.outcome == "ok", rehearsed
+        # Refused by the policy, or by a door that checks types first (MCP's input schema).
+        assert as_integer.outcome != "ok", f"{door.name} answered {as_integer}"
+        assert as_float.outcome != "ok", f"{door.name} answered {as_float}"
+        assert door_setup.shop.reached("judy", "restock") == 1
+
+    async def test_an_argument_the_tool_does_not_declare_is_refused_by_name(
+        self, door: DoorDriver, door_setup: DoorSetup
+    ) -> None:
+        called = await door.call(Caller("ken"), "lookup", {"item": "socks", "vault_code": "1234"})
+        streamed = await door.stream(Caller("ken"), "lookup", {"vault_code": "1234"})
+
+        assert called.outcome == "error", f"{door.name} answered {called}"
+        assert "vault_code" in called.text
+        if streamed is not None:
+            assert streamed.outcome == "error", streamed
+            assert "vault_code" in streamed.text
+        assert door_setup.shop.reached("ken") == 0
 
     async def test_a_call_nobody_approves_is_not_made_and_expires_audited(
         self, door: DoorDriver, door_setup: DoorSetup

@@ -18,7 +18,20 @@ from toolbus.application.calls.service import ToolService, tool_service
 
 #: The users of the suite's ``toolbus.toml``: each case uses its own, so that
 #: cases never share a user's sessions, workflows or limits.
-USERS = ("alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi", "ivan", "ops")
+USERS = (
+    "alice",
+    "bob",
+    "carol",
+    "dave",
+    "erin",
+    "frank",
+    "grace",
+    "heidi",
+    "ivan",
+    "judy",
+    "ken",
+    "ops",
+)
 #: Groups each user may request; ``ops`` may request every group.
 PERMITTED = {user: ["default"] for user in USERS if user != "ops"} | {"ops": ["*"]}
 #: States a caller may ask to start in; any other is reached only through a held session.
@@ -33,12 +46,19 @@ DENY_REASON = "Only administrators may delete accounts"
 POLICY_REASON = "Nobody may look up the vault"
 #: Seconds a call of ``refund`` waits for an approver before it expires.
 APPROVAL_TIMEOUT = 1
-#: The call policy every door reads, when Cedar is installed: all calls, but the vault's.
+#: What the call policy says of a ``restock`` that is not a dry run.
+REHEARSAL_REASON = "Restocking is rehearsed first"
+#: The call policy every door reads, when Cedar is installed: all calls, but the
+#: vault's, and restocking only as a dry run (``true``, a JSON Boolean).
 POLICIES = f"""permit(principal, action == Action::"call", resource);
 
 @reason("{POLICY_REASON}")
 forbid(principal, action, resource)
 when {{ context.arguments has item && context.arguments.item == "vault" }};
+
+@reason("{REHEARSAL_REASON}")
+forbid(principal, action, resource == Tool::"restock")
+unless {{ context.arguments has dry_run && context.arguments.dry_run }};
 """
 
 _SERVICE = "door-conformance-shop"
@@ -114,6 +134,13 @@ CONFIG: dict[str, Any] = {
         "hold": _tool("hold", "hold"),
         # Needs approval ([approvals] tools); nobody gives it in time.
         "refund": _tool("refund", "refund"),
+        "restock": _tool("restock", "restock")
+        | {
+            "arguments": [
+                {"name": "item", "type": "string", "description": "An item"},
+                {"name": "dry_run", "type": "boolean", "description": "Rehearse only"},
+            ]
+        },
     },
 }
 
