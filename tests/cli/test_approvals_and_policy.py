@@ -150,3 +150,44 @@ def test_policy_check_names_the_file_and_line_of_a_bad_policy(scratch: Path) -> 
     )
     good = cli("policy", "check")
     assert good.exit_code == 0, good.output
+
+
+def test_policy_check_names_a_misspelt_argument_under_a_has_guard(scratch: Path) -> None:
+    """`has` on an argument no tool declares is never true: Cedar checks nothing behind it,
+    so a typo would quietly turn the forbid off."""
+    pytest.importorskip("toolbus_cedar")
+    config = {
+        "tool": {
+            "weather": {
+                "type": "tool-service",
+                "name": "weather",
+                "description": "weather",
+                "service": "weather",
+                "arguments": [{"name": "city", "type": "string", "description": "a city"}],
+            }
+        },
+        "tool-service": {"weather": {"request-queue": "w-req", "response-queue": "w-resp"}},
+    }
+    (scratch / "config.json").write_text(json.dumps(config))
+    (scratch / "toolbus.toml").write_text(
+        'config = "config.json"\n[policy]\nfiles = ["calls.cedar"]\n'
+    )
+    policies = (
+        "permit(principal, action, resource);\n\n"
+        "forbid(principal, action, resource)\n"
+        'when { context.arguments has city && context.arguments.city == "Paris" };\n\n'
+        "forbid(principal, action, resource)\n"
+        'when { context.arguments has {name} && context.arguments.{name} == "Boston" };\n'
+    )
+    (scratch / "calls.cedar").write_text(policies.replace("{name}", "ctiy"))
+
+    bad = cli("policy", "check")
+    assert bad.exit_code == 2, bad.output
+    assert "calls.cedar, line 6" in bad.output, bad.output
+    assert "'ctiy'" in bad.output and "city" in bad.output  # the name, and the ones there are
+    assert bad.output.count("calls.cedar, line") == 1  # the well-spelt policy is fine
+
+    (scratch / "calls.cedar").write_text(policies.replace("{name}", "city"))
+    good = cli("policy", "check")
+    assert good.exit_code == 0, good.output
+    assert "ok: 3 policies" in good.output

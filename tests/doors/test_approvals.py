@@ -237,14 +237,18 @@ async def test_the_policy_decides_on_the_arguments(kit: ToolTestKit, tmp_path: P
         door.close()
 
 
+@pytest.mark.parametrize(
+    "condition",
+    [
+        "context.arguments.amount > 10",
+        # behind a `has` guard Cedar's own check sees nothing wrong
+        "context.arguments has amount && context.arguments.amount > 10",
+    ],
+)
 async def test_a_policy_that_names_an_argument_no_tool_has_stops_the_start(
-    kit: ToolTestKit, tmp_path: Path
+    kit: ToolTestKit, tmp_path: Path, condition: str
 ) -> None:
-    engine = cedar(
-        tmp_path,
-        "forbid(principal, action, resource) when { context.arguments.amount > 10 };",
-        {},
-    )
+    engine = cedar(tmp_path, f"forbid(principal, action, resource) when {{ {condition} }};", {})
     with pytest.raises(ConfigError, match=r"calls\.cedar") as raised:
         FrontDoor.from_files(
             kit.tools(load_registry(workflow_snapshot())),
