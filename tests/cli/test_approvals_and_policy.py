@@ -108,6 +108,35 @@ def test_list_approve_and_deny_from_the_command_line(scratch: Path, redis: Redis
     assert again.exit_code == 2  # decided already
 
 
+def test_an_approval_is_named_by_any_unique_beginning_of_its_id(
+    scratch: Path, redis: RedisServer
+) -> None:
+    shared = uuid.uuid4().hex[:8]
+    # As the door names the approvals of one call asked for again: the digest, then more.
+    first = waiting(redis.url, id=f"{shared}{uuid.uuid4().hex[8:]}")
+    second = waiting(redis.url, id=f"{first.id}-{uuid.uuid4().hex}")
+    assert len(second.id) == 65
+
+    ambiguous = cli("approvals", "approve", shared, "--user", "ops", "--state", redis.url)
+    assert ambiguous.exit_code == 2
+    assert first.id in ambiguous.output and second.id in ambiguous.output
+    assert "give more of the id" in ambiguous.output
+
+    too_short = cli("approvals", "approve", shared[:3], "--user", "ops", "--state", redis.url)
+    assert too_short.exit_code == 2 and "no approval" in too_short.output
+
+    # The whole id of the first is also the beginning of the second's: the id itself wins.
+    exact = cli("approvals", "approve", first.id, "--user", "ops", "--state", redis.url)
+    unique = cli("approvals", "deny", second.id[:40], "--user", "ops", "--state", redis.url)
+    assert exact.exit_code == 0 and unique.exit_code == 0, exact.output + unique.output
+    a, b = stored(redis.url, first.id), stored(redis.url, second.id)
+    assert a is not None and a.status == "approved"
+    assert b is not None and b.status == "denied"
+
+    unknown = cli("approvals", "deny", "0123456789", "--user", "ops", "--state", redis.url)
+    assert unknown.exit_code == 2 and "no approval" in unknown.output
+
+
 def test_approvals_need_a_shared_store(scratch: Path) -> None:
     result = cli("approvals", "list")
     assert result.exit_code == 2

@@ -22,7 +22,13 @@ from toolbus.cli._app import app
 from toolbus.cli._help import CommandApp
 from toolbus.cli.plugin_api import VerboseOption, fail, redact_url, run, setup_logging
 from toolbus.domain.access.approvals import Approval
-from toolbus.domain.errors import ApprovalClosed, ApprovalNotFound, ConfigError, NotAnApprover
+from toolbus.domain.errors import (
+    AmbiguousApproval,
+    ApprovalClosed,
+    ApprovalNotFound,
+    ConfigError,
+    NotAnApprover,
+)
 from toolbus.plugins import connect_state
 from toolbus.settings import load_settings
 
@@ -50,7 +56,14 @@ UserOption = Annotated[
 NoteOption = Annotated[
     str | None, typer.Option("--note", help="Why; a denied call's model reads it.")
 ]
-IdArgument = Annotated[str, typer.Argument(help="The approval's id.", show_default=False)]
+IdArgument = Annotated[
+    str,
+    typer.Argument(
+        help="The approval's id, or its first characters (at least 4) when no other pending "
+        "approval's id begins with them.",
+        show_default=False,
+    ),
+]
 
 
 def _with_book(state: str | None, work: Callable[[ApprovalBook], Awaitable[T]]) -> T:
@@ -117,8 +130,8 @@ def _decide(
 ) -> None:
     async def decide(book: ApprovalBook) -> Approval:
         try:
-            return await book.decide(approval_id, user, approve, note)
-        except (ApprovalNotFound, NotAnApprover, ApprovalClosed) as exc:
+            return await book.decide(await book.resolve(approval_id), user, approve, note)
+        except (ApprovalNotFound, AmbiguousApproval, NotAnApprover, ApprovalClosed) as exc:
             fail(str(exc))
 
     decided = _with_book(state, decide)

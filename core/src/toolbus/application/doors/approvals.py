@@ -29,7 +29,12 @@ from typing import Any
 import anyio
 
 from toolbus.domain.access.approvals import DEFAULT_MAX_PENDING, Approval
-from toolbus.domain.errors import ApprovalClosed, ApprovalNotFound, StateStoreError
+from toolbus.domain.errors import (
+    AmbiguousApproval,
+    ApprovalClosed,
+    ApprovalNotFound,
+    StateStoreError,
+)
 from toolbus.ports import StateEntry, StateStore, WatchableStateStore
 
 log = logging.getLogger("toolbus.approvals")
@@ -42,6 +47,9 @@ RETENTION = 3600.0
 #: Seconds between two reads of an approval, on a store that cannot watch.
 POLL_INTERVAL = 0.5
 _ATTEMPTS = 64
+#: The shortest id prefix :meth:`ApprovalBook.resolve` takes (git's too): a slip of the
+#: finger on one or two characters should not decide somebody's call.
+MIN_PREFIX = 4
 
 
 class ApprovalsFull(StateStoreError):
@@ -83,6 +91,32 @@ class ApprovalBook:
         if entry is None:
             return None
         return Approval.from_json(entry.value), entry.version
+
+    async def resolve(self, given: str) -> str:
+        """The id of the approval ``given`` names: that id, or, as git takes a commit's,
+        the one pending approval whose id begins with it (at least
+        :data:`MIN_PREFIX` characters).
+
+        Raises :class:`~toolbus.domain.errors.ApprovalNotFound` when none matches and
+        :class:`~toolbus.domain.errors.AmbiguousApproval` when several do.
+        """
+        if given == INDEX:
+            raise ApprovalNotFound(given)
+        if await self.store.get(self.namespace, given) is not None:
+            return given
+        if len(given) < MIN_PREFIX:
+            raise ApprovalNotFound(given)
+        now = self.clock()
+        found = sorted(
+            approval_id
+            for approval_id, expires_at in (await self._read_index()).items()
+            if approval_id.startswith(given) and expires_at > now
+        )
+        if not found:
+            raise ApprovalNotFound(given)
+        if len(found) > 1:
+            raise AmbiguousApproval(given, found)
+        return found[0]
 
     async def pending(self, viewer: str | None = None) -> list[Approval]:
         """The approvals waiting now, oldest first; with ``viewer``, those they may decide
