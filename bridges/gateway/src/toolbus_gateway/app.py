@@ -107,6 +107,7 @@ def create_app(gateway: Gateway, *, run_gateway: bool = True) -> FastAPI:
     app.include_router(console.router)
     app.include_router(asyncapi.router)
     app.mount("/console/static", StaticFiles(directory=console.STATIC), name="console-static")
+    app.add_api_route("/favicon.ico", console.favicon, include_in_schema=False)
     _add_error_answers(app)
     app.add_middleware(BodySizeLimit, max_bytes=gateway.settings.max_body_bytes)
     app.add_middleware(RequestCounter, gateway=gateway)
@@ -133,12 +134,7 @@ def _denied(gateway: Gateway, exc: AccessDenied) -> JSONResponse:
 
 
 def _not_operator(gateway: Gateway, exc: ConsoleForbidden) -> JSONResponse:
-    return _error(
-        403,
-        "forbidden",
-        f"user {exc.args[0]!r} may not open the console; it is for the users in "
-        "console-users ([gateway]), or with '*' among their groups when that is not set",
-    )
+    return _error(403, "forbidden", exc.message)
 
 
 def _too_many(gateway: Gateway, exc: LimitReached) -> JSONResponse:
