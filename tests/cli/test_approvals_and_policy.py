@@ -220,3 +220,41 @@ def test_policy_check_names_a_misspelt_argument_under_a_has_guard(scratch: Path)
     good = cli("policy", "check")
     assert good.exit_code == 0, good.output
     assert "ok: 3 policies" in good.output
+
+
+def test_policy_check_names_the_line_of_a_policy_after_annotated_ones(scratch: Path) -> None:
+    """Each policy's line is where it starts, its annotations included, however many
+    annotated policies come before it."""
+    pytest.importorskip("toolbus_cedar")
+    config = {
+        "tool": {
+            "refund": {
+                "type": "tool-service",
+                "name": "refund",
+                "description": "refund",
+                "service": "shop",
+                "arguments": [{"name": "amount", "type": "integer", "description": "amount"}],
+            }
+        },
+        "tool-service": {"shop": {"request-queue": "shop-req", "response-queue": "shop-resp"}},
+    }
+    (scratch / "config.json").write_text(json.dumps(config))
+    (scratch / "toolbus.toml").write_text(
+        'config = "config.json"\n[policy]\nfiles = ["calls.cedar"]\n'
+    )
+    (scratch / "calls.cedar").write_text(
+        "permit(principal, action, resource);\n"  # 1
+        "\n"
+        '@id("small")\n'  # 3
+        '@reason("small refunds only")\n'
+        "forbid(principal, action, resource)\n"
+        "when { context.arguments has amount && context.arguments.amount > 100 };\n"
+        "\n"
+        '@reason("a typo")\n'  # 8
+        "forbid(principal, action, resource)\n"
+        "when { context.arguments has amuont && context.arguments.amuont > 5 };\n"
+    )
+
+    bad = cli("policy", "check")
+    assert bad.exit_code == 2
+    assert "calls.cedar, line 8" in bad.output, bad.output

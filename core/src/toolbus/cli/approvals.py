@@ -44,7 +44,9 @@ app.add_typer(approvals_app)
 StateOption = Annotated[
     str | None,
     typer.Option(
-        "--state", help="State store URL; default TOOLBUS_STATE, then state in toolbus.toml."
+        "--state",
+        metavar="URL",
+        help="State store URL; default TOOLBUS_STATE, then state in toolbus.toml.",
     ),
 ]
 UserOption = Annotated[
