@@ -4,17 +4,19 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
-from playwright.async_api import Page
 
 from tests.gateway.conftest import needs_chromium
 from tests.gateway.support import KEYS, RunningGateway, Signer, authenticator, serving, snapshot
 from toolbus import running
 from toolbus.plugins import connect
 from toolbus_gateway import Gateway, parse_gateway_settings
+
+if TYPE_CHECKING:  # the browser group's; tests using it skip without it
+    from playwright.async_api import Page
 
 pytestmark = pytest.mark.anyio
 

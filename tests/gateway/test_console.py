@@ -7,11 +7,10 @@ import os
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
-from playwright.async_api import Page
 
 from tests.gateway.conftest import needs_chromium
 from tests.gateway.support import KEYS, RunningGateway, authenticator, serving, snapshot
@@ -19,6 +18,9 @@ from toolbus import Announcer, running
 from toolbus.plugins import connect
 from toolbus.testing.conformance import echo_service
 from toolbus_gateway import Gateway
+
+if TYPE_CHECKING:  # the browser group's; tests using it skip without it
+    from playwright.async_api import Page
 
 pytestmark = [pytest.mark.anyio, needs_chromium]
 
