@@ -104,6 +104,24 @@ def test_the_layout_lists_every_distribution_of_the_workspace() -> None:
         assert f"`{name}`" in layout
 
 
+def test_the_readme_names_every_extra_of_the_core() -> None:
+    core = tomllib.loads((ROOT / "core" / "pyproject.toml").read_text())
+    extras = set(core["project"]["optional-dependencies"])
+    named = set(re.findall(r"`\[([a-z0-9-]+)\]`", README.read_text().split("Extras:", 1)[1]))
+
+    assert extras - named == set(), "extras the README does not name"
+    assert named - extras == set(), "extras the README names and the core does not have"
+
+
+def test_the_readme_names_every_debian_package_ci_installs() -> None:
+    ci = (ROOT / ".ci" / "run").read_text()
+    packages = set(re.findall(r"missing\+=\(([a-z-]+)\)", ci))
+    setup = README.read_text().split("## Set-up", 1)[1].split("\n## ", 1)[0]
+
+    assert {"chromium", "redis-server", "rabbitmq-server"} <= packages
+    assert [package for package in sorted(packages) if package not in setup] == []
+
+
 def install_lines() -> list[str]:
     """The README's two lines that install toolbus into a project outside the checkout."""
     lines = [
@@ -151,3 +169,9 @@ def test_the_install_lines_work_in_a_fresh_environment_and_the_tour_runs_there(
         [str(bin_dir / "pytest"), "-q", "-p", "no:cacheprovider", "test_weather.py"], tour
     )
     assert "1 passed" in tested.stdout
+    # Without the example services, the tour says which extra brings them.
+    demo = subprocess.run(
+        [str(bin_dir / "toolbus"), "demo"], cwd=tour, capture_output=True, text=True, timeout=300
+    )
+    assert demo.returncode == 2, demo.stdout + demo.stderr
+    assert "'toolbus[examples]'" in demo.stderr and "none installed" not in demo.stderr

@@ -287,7 +287,7 @@ async def test_a_decision_is_remembered_for_values_of_the_same_json_type_only(
         settings={"permissions": LOCAL},
         audit=audit,
         metrics=ToolbusMetrics.disabled(),
-        policy_engine=cedar(tmp_path, REHEARSAL_POLICY, {}),
+        steps=call_steps(None, engine=cedar(tmp_path, REHEARSAL_POLICY, {})),
     )
     try:
         async with door.open("carol", ["read-only"]) as session:
@@ -304,14 +304,18 @@ async def test_a_decision_is_remembered_for_values_of_the_same_json_type_only(
     assert [(c.status, c.refusal) for c in record.calls] == [("ok", None), ("refused", "policy")]
 
 
+@pytest.mark.parametrize(
+    "condition",
+    [
+        "context.arguments.amount > 10",
+        # behind a `has` guard Cedar's own check sees nothing wrong
+        "context.arguments has amount && context.arguments.amount > 10",
+    ],
+)
 async def test_a_policy_that_names_an_argument_no_tool_has_stops_the_start(
-    kit: ToolTestKit, tmp_path: Path
+    kit: ToolTestKit, tmp_path: Path, condition: str
 ) -> None:
-    engine = cedar(
-        tmp_path,
-        "forbid(principal, action, resource) when { context.arguments.amount > 10 };",
-        {},
-    )
+    engine = cedar(tmp_path, f"forbid(principal, action, resource) when {{ {condition} }};", {})
     with pytest.raises(ConfigError, match=r"calls\.cedar") as raised:
         FrontDoor.from_files(
             kit.tools(load_registry(workflow_snapshot())),

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.gateway.support import RunningGateway, Signer, authenticator, services, serving, snapshot
+from tests.support.groups import group_installed, needs_group
 from toolbus import running
 from toolbus.plugins import connect
 from toolbus_gateway import Gateway, parse_gateway_settings
@@ -75,10 +76,15 @@ async def served(
         await bus.close()
 
 
-#: Debian's Chromium, which the console's browser tests drive through Playwright.
+#: Debian's Chromium, which the console's browser tests drive through Playwright (the
+#: ``browser`` dependency group).
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-needs_chromium = pytest.mark.skipif(
-    CHROMIUM is None, reason="console browser tests need Chromium: apt-get install chromium"
+needs_chromium = (
+    pytest.mark.skipif(
+        CHROMIUM is None, reason="console browser tests need Chromium: apt-get install chromium"
+    )
+    if group_installed("browser")
+    else needs_group("browser", "tests/gateway")
 )
 
 

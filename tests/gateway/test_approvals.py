@@ -5,11 +5,10 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
-from playwright.async_api import Page
 
 from tests.gateway.conftest import needs_chromium
 from tests.gateway.support import KEYS, RunningGateway, Signer, authenticator, serving, snapshot
@@ -18,6 +17,9 @@ from toolbus import running
 from toolbus.application.sealing import SealKey, SealKeys
 from toolbus.plugins import connect
 from toolbus_gateway import Gateway, parse_gateway_settings
+
+if TYPE_CHECKING:  # the browser group's; tests using it skip without it
+    from playwright.async_api import Page
 
 pytestmark = pytest.mark.anyio
 
@@ -247,3 +249,76 @@ async def test_one_user_cannot_fill_the_pending_approvals(limited: RunningGatewa
         if call.refusal == "approval"
     ]
     assert len(refused) == 5
+
+
+async def test_call_rates_count_the_tool_not_the_wait_for_a_person(
+    served: RunningGateway,
+) -> None:
+    call, decision = await decided_call(served, "approve")
+    assert call.status_code == 200 and decision.status_code == 200
+
+    record = [r for r in served.gateway.audit.records if r.user == "alice"][-1]
+    made = record.calls[-1]
+    assert made.approval is not None and made.approval.waited_seconds > 0
+    (rate,) = [r for r in served.gateway.stats.rates() if r.tool == "echo"]
+    # The tool's own time, as the audit record has it: not the approver's.
+    assert rate.max_ms == pytest.approx(1000 * made.duration_seconds)
+
+
+@needs_chromium
+@pytest.mark.parametrize("approvers", [["ops"]])
+async def test_the_approvals_panel_ticks_says_who_decides_and_fits_a_narrow_window(
+    served: RunningGateway, browser_context: Any
+) -> None:
+    page = await browser_context.new_page()
+    await page.set_viewport_size({"width": 700, "height": 900})
+    problems: list[str] = []
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda error: problems.append(str(error)))
+    answers: list[Any] = []
+
+    async def call() -> None:
+        async with served.client("alice") as http:
+            answers.append(
+                await http.post("/v1/tools/echo/call", json={"arguments": {"text": "hello"}})
+            )
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tasks:
+            await page.goto(f"{served.url}/console")
+            await page.fill("input[name=token]", KEYS["ops"])
+            await page.click("button[type=submit]")
+            await page.wait_for_selector("body.live")
+            tasks.start_soon(call)
+            row = page.locator('#approvals tr[data-tool="echo"]')
+            await row.wait_for(timeout=30_000)
+
+            expires = row.locator("td.expires")
+            first = await expires.inner_text()
+            assert first.startswith("4 m "), first  # 300 s, as a person reads it
+            # It ticks in the browser, with no event from the server.
+            await page.wait_for_function(
+                "([cell, was]) => cell.textContent !== was",
+                arg=[await expires.element_handle(), first],
+                timeout=5_000,
+            )
+            assert (await row.locator("td.approvers").inner_text()) == "ops"
+            since = await row.locator("td.since").inner_text()
+            assert since[:8].count(":") == 2 and "s)" in since  # 12:03:04 (2 s)
+
+            # At 700 px the decision is in view, not cut off behind a scroll bar.
+            panel = await page.locator("#approvals").bounding_box()
+            assert panel is not None
+            for verb in ("approve", "deny"):
+                button = await row.locator(f'button[value="{verb}"]').bounding_box()
+                assert button is not None
+                assert button["x"] + button["width"] <= panel["x"] + panel["width"], verb
+            overflow = await page.evaluate(
+                "() => { const p = document.getElementById('approvals').parentElement;"
+                " return p.scrollWidth - p.clientWidth; }"
+            )
+            assert overflow <= 0
+
+            await row.locator('button[value="approve"]').click()
+    assert answers[0].status_code == 200
+    assert problems == []  # the favicon included: nothing failed to load

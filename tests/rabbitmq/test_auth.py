@@ -94,6 +94,10 @@ async def test_a_refused_login_fails_at_once_and_names_no_secret(
     with anyio.fail_after(15), pytest.raises(BusClosed, match="refused the login") as caught:
         await round_trip(f"amqp://{LOOPBACK}:{port}", user=USER, password="wrong-secret")
     assert "wrong-secret" not in str(caught.value)
+    # Said once, with one piece of advice: the login's.
+    message = str(caught.value)
+    assert message.count("cannot connect") == 1, message
+    assert message.count("check") == 1 and "the password" in message, message
 
 
 async def test_tls_with_a_private_certificate_authority(secured: tuple[int, int, Path]) -> None:

@@ -43,10 +43,10 @@ from toolbus.domain.access.policy import (
 )
 from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import ConfigError, Problem
-from toolbus_cedar.fixes import explained
+from toolbus_cedar.fixes import explained, named_attribute, unknown_argument
 from toolbus_cedar.reading import Located, PolicyText, read
 from toolbus_cedar.reading import Problem as FileProblem
-from toolbus_cedar.references import References, references
+from toolbus_cedar.references import References, arguments_named, references
 from toolbus_cedar.schema import CallSchema, ValueProblem, call_schema, cedar_value, user_problems
 from toolbus_cedar.watching import watch
 
@@ -114,14 +114,28 @@ class Policies:
         """The policies checked against ``schema``: every mistake, with its file and line."""
         result = cedarpy.validate_policies(self.text.text, schema.text)
         found = []
+        reported: set[tuple[str, str | None]] = set()
         for error in result.errors:
-            where = self.text.policies.get(error.policy_id)
-            message = explained(error.error, schema)
-            if where is None:
-                found.append(Problem("policy files", "", message))
-            else:
-                found.append(Problem(f"policy file {where.file}, line {where.line}", "", message))
+            reported.add((error.policy_id, named_attribute(error.error)))
+            found.append(self._problem(error.policy_id, explained(error.error, schema)))
+        # Cedar types `context.arguments has ctiy` as false when no tool declares `ctiy`,
+        # and checks nothing behind it: a misspelt name under the guard the docs recommend
+        # would quietly turn a forbid off. Every argument a policy names must exist.
+        for policy_id, policy in self.text.json.items():
+            for name in sorted(arguments_named(policy) - schema.arguments.keys()):
+                if (policy_id, name) not in reported:
+                    message = (
+                        f"names the argument {name!r} (context.arguments has {name} is never "
+                        f"true, so the policy never applies); {unknown_argument(name, schema)}"
+                    )
+                    found.append(self._problem(policy_id, message))
         return found
+
+    def _problem(self, policy_id: str, message: str) -> Problem:
+        where = self.text.policies.get(policy_id)
+        if where is None:
+            return Problem("policy files", "", message)
+        return Problem(f"policy file {where.file}, line {where.line}", "", message)
 
 
 class Compiled:

@@ -42,32 +42,46 @@ def too_large(size: int, limit: int) -> MessageTooLarge:
     return MessageTooLarge(size, limit, HOW_TO_RAISE_MAX_MESSAGE)
 
 
+#: What to check when RabbitMQ refuses the login.
+CHECK_LOGIN = "check the user, the password and that the user may use the vhost"
+
+
+def login_refused(exc: BaseException) -> bool:
+    """Whether ``exc`` is RabbitMQ refusing the login (not the node being away)."""
+    return isinstance(
+        exc, aiormq.exceptions.AuthenticationError | aiormq.exceptions.ProbableAuthenticationError
+    )
+
+
+def why_not_connected(exc: BaseException) -> str:
+    """What one node's failure to connect was, in a few words (no advice: the caller
+    gives it once for every node)."""
+    return "refused the login" if login_refused(exc) else reason(exc)
+
+
 def translate(exc: Exception, doing: str, where: str) -> Exception:
     """A toolbus error for an aio-pika failure while ``doing`` something at ``where``."""
     if isinstance(exc, ToolbusError):
         return exc
     if isinstance(exc, aiormq.exceptions.ChannelPreconditionFailed):
         return RabbitMQRefused(
-            f"cannot {doing}: RabbitMQ said {_reason(exc)}. A queue or exchange of that "
+            f"cannot {doing}: RabbitMQ said {reason(exc)}. A queue or exchange of that "
             "name exists with other settings (durable or not, its queue type, its "
             "arguments): delete it (rabbitmqctl delete_queue NAME) or use another name"
         )
     if isinstance(exc, aiormq.exceptions.ChannelAccessRefused):
         return RabbitMQRefused(
-            f"cannot {doing}: RabbitMQ refused access ({_reason(exc)}); grant the user "
+            f"cannot {doing}: RabbitMQ refused access ({reason(exc)}); grant the user "
             "configure, write and read permissions on the vhost for these names "
             "(rabbitmqctl set_permissions)"
         )
     if isinstance(exc, aiormq.exceptions.ChannelLockedResource):
         return RabbitMQRefused(
-            f"cannot {doing}: {_reason(exc)}; another connection holds that exclusive queue"
+            f"cannot {doing}: {reason(exc)}; another connection holds that exclusive queue"
         )
-    if isinstance(
-        exc, aiormq.exceptions.AuthenticationError | aiormq.exceptions.ProbableAuthenticationError
-    ):
+    if login_refused(exc):
         return RabbitMQUnavailable(
-            f"cannot {doing}: RabbitMQ at {where} refused the login; check the user, the "
-            "password and that the user may use the vhost"
+            f"cannot {doing}: RabbitMQ at {where} refused the login; {CHECK_LOGIN}"
         )
     if isinstance(exc, aiormq.exceptions.DeliveryError):
         return RabbitMQRefused(
@@ -83,12 +97,12 @@ def translate(exc: Exception, doing: str, where: str) -> Exception:
         | TimeoutError,
     ):
         return RabbitMQUnavailable(
-            f"cannot {doing}: RabbitMQ at {where} is not reachable now ({_reason(exc)}); "
+            f"cannot {doing}: RabbitMQ at {where} is not reachable now ({reason(exc)}); "
             "the connection is being restored"
         )
     return exc
 
 
-def _reason(exc: BaseException) -> str:
+def reason(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
     return text if len(text) < 300 else text[:297] + "..."

@@ -115,6 +115,7 @@ def create_app(gateway: Gateway, *, run_gateway: bool = True) -> FastAPI:
     if gateway.authenticator.resource is not None:
         app.include_router(metadata_router(gateway.authenticator.resource))
     app.mount("/console/static", StaticFiles(directory=console.STATIC), name="console-static")
+    app.add_api_route("/favicon.ico", console.favicon, include_in_schema=False)
     _add_error_answers(app)
     app.add_middleware(OneCredential)
     app.add_middleware(BodySizeLimit, max_bytes=gateway.settings.max_body_bytes)
@@ -159,12 +160,7 @@ def _denied(gateway: Gateway, exc: AccessDenied) -> JSONResponse:
 
 
 def _not_operator(gateway: Gateway, exc: ConsoleForbidden) -> JSONResponse:
-    return _error(
-        403,
-        "forbidden",
-        f"user {exc.args[0]!r} may not open the console; it is for the users in "
-        "console-users ([gateway]), or with '*' among their groups when that is not set",
-    )
+    return _error(403, "forbidden", exc.message)
 
 
 def _too_many(gateway: Gateway, exc: LimitReached) -> JSONResponse:

@@ -21,11 +21,13 @@ import anyio
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from toolbus import LiveRegistry, Registry, Tools, ToolServiceClient, connect
+from toolbus._internal.throttled_log import ThrottledLog
 from toolbus.application.agent.audit import AuditEntry, AuditRecord, LoggingAuditSink
 from toolbus.application.agent.code_hooks import CompiledHooks
 from toolbus.application.calls.metrics import ToolbusMetrics
 from toolbus.application.doors.door import FrontDoor
 from toolbus.application.doors.holding import InProcessHolder, SessionHolder
+from toolbus.application.doors.keeping import SESSION
 from toolbus.application.doors.stored import StoredHolder
 from toolbus.application.identity.bearer import Authenticator
 from toolbus.application.identity.signing import CallSigner
@@ -40,15 +42,29 @@ from toolbus.plugins import load_tool_plugins
 from toolbus.ports import Bus, StateStore
 from toolbus.runtime import opened_door, private_store, registry_from, shared_state, tool_types
 from toolbus_gateway.events import Event, Topic
+from toolbus_gateway.figures import (
+    AUDIT_ROWS,
+    HEARTBEAT,
+    AuditRow,
+    ProcessFigures,
+    SharedFigures,
+    audit_row,
+    counted,
+    merged_audit,
+    merged_rates,
+)
 from toolbus_gateway.services import ServiceWatch
 from toolbus_gateway.sessions import SessionChannels
 from toolbus_gateway.settings import GatewaySettings
-from toolbus_gateway.stats import CallStats
+from toolbus_gateway.stats import CallStats, ToolRate
 
 log = logging.getLogger("toolbus.gateway")
 
 #: Audit records the console keeps for its "recent" table.
 RECENT_AUDIT = 200
+#: Seconds between two looks at the other processes' figures and the sessions in the
+#: store, while a console is open here (and the longest a figure shown is behind).
+FIGURES_INTERVAL = 1.0
 
 ConfigSource = Path | Mapping[str, Any] | Registry | None
 
@@ -229,6 +245,15 @@ class Gateway:
         #: Locks and event topics of the held sessions, in this process.
         self.channels = SessionChannels()
         self.metrics.sessions_open.set_function(lambda: self.held_sessions())
+        #: With a state store: this process's figures there, the other processes' as
+        #: last read, and the sessions the store held when last counted (and when).
+        self.shared_figures: SharedFigures | None = None
+        self.other_processes: list[ProcessFigures] = []
+        self._others_read = -float("inf")
+        self._stored_sessions = 0
+        self._sessions_counted = -float("inf")
+        self._sharing: anyio.CancelScope | None = None
+        self._figures_log = ThrottledLog(log)
         self.open_streams = 0
         self.metrics.event_streams.set_function(lambda: self.open_streams)
         self.started = clock()
@@ -311,6 +336,10 @@ class Gateway:
             tasks.start_soon(self._follow_approvals)
             stack.push_async_callback(self._close_sessions)
             tasks.start_soon(self._expire_sessions)
+            if self.state_store is not None:
+                self.shared_figures = SharedFigures(self.state_store)
+                stack.push_async_callback(self._withdraw_figures)
+                tasks.start_soon(self._share_figures, self.shared_figures)
             self._stack = stack.pop_all()
         return self
 
@@ -352,8 +381,107 @@ class Gateway:
             log.warning("stopped following approvals: %s", exc)
 
     def held_sessions(self) -> int:
+        """The sessions the gateway holds: in this process, or in the state store for
+        every process (as last counted: :meth:`refresh_figures`)."""
         holder = None if self.door is None else self.door.holder
-        return len(holder) if isinstance(holder, InProcessHolder) else 0
+        if isinstance(holder, InProcessHolder):
+            return len(holder)
+        return self._stored_sessions
+
+    # ------------------------------------------------------------------ the whole gateway
+
+    def own_figures(self) -> ProcessFigures:
+        """What this process publishes of itself for the other processes' consoles."""
+        name = "" if self.shared_figures is None else self.shared_figures.process
+        records = list(self.audit.records)[:AUDIT_ROWS]
+        return ProcessFigures(
+            process=name,
+            rates=tuple(self.stats.rates()),
+            audit=tuple(audit_row(record) for record in records),
+            event_streams=self.open_streams,
+        )
+
+    @property
+    def processes(self) -> int:
+        """The gateway processes the console's figures are of (this one included)."""
+        return 1 + len(self.other_processes)
+
+    def rates(self) -> list[ToolRate]:
+        """Call rates per tool, over every process."""
+        return merged_rates([self.stats.rates(), *(o.rates for o in self.other_processes)])
+
+    def audit_rows(self) -> list[AuditRow]:
+        """The most recent audit rows, of every process."""
+        own = [audit_row(record) for record in list(self.audit.records)[:AUDIT_ROWS]]
+        return merged_audit([own, *(o.audit for o in self.other_processes)])
+
+    def event_streams(self) -> int:
+        """Event streams open, on every process."""
+        return self.open_streams + sum(o.event_streams for o in self.other_processes)
+
+    async def refresh_figures(self, *, max_age: float = FIGURES_INTERVAL) -> bool:
+        """Read the sessions in the store and the other processes' figures again, unless
+        read within ``max_age`` seconds; whether anything the console shows changed.
+
+        A store that does not answer leaves the figures as last read (and says so in
+        the log): the console and ``/metrics`` still answer.
+        """
+        shared = self.shared_figures
+        holder = None if self.door is None else self.door.holder
+        if shared is None or not isinstance(holder, StoredHolder):
+            return False
+        changed = False
+        now = self.clock()
+        try:
+            if now - self._sessions_counted >= max_age:
+                self._sessions_counted = now
+                count = await holder.count(SESSION)
+                changed = count != self._stored_sessions
+                self._stored_sessions = count
+            if now - self._others_read >= max_age:
+                self._others_read = now
+                others = sorted(await shared.others(), key=lambda figures: figures.process)
+                changed = changed or others != self.other_processes
+                self.other_processes = others
+        except ToolbusError as exc:
+            self._figures_log.warning(
+                "figures", "could not read the gateway's figures in the state store: %s", exc
+            )
+        return changed
+
+    async def _share_figures(self, shared: SharedFigures) -> None:
+        """Publish this process's figures while they change (and every heartbeat); while
+        a console is open here, follow the other processes' and the store's sessions."""
+        published: ProcessFigures | None = None
+        published_at = -float("inf")
+        with anyio.CancelScope() as self._sharing:
+            while True:
+                try:
+                    own = self.own_figures()
+                    if own != published or self.clock() - published_at >= HEARTBEAT:
+                        await shared.publish(own)
+                        published, published_at = own, self.clock()
+                    if len(self.console) and await self.refresh_figures(max_age=0):
+                        for panel in ("audit", "stats", "sessions"):
+                            self.changes.mark(panel)
+                except ToolbusError as exc:  # the store is away: the console shows the last
+                    self._figures_log.warning(
+                        "sharing",
+                        "could not share the console's figures through the store: %s",
+                        exc,
+                    )
+                await anyio.sleep(FIGURES_INTERVAL)
+
+    async def _withdraw_figures(self) -> None:
+        if self._sharing is not None:
+            self._sharing.cancel()  # no publication after the withdrawal
+        if self.shared_figures is None:
+            return
+        with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+            try:
+                await self.shared_figures.withdraw()
+            except ToolbusError as exc:  # they leave by themselves when their time is up
+                log.info("could not withdraw the console's figures: %s", exc)
 
     async def _expire_sessions(self) -> None:
         """Close the sessions left idle, ending their event streams."""
@@ -436,7 +564,8 @@ class Gateway:
             registry = self.tools.registry
             source = "live" if self.live else "file"
             checks["config"] = (
-                f"loaded ({source}): {len(registry.tools)} tools, {len(registry.services)} services"
+                f"loaded ({source}): {counted(len(registry.tools), 'tool')}, "
+                f"{counted(len(registry.services), 'service')}"
             )
         checks.update(self.authenticator.readiness())
         return Readiness(ok and self.authenticator.ready, checks)

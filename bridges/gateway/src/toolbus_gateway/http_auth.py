@@ -16,6 +16,17 @@ from toolbus_gateway.gateway import Gateway
 class ConsoleForbidden(Exception):
     """An authenticated user who is not an operator asked for the console (HTTP 403)."""
 
+    def __init__(self, user: str) -> None:
+        super().__init__(user)
+        self.user = user
+
+    @property
+    def message(self) -> str:
+        return (
+            f"user {self.user!r} may not open the console; it is for the users in "
+            "console-users ([gateway]), or with '*' among their groups when that is not set"
+        )
+
 
 def gateway_of(request: Request) -> Gateway:
     gateway: Gateway = request.app.state.gateway

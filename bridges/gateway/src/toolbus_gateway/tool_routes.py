@@ -67,10 +67,10 @@ def answered(outcome: CallOutcome) -> Response:
 async def timed_call(
     gateway: Gateway, session: AgentSession, name: str, arguments: Any, tool_call_id: str | None
 ) -> CallOutcome:
-    started = time.perf_counter()
     outcome = await session.call(name, arguments, tool_call_id=tool_call_id)
     if outcome.tool is not None and outcome.status != "refused":
-        gateway.stats.record(outcome.tool, time.perf_counter() - started, outcome.ok)
+        # The tool's own time: a person's approval wait before it is not the tool's latency.
+        gateway.stats.record(outcome.tool, outcome.seconds, outcome.ok)
         gateway.changes.mark("stats")
     return outcome
 

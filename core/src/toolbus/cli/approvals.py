@@ -30,7 +30,13 @@ from toolbus.cli._app import app
 from toolbus.cli._help import CommandApp
 from toolbus.cli.plugin_api import VerboseOption, fail, redact_url, run, setup_logging
 from toolbus.domain.access.approvals import Approval
-from toolbus.domain.errors import ApprovalClosed, ApprovalNotFound, ConfigError, NotAnApprover
+from toolbus.domain.errors import (
+    AmbiguousApproval,
+    ApprovalClosed,
+    ApprovalNotFound,
+    ConfigError,
+    NotAnApprover,
+)
 from toolbus.plugins import connect_state
 from toolbus.runtime import seal_keys_of
 from toolbus.settings import Settings, load_settings
@@ -54,13 +60,22 @@ app.add_typer(approvals_app)
 StateOption = Annotated[
     str | None,
     typer.Option(
-        "--state", help="State store URL; default TOOLBUS_STATE, then state in toolbus.toml."
+        "--state",
+        metavar="URL",
+        help="State store URL; default TOOLBUS_STATE, then state in toolbus.toml.",
     ),
 ]
 NoteOption = Annotated[
     str | None, typer.Option("--note", help="Why; a denied call's model reads it.")
 ]
-IdArgument = Annotated[str, typer.Argument(help="The approval's id.", show_default=False)]
+IdArgument = Annotated[
+    str,
+    typer.Argument(
+        help="The approval's id, or its first characters (at least 4) when no other pending "
+        "approval's id begins with them.",
+        show_default=False,
+    ),
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,8 +186,8 @@ def _decide(approval_id: str, approve: bool, note: str | None, state: str | None
 
     async def decide(book: ApprovalBook) -> Approval:
         try:
-            return await book.decide(approval_id, user, approve, note, via=VIA)
-        except (ApprovalNotFound, NotAnApprover, ApprovalClosed) as exc:
+            return await book.decide(await book.resolve(approval_id), user, approve, note, via=VIA)
+        except (ApprovalNotFound, AmbiguousApproval, NotAnApprover, ApprovalClosed) as exc:
             fail(str(exc))
 
     decided = _with_book(where, decide)

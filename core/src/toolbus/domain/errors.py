@@ -194,6 +194,19 @@ class ApprovalNotFound(ToolbusError, LookupError):
         )
 
 
+class AmbiguousApproval(ToolbusError, LookupError):
+    """An id prefix that begins more than one pending approval's id."""
+
+    def __init__(self, prefix: str, candidates: Iterable[str]) -> None:
+        self.prefix = prefix
+        self.candidates = tuple(candidates)
+        listed = "\n".join(f"  {candidate}" for candidate in self.candidates)
+        super().__init__(
+            f"{prefix[:100]!r} begins the ids of {len(self.candidates)} pending approvals; "
+            f"give more of the id:\n{listed}"
+        )
+
+
 class NotAnApprover(ToolbusError):
     """This person may not decide this approval: not among its approvers, or it is their own
     call and callers do not approve their own calls."""

@@ -169,6 +169,7 @@ class CallRunner:
             tool=tool.name,
             tool_call_id=tool_call_id,
             error_type=exc.error_type,
+            seconds=seconds,
         )
 
     def broke(
@@ -236,6 +237,7 @@ class CallRunner:
             tool=tool.name,
             tool_call_id=tool_call_id,
             transition=transition,
+            seconds=seconds,
         )
 
     # ------------------------------------------------------------------ calls that did not run

@@ -35,7 +35,12 @@ from toolbus.domain.access.approvals import (
     DEFAULT_MAX_PENDING_PER_USER,
     Approval,
 )
-from toolbus.domain.errors import ApprovalClosed, ApprovalNotFound, StateStoreError
+from toolbus.domain.errors import (
+    AmbiguousApproval,
+    ApprovalClosed,
+    ApprovalNotFound,
+    StateStoreError,
+)
 from toolbus.ports import StateEntry, StateStore, WatchableStateStore
 
 log = logging.getLogger("toolbus.approvals")
@@ -50,6 +55,9 @@ POLL_INTERVAL = 0.5
 _ATTEMPTS = 64
 #: Used approvals one process remembers at most (beyond, the oldest are forgotten).
 MAX_REMEMBERED_USES = 100_000
+#: The shortest id prefix :meth:`ApprovalBook.resolve` takes (git's too): a slip of the
+#: finger on one or two characters should not decide somebody's call.
+MIN_PREFIX = 4
 
 
 class ApprovalsFull(StateStoreError):
@@ -101,6 +109,32 @@ class ApprovalBook:
         if entry is None:
             return None
         return Approval.from_json(entry.value), entry.version
+
+    async def resolve(self, given: str) -> str:
+        """The id of the approval ``given`` names: that id, or, as git takes a commit's,
+        the one pending approval whose id begins with it (at least
+        :data:`MIN_PREFIX` characters).
+
+        Raises :class:`~toolbus.domain.errors.ApprovalNotFound` when none matches and
+        :class:`~toolbus.domain.errors.AmbiguousApproval` when several do.
+        """
+        if given == INDEX:
+            raise ApprovalNotFound(given)
+        if await self.get(given) is not None:  # a record that does not open is none
+            return given
+        if len(given) < MIN_PREFIX:
+            raise ApprovalNotFound(given)
+        now = self.clock()
+        found = sorted(
+            approval_id
+            for approval_id, (expires_at, _) in (await self._read_index()).items()
+            if approval_id.startswith(given) and expires_at > now
+        )
+        if not found:
+            raise ApprovalNotFound(given)
+        if len(found) > 1:
+            raise AmbiguousApproval(given, found)
+        return found[0]
 
     async def pending(self, viewer: str | None = None) -> list[Approval]:
         """The approvals waiting now, oldest first; with ``viewer``, those they may decide
