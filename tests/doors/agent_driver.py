@@ -18,7 +18,7 @@ from anyio.abc import Process
 
 from tests.doors.processes import TOOLBUS, door_environment, door_process
 from tests.support.model_server import ModelServer
-from toolbus.testing.doors import Answer, Caller, DoorDriver, DoorSession, DoorSetup, Occupied
+from toolbus.testing.doors import Answer, DoorCaller, DoorDriver, DoorSession, DoorSetup, Occupied
 
 ERRORS = {
     "access-denied": "denied",
@@ -58,7 +58,7 @@ class AgentDriver(DoorDriver):
         self.model = model
         self._lock = anyio.Lock()
 
-    def _args(self, caller: Caller, question: str, session: str | None = None) -> list[str]:
+    def _args(self, caller: DoorCaller, question: str, session: str | None = None) -> list[str]:
         args = ["ask", question, "--json", "--timeout", "60", "--user", caller.user]
         for group in caller.groups or ():
             args += ["--group", group]
@@ -77,7 +77,7 @@ class AgentDriver(DoorDriver):
 
     async def _ask(
         self,
-        caller: Caller,
+        caller: DoorCaller,
         turns: list[dict[str, Any]],
         session: str | None = None,
     ) -> tuple[list[dict[str, Any]], str, str]:
@@ -93,7 +93,7 @@ class AgentDriver(DoorDriver):
             )
         return _events(result.stdout.decode()), result.stderr.decode(), question
 
-    async def tools(self, caller: Caller) -> Answer:
+    async def tools(self, caller: DoorCaller) -> Answer:
         events, stderr, question = await self._ask(caller, [{"text": "Nothing to do."}])
         answer = _answer(events, stderr)
         if answer.outcome != "ok":
@@ -103,15 +103,15 @@ class AgentDriver(DoorDriver):
         return Answer("ok", ", ".join(names), json.dumps(names), names)
 
     async def call(
-        self, caller: Caller, tool: str, arguments: Mapping[str, Any] | None = None
+        self, caller: DoorCaller, tool: str, arguments: Mapping[str, Any] | None = None
     ) -> Answer:
         events, stderr, _ = await self._ask(caller, _calling(tool, arguments))
         return _answer(events, stderr)
 
-    async def session(self, caller: Caller) -> DoorSession | Answer:
+    async def session(self, caller: DoorCaller) -> DoorSession | Answer:
         return _AgentSession(self, caller)
 
-    async def occupy(self, caller: Caller) -> Occupied | Answer:
+    async def occupy(self, caller: DoorCaller) -> Occupied | Answer:
         question = f"hold {uuid.uuid4().hex}"
         async with self._lock:
             self.model.play(_calling("hold", {}))
@@ -144,13 +144,15 @@ def _calling(tool: str, arguments: Mapping[str, Any] | None) -> list[dict[str, A
 class _AgentSession(DoorSession):
     """Questions that continue one another: each names the session the last one ended."""
 
-    def __init__(self, driver: AgentDriver, caller: Caller) -> None:
+    def __init__(self, driver: AgentDriver, caller: DoorCaller) -> None:
         self.driver = driver
         self.caller = caller
         self.held: str | None = None
 
     async def call(self, tool: str, arguments: Mapping[str, Any] | None = None) -> Answer:
-        caller = self.caller if self.held is None else Caller(self.caller.user, self.caller.groups)
+        caller = (
+            self.caller if self.held is None else DoorCaller(self.caller.user, self.caller.groups)
+        )
         events, stderr, _ = await self.driver._ask(caller, _calling(tool, arguments), self.held)
         if events and events[-1].get("session"):
             self.held = str(events[-1]["session"])

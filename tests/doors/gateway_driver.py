@@ -12,7 +12,7 @@ from tests.doors.processes import door_process
 from tests.support.servers import LOOPBACK, free_port
 from toolbus.testing.doors import (
     Answer,
-    Caller,
+    DoorCaller,
     DoorDriver,
     DoorSession,
     DoorSetup,
@@ -81,7 +81,7 @@ class GatewayDriver(DoorDriver):
         )
 
     @staticmethod
-    def _body(caller: Caller, **extra: Any) -> dict[str, Any]:
+    def _body(caller: DoorCaller, **extra: Any) -> dict[str, Any]:
         body: dict[str, Any] = dict(extra)
         if caller.groups is not None:
             body["groups"] = list(caller.groups)
@@ -89,7 +89,7 @@ class GatewayDriver(DoorDriver):
             body["state"] = caller.state
         return body
 
-    async def tools(self, caller: Caller) -> Answer:
+    async def tools(self, caller: DoorCaller) -> Answer:
         params: dict[str, str] = {}
         if caller.groups is not None:
             params["groups"] = ",".join(caller.groups)
@@ -103,7 +103,7 @@ class GatewayDriver(DoorDriver):
         return _answer(response, names)
 
     async def call(
-        self, caller: Caller, tool: str, arguments: Mapping[str, Any] | None = None
+        self, caller: DoorCaller, tool: str, arguments: Mapping[str, Any] | None = None
     ) -> Answer:
         async with self._client(caller.user) as http:
             response = await http.post(
@@ -112,7 +112,7 @@ class GatewayDriver(DoorDriver):
         return _answer(response)
 
     async def stream(
-        self, caller: Caller, tool: str, arguments: Mapping[str, Any] | None = None
+        self, caller: DoorCaller, tool: str, arguments: Mapping[str, Any] | None = None
     ) -> Answer | None:
         async with self._client(caller.user) as http:
             response = await http.post(
@@ -127,7 +127,7 @@ class GatewayDriver(DoorDriver):
             return Answer("error", failed[0], f"200 {response.text}")
         return Answer("ok", chunks, f"200 {response.text}")
 
-    async def session(self, caller: Caller) -> DoorSession | Answer:
+    async def session(self, caller: DoorCaller) -> DoorSession | Answer:
         http = self._client(caller.user)
         response = await http.post("/v1/sessions", json=self._body(caller))
         if response.status_code != 201:

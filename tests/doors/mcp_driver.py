@@ -14,7 +14,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests.doors.processes import TOOLBUS, door_environment, door_process
 from tests.support.servers import LOOPBACK, free_port
-from toolbus.testing.doors import Answer, Caller, DoorDriver, DoorSession, DoorSetup, api_key
+from toolbus.testing.doors import Answer, DoorCaller, DoorDriver, DoorSession, DoorSetup, api_key
 
 WORKFLOW = "dev.toolbus/workflow"
 
@@ -63,15 +63,15 @@ class McpDriver(DoorDriver):
     def __init__(self, setup: DoorSetup) -> None:
         super().__init__(setup)
         self._stack = AsyncExitStack()
-        self._clients: dict[Caller, Client | Answer] = {}
+        self._clients: dict[DoorCaller, Client | Answer] = {}
 
     async def aclose(self) -> None:
         await self._stack.aclose()
 
-    def _connect(self, caller: Caller) -> Client:
+    def _connect(self, caller: DoorCaller) -> Client:
         raise NotImplementedError
 
-    async def _client(self, caller: Caller) -> Client | Answer:
+    async def _client(self, caller: DoorCaller) -> Client | Answer:
         """One client per caller, kept for the class (a process per caller over stdio)."""
         if caller in self._clients:
             return self._clients[caller]
@@ -82,7 +82,7 @@ class McpDriver(DoorDriver):
         self._clients[caller] = found
         return found
 
-    async def tools(self, caller: Caller) -> Answer:
+    async def tools(self, caller: DoorCaller) -> Answer:
         client = await self._client(caller)
         if isinstance(client, Answer):
             return client
@@ -94,7 +94,7 @@ class McpDriver(DoorDriver):
         return Answer("ok", ", ".join(names), json.dumps(names), names)
 
     async def call(
-        self, caller: Caller, tool: str, arguments: Mapping[str, Any] | None = None
+        self, caller: DoorCaller, tool: str, arguments: Mapping[str, Any] | None = None
     ) -> Answer:
         client = await self._client(caller)
         if isinstance(client, Answer):
@@ -104,7 +104,7 @@ class McpDriver(DoorDriver):
         except Exception as exc:
             return _failure(exc)
 
-    async def session(self, caller: Caller) -> DoorSession | Answer:
+    async def session(self, caller: DoorCaller) -> DoorSession | Answer:
         """A workflow of its own, on the caller's client: named in ``_meta``."""
         client = await self._client(caller)
         if isinstance(client, Answer):
@@ -123,7 +123,7 @@ class McpStdioDriver(McpDriver):
 
     name = "mcp-stdio"
 
-    def _connect(self, caller: Caller) -> Client:
+    def _connect(self, caller: DoorCaller) -> Client:
         args = ["mcp", "serve", "--transport", "stdio", "--config", "config.json", "--no-live"]
         args += ["--user", caller.user]
         for group in caller.groups or ():
@@ -149,7 +149,7 @@ class McpHttpDriver(McpDriver):
         self.url = url
 
     @asynccontextmanager
-    async def _http_client(self, caller: Caller) -> AsyncIterator[Client]:
+    async def _http_client(self, caller: DoorCaller) -> AsyncIterator[Client]:
         headers = {"Authorization": f"Bearer {api_key(caller.user)}"}
         if caller.groups is not None:
             headers["Toolbus-Groups"] = ",".join(caller.groups)
@@ -160,7 +160,7 @@ class McpHttpDriver(McpDriver):
             async with Client(transport, read_timeout_seconds=60, cache=None) as client:
                 yield client
 
-    def _connect(self, caller: Caller) -> Any:
+    def _connect(self, caller: DoorCaller) -> Any:
         return self._http_client(caller)
 
 

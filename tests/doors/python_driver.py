@@ -12,7 +12,7 @@ from toolbus import AgentSession, open_tools
 from toolbus.application.agent.calling import ToolStream
 from toolbus.application.calls.tools import Tools
 from toolbus.domain.errors import AccessDenied, LimitReached, ToolCallError
-from toolbus.testing.doors import Answer, Caller, DoorDriver, DoorSession, DoorSetup
+from toolbus.testing.doors import Answer, DoorCaller, DoorDriver, DoorSession, DoorSetup
 
 
 def _answer(outcome: Any) -> Answer:
@@ -33,7 +33,7 @@ class PythonDriver(DoorDriver):
         super().__init__(setup)
         self._tools = tools
 
-    def _session(self, caller: Caller) -> AgentSession:
+    def _session(self, caller: DoorCaller) -> AgentSession:
         return AgentSession(
             self._tools,
             user=caller.user,
@@ -41,7 +41,7 @@ class PythonDriver(DoorDriver):
             state=caller.state,
         )
 
-    async def tools(self, caller: Caller) -> Answer:
+    async def tools(self, caller: DoorCaller) -> Answer:
         try:
             session = self._session(caller)
         except (AccessDenied, LimitReached) as exc:
@@ -51,7 +51,7 @@ class PythonDriver(DoorDriver):
         return Answer("ok", ", ".join(names), repr(names), names)
 
     async def call(
-        self, caller: Caller, tool: str, arguments: Mapping[str, Any] | None = None
+        self, caller: DoorCaller, tool: str, arguments: Mapping[str, Any] | None = None
     ) -> Answer:
         try:
             session = self._session(caller)
@@ -61,7 +61,7 @@ class PythonDriver(DoorDriver):
             return _answer(await session.call(tool, dict(arguments or {})))
 
     async def stream(
-        self, caller: Caller, tool: str, arguments: Mapping[str, Any] | None = None
+        self, caller: DoorCaller, tool: str, arguments: Mapping[str, Any] | None = None
     ) -> Answer | None:
         try:
             session = self._session(caller)
@@ -78,7 +78,7 @@ class PythonDriver(DoorDriver):
         text = "".join(chunks)
         return Answer("ok", text, repr(chunks))
 
-    async def session(self, caller: Caller) -> DoorSession | Answer:
+    async def session(self, caller: DoorCaller) -> DoorSession | Answer:
         try:
             return _PythonSession(self._session(caller))
         except (AccessDenied, LimitReached) as exc:

@@ -55,7 +55,7 @@ from toolbus.testing.doors.deployment import (
 )
 from toolbus.testing.doors.drivers import (
     Answer,
-    Caller,
+    DoorCaller,
     DoorDriver,
     DoorSession,
     Occupied,
@@ -76,7 +76,7 @@ __all__ = [
     "REDACTED",
     "USERS",
     "Answer",
-    "Caller",
+    "DoorCaller",
     "DoorConformance",
     "DoorDriver",
     "DoorSession",

@@ -1,5 +1,5 @@
 """How the suite drives a door: :class:`DoorDriver` (one per door, over its real
-transport), who calls (:class:`Caller`) and what the door answered (:class:`Answer`)."""
+transport), who calls (:class:`DoorCaller`) and what the door answered (:class:`Answer`)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ Outcome = Literal["ok", "refused", "denied", "limited", "error"]
 
 
 @dataclass(frozen=True)
-class Caller:
+class DoorCaller:
     """Who calls, with which groups (``None``: none named) and in which state (``None``: none)."""
 
     user: str
@@ -76,20 +76,20 @@ class DoorDriver(ABC):
         self.setup = setup
 
     @abstractmethod
-    async def tools(self, caller: Caller) -> Answer:
+    async def tools(self, caller: DoorCaller) -> Answer:
         """The tools offered to ``caller`` (``Answer.tools``), or the refusal."""
 
     @abstractmethod
     async def call(
-        self, caller: Caller, tool: str, arguments: Mapping[str, Any] | None = None
+        self, caller: DoorCaller, tool: str, arguments: Mapping[str, Any] | None = None
     ) -> Answer:
         """Call ``tool`` once for ``caller``, outside any held session."""
 
     @abstractmethod
-    async def session(self, caller: Caller) -> DoorSession | Answer:
+    async def session(self, caller: DoorCaller) -> DoorSession | Answer:
         """Open a session the door holds for ``caller``, or the refusal."""
 
-    async def occupy(self, caller: Caller) -> Occupied | Answer:
+    async def occupy(self, caller: DoorCaller) -> Occupied | Answer:
         """Take one of ``caller``'s limited places; by default, an open session."""
         opened = await self.session(caller)
         if isinstance(opened, Answer):
@@ -97,7 +97,7 @@ class DoorDriver(ABC):
         return _OpenSession(opened)
 
     async def stream(
-        self, caller: Caller, tool: str, arguments: Mapping[str, Any] | None = None
+        self, caller: DoorCaller, tool: str, arguments: Mapping[str, Any] | None = None
     ) -> Answer | None:
         """Call ``tool``, its streamed answer joined; ``None`` if the door has no streams."""
         return None
