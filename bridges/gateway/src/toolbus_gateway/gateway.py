@@ -39,6 +39,7 @@ from toolbus.runtime import opened_door, registry_from, shared_state, tool_types
 from toolbus_gateway.auth import Authenticator
 from toolbus_gateway.events import Event, Topic
 from toolbus_gateway.services import ServiceWatch
+from toolbus_gateway.session_events import SessionEvents
 from toolbus_gateway.sessions import SessionChannels
 from toolbus_gateway.settings import GatewaySettings
 from toolbus_gateway.stats import CallStats
@@ -218,6 +219,8 @@ class Gateway:
         self.door: FrontDoor | None = None
         #: Locks and event topics of the held sessions, in this process.
         self.channels = SessionChannels()
+        #: Their events, on every replica once sessions are shared (set when it starts).
+        self.session_events = SessionEvents(self.channels, None)
         self.metrics.sessions_open.set_function(lambda: self.held_sessions())
         self.open_streams = 0
         self.metrics.event_streams.set_function(lambda: self.open_streams)
@@ -285,6 +288,13 @@ class Gateway:
                 self.tools = Tools(client, self._local)
                 await self.watch.probe()
             self.door = await stack.enter_async_context(self._front_door(self.tools))
+            if self.state_store is not None:
+                # Sessions are shared: so are their events.
+                self.session_events = SessionEvents(self.channels, self.bus)
+                shared = await self.session_events.subscribe()
+                assert shared is not None
+                stack.push_async_callback(shared.close)
+                tasks.start_soon(self.session_events.follow, shared)
             self.warning = self.door.require_access_control(
                 "toolbus gateway", allow_off=not self.access_control
             )
@@ -341,7 +351,7 @@ class Gateway:
         while True:
             await anyio.sleep(every)
             for held in await self.door.held.expire():
-                self.channels.ended(held.key.id, "idle")
+                await self.session_events.ended(held.key.owner, held.key.id, "idle")
                 self.changes.mark("sessions")
 
     async def _close_sessions(self) -> None:
@@ -352,7 +362,7 @@ class Gateway:
         with anyio.CancelScope(shield=True):
             for held in door.holder.all():
                 await door.held.release(held.key.owner, held.key.kind, held.key.id)
-                self.channels.ended(held.key.id, "gateway stopping")
+                self.channels.ended(held.key.owner, held.key.id, "gateway stopping")
 
     async def __aexit__(
         self,
