@@ -17,7 +17,7 @@ from toolbus._internal.lazy_exports import lazy_exports
 if TYPE_CHECKING:
     from toolbus_gateway.app import create_app
     from toolbus_gateway.auth import Authenticator, AuthFailure, JwtVerifier, Principal
-    from toolbus_gateway.gateway import Gateway, Readiness
+    from toolbus_gateway.gateway import Gateway
     from toolbus_gateway.settings import GatewaySettings, JwtSettings, parse_gateway_settings
 
 # FastAPI takes seconds to import: the package stays light until a name is used,
@@ -31,7 +31,6 @@ __getattr__ = lazy_exports(
         "JwtVerifier": "auth",
         "Principal": "auth",
         "Gateway": "gateway",
-        "Readiness": "gateway",
         "GatewaySettings": "settings",
         "JwtSettings": "settings",
         "parse_gateway_settings": "settings",
@@ -46,7 +45,6 @@ __all__ = [
     "JwtSettings",
     "JwtVerifier",
     "Principal",
-    "Readiness",
     "create_app",
     "parse_gateway_settings",
 ]

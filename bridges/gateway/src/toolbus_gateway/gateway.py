@@ -12,7 +12,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -23,6 +22,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from toolbus import LiveRegistry, Registry, Tools, ToolServiceClient, connect
 from toolbus.application.agent.audit import AuditRecord, LoggingAuditSink
 from toolbus.application.agent.code_hooks import CompiledHooks
+from toolbus.application.calls.health import Readiness
 from toolbus.application.calls.metrics import ToolbusMetrics
 from toolbus.application.doors.door import FrontDoor
 from toolbus.application.doors.holding import InProcessHolder, SessionHolder
@@ -50,14 +50,6 @@ log = logging.getLogger("toolbus.gateway")
 RECENT_AUDIT = 200
 
 ConfigSource = Path | Mapping[str, Any] | Registry | None
-
-
-@dataclass(frozen=True, slots=True)
-class Readiness:
-    """Whether the gateway can serve calls now, and why not."""
-
-    ready: bool
-    checks: dict[str, str]
 
 
 class ConsoleChanges:

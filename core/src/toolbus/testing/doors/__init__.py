@@ -54,7 +54,7 @@ from toolbus.testing.doors.deployment import (
     toolbus_toml,
 )
 from toolbus.testing.doors.drivers import (
-    Answer,
+    DoorAnswer,
     DoorCaller,
     DoorDriver,
     DoorSession,
@@ -75,7 +75,7 @@ __all__ = [
     "POLICY_REASON",
     "REDACTED",
     "USERS",
-    "Answer",
+    "DoorAnswer",
     "DoorCaller",
     "DoorConformance",
     "DoorDriver",

@@ -34,7 +34,7 @@ from toolbus.testing.doors.deployment import (
     policy_engine_installed,
     toolbus_toml,
 )
-from toolbus.testing.doors.drivers import Answer, DoorCaller, DoorDriver, Occupied, normalized
+from toolbus.testing.doors.drivers import DoorAnswer, DoorCaller, DoorDriver, Occupied, normalized
 
 
 def _audited(records: Sequence[AuditRecord], predicate: Any) -> bool:
@@ -246,7 +246,7 @@ class DoorConformance:
 
     async def test_a_held_session_keeps_the_state_it_earned(self, door: DoorDriver) -> None:
         session = await door.session(DoorCaller("dave"))
-        assert not isinstance(session, Answer), session
+        assert not isinstance(session, DoorAnswer), session
         try:
             early = await session.call("checkout")
             added = await session.call("add-to-cart", {"item": "tea"})
@@ -274,7 +274,7 @@ class DoorConformance:
             if isinstance(other, Occupied):
                 places.append(other)
 
-            assert isinstance(over, Answer) and over.outcome == "limited", (
+            assert isinstance(over, DoorAnswer) and over.outcome == "limited", (
                 f"{door.name} gave erin place {MAX_PER_USER + 1}: {over}"
             )
             assert isinstance(other, Occupied), f"{door.name} refused frank: {other}"
