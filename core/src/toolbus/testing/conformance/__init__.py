@@ -19,7 +19,12 @@ The suite is pytest tests: install it with ``pip install 'toolbus[testing]'``.
 
 from __future__ import annotations
 
-import pytest
+try:
+    import pytest
+except ImportError as exc:  # the core does not depend on pytest; the extra does
+    raise ImportError(
+        "the bus conformance suite needs pytest: pip install 'toolbus[testing]'"
+    ) from exc
 
 from toolbus.testing.conformance.binding import (
     FOUR_MB,

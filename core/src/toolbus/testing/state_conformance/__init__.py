@@ -26,7 +26,12 @@ higher. The suite is pytest tests: install it with ``pip install 'toolbus[testin
 
 from __future__ import annotations
 
-import pytest
+try:
+    import pytest
+except ImportError as exc:  # the core does not depend on pytest; the extra does
+    raise ImportError(
+        "the state store conformance suite needs pytest: pip install 'toolbus[testing]'"
+    ) from exc
 
 from toolbus.testing.state_conformance.binding import (
     AWKWARD_KEYS,
