@@ -99,7 +99,7 @@ def registered_metrics() -> dict[str, set[str]]:
     """Every metric the code registers, as scraped (counters with ``_total``): its labels."""
     from prometheus_client import CollectorRegistry
 
-    from toolbus_gateway.gateway import GatewayMetrics
+    from toolbus_gateway.metrics import GatewayMetrics
 
     registry = CollectorRegistry()
     metrics = ToolbusMetrics(registry)

@@ -12,7 +12,7 @@ import subprocess
 import pytest
 from prometheus_client import generate_latest
 
-from toolbus_gateway.gateway import GatewayMetrics
+from toolbus_gateway.metrics import GatewayMetrics
 
 #: The tool-groups specification's names, kept as TrustGraph deployments know them.
 SPECIFICATION = {

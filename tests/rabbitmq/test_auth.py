@@ -18,9 +18,10 @@ import pytest
 from tests.rabbitmq.server import RabbitMQServer
 from tests.support.certificates import make_certificates
 from tests.support.servers import LOOPBACK, free_port
+from toolbus import MessageRefused
 from toolbus.domain.errors import BusClosed, MessageTooLarge
 from toolbus.testing.conformance import fresh_queue, next_delivery
-from toolbus_rabbitmq import MessageRefused, connect
+from toolbus_rabbitmq import connect
 
 pytestmark = [
     pytest.mark.anyio,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import aiormq.exceptions
 
-from toolbus.domain.errors import BusClosed, MessageTooLarge, ToolbusError
+from toolbus.domain.errors import BusClosed, MessageRefused, MessageTooLarge, ToolbusError
 
 HOW_TO_RAISE_MAX_MESSAGE = (
     "raise it with amqp://...?max_message_size=BYTES (the broker's own max_message_size, "
@@ -21,20 +21,14 @@ class RabbitMQRefused(ToolbusError):
     or a message it would not take."""
 
 
-class MessageRefused(MessageTooLarge):
-    """The broker refused a message as too large: its limit is below toolbus's own."""
-
-    def __init__(self, size: int, exchange: str, reason: str) -> None:
-        self.size = size
-        #: The broker's limit is in its reason, not known to the client.
-        self.limit = 0
-        self.exchange = exchange
-        ToolbusError.__init__(
-            self,
-            f"RabbitMQ refused a message of {size:,} bytes on exchange {exchange!r} ({reason}); "
-            "raise the broker's max_message_size in rabbitmq.conf, or lower the adapter's "
-            "max_message_size to what the broker accepts",
-        )
+def message_refused(size: int, exchange: str, reason: str) -> MessageRefused:
+    """The broker refused a message of ``size`` bytes on ``exchange`` as too large."""
+    return MessageRefused(
+        size,
+        f"RabbitMQ refused a message of {size:,} bytes on exchange {exchange!r} ({reason})",
+        "raise the broker's max_message_size in rabbitmq.conf, or lower the adapter's "
+        "max_message_size to what the broker accepts",
+    )
 
 
 def too_large(size: int, limit: int) -> MessageTooLarge:

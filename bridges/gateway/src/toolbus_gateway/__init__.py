@@ -17,7 +17,7 @@ from toolbus._internal.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from toolbus_gateway.app import create_app
-    from toolbus_gateway.gateway import Gateway, Readiness
+    from toolbus_gateway.gateway import Gateway
     from toolbus_gateway.settings import GatewaySettings, parse_gateway_settings
 
 # FastAPI takes seconds to import: the package stays light until a name is used,
@@ -27,7 +27,6 @@ __getattr__ = lazy_exports(
     {
         "create_app": "app",
         "Gateway": "gateway",
-        "Readiness": "gateway",
         "GatewaySettings": "settings",
         "parse_gateway_settings": "settings",
     },
@@ -36,7 +35,6 @@ __getattr__ = lazy_exports(
 __all__ = [
     "Gateway",
     "GatewaySettings",
-    "Readiness",
     "create_app",
     "parse_gateway_settings",
 ]

@@ -9,22 +9,19 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import deque
 from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import anyio
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry
 
 from toolbus import LiveRegistry, Registry, Tools, ToolServiceClient, connect
 from toolbus._internal.throttled_log import ThrottledLog
-from toolbus.application.agent.audit import AuditEntry, AuditRecord, LoggingAuditSink
 from toolbus.application.agent.code_hooks import CompiledHooks
-from toolbus.application.calls.metrics import ToolbusMetrics
+from toolbus.application.calls.health import Readiness
 from toolbus.application.doors.door import FrontDoor
 from toolbus.application.doors.holding import InProcessHolder, SessionHolder
 from toolbus.application.doors.keeping import SESSION
@@ -41,7 +38,8 @@ from toolbus.hooks import CodeHooks
 from toolbus.plugins import load_tool_plugins
 from toolbus.ports import Bus, StateStore
 from toolbus.runtime import opened_door, private_store, registry_from, shared_state, tool_types
-from toolbus_gateway.events import Event, Topic
+from toolbus_gateway.console_feed import ConsoleChanges, RecentAudit
+from toolbus_gateway.events import Topic
 from toolbus_gateway.figures import (
     AUDIT_ROWS,
     HEARTBEAT,
@@ -53,15 +51,15 @@ from toolbus_gateway.figures import (
     merged_audit,
     merged_rates,
 )
+from toolbus_gateway.metrics import GatewayMetrics
 from toolbus_gateway.services import ServiceWatch
+from toolbus_gateway.session_events import SessionEvents
 from toolbus_gateway.sessions import SessionChannels
 from toolbus_gateway.settings import GatewaySettings
 from toolbus_gateway.stats import CallStats, ToolRate
 
 log = logging.getLogger("toolbus.gateway")
 
-#: Audit records the console keeps for its "recent" table.
-RECENT_AUDIT = 200
 #: Seconds between two looks at the other processes' figures and the sessions in the
 #: store, while a console is open here (and the longest a figure shown is behind).
 FIGURES_INTERVAL = 1.0
@@ -69,93 +67,8 @@ FIGURES_INTERVAL = 1.0
 ConfigSource = Path | Mapping[str, Any] | Registry | None
 
 
-@dataclass(frozen=True, slots=True)
-class Readiness:
-    """Whether the gateway can serve calls now, and why not."""
-
-    ready: bool
-    checks: dict[str, str]
-
-
-class ConsoleChanges:
-    """Tells the console which panels changed, at most once per panel per ``interval``.
-
-    Changes are marked as they happen and sent by :meth:`run`: a busy gateway
-    (a hundred calls a second) then costs each open console one event per
-    panel per interval, not one per call.
-    """
-
-    def __init__(self, topic: Topic, interval: float = 0.5) -> None:
-        self.topic = topic
-        self.interval = interval
-        self._dirty: dict[str, None] = {}
-        self._wake = anyio.Event()
-
-    def mark(self, panel: str) -> None:
-        self._dirty[panel] = None
-        self._wake.set()
-
-    async def run(self) -> None:
-        while True:
-            await self._wake.wait()
-            self._wake = anyio.Event()
-            changed, self._dirty = list(self._dirty), {}
-            for panel in changed:
-                self.topic.publish(Event(panel))
-            await anyio.sleep(self.interval)
-
-
 #: How the gateway names itself in start-up errors.
 GATEWAY_DOOR = "toolbus gateway"
-
-
-class RecentAudit:
-    """The audit sink of the gateway: the log, and the console's recent records."""
-
-    def __init__(self, changes: ConsoleChanges, keep: int = RECENT_AUDIT) -> None:
-        self.records: deque[AuditRecord] = deque(maxlen=keep)
-        self._log = LoggingAuditSink()
-        self._changes = changes
-
-    def emit(self, record: AuditEntry) -> None:
-        self._log.emit(record)
-        if isinstance(record, AuditRecord):
-            self.records.appendleft(record)
-            self._changes.mark("audit")
-
-
-class GatewayMetrics:
-    """The toolbus metrics and the gateway's own, in one registry that ``/metrics`` serves."""
-
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        self.registry = registry if registry is not None else CollectorRegistry()
-        self.toolbus = ToolbusMetrics(self.registry)
-        self.auth_failures = Counter(
-            "toolbus_gateway_auth_failures_total",
-            "Requests refused for a missing or invalid credential, by reason",
-            ["reason"],
-            registry=self.registry,
-        )
-        self.requests = Counter(
-            "toolbus_gateway_http_requests_total",
-            "HTTP requests answered, by route and status code",
-            ["route", "status"],
-            registry=self.registry,
-        )
-        self.sessions_open = Gauge(
-            "toolbus_gateway_sessions_open", "Agent sessions held open", registry=self.registry
-        )
-        self.event_streams = Gauge(
-            "toolbus_gateway_event_streams_open",
-            "Server-Sent-Event streams open",
-            registry=self.registry,
-        )
-        self.limited = Counter(
-            "toolbus_gateway_limited_requests_total",
-            "Requests answered 429, by limit",
-            ["limit"],
-            registry=self.registry,
-        )
 
 
 class Gateway:
@@ -244,6 +157,8 @@ class Gateway:
         self.door: FrontDoor | None = None
         #: Locks and event topics of the held sessions, in this process.
         self.channels = SessionChannels()
+        #: Their events, on every replica once sessions are shared (set when it starts).
+        self.session_events = SessionEvents(self.channels, None)
         self.metrics.sessions_open.set_function(lambda: self.held_sessions())
         #: With a state store: this process's figures there, the other processes' as
         #: last read, and the sessions the store held when last counted (and when).
@@ -330,6 +245,13 @@ class Gateway:
                 self.tools = Tools(client, self._local)
                 await self.watch.probe()
             self.door = await stack.enter_async_context(self._front_door(self.tools))
+            if self.state_store is not None:
+                # Sessions are shared: so are their events.
+                self.session_events = SessionEvents(self.channels, self.bus)
+                shared = await self.session_events.subscribe()
+                assert shared is not None
+                stack.push_async_callback(shared.close)
+                tasks.start_soon(self.session_events.follow, shared)
             self.warning = self.door.require_access_control(
                 "toolbus gateway", allow_off=not self.access_control
             )
@@ -490,7 +412,7 @@ class Gateway:
         while True:
             await anyio.sleep(every)
             for held in await self.door.held.expire():
-                self.channels.ended(held.key.id, "idle")
+                await self.session_events.ended(held.key.owner, held.key.id, "idle")
                 self.changes.mark("sessions")
 
     async def _close_sessions(self) -> None:
@@ -501,7 +423,7 @@ class Gateway:
         with anyio.CancelScope(shield=True):
             for held in door.holder.all():
                 await door.held.release(held.key.owner, held.key.kind, held.key.id)
-                self.channels.ended(held.key.id, "gateway stopping")
+                self.channels.ended(held.key.owner, held.key.id, "gateway stopping")
 
     async def __aexit__(
         self,

@@ -125,19 +125,22 @@ async def call_in_session(
     gateway = gateway_of(request)
     door = gateway.door
     assert door is not None
-    if session_id not in gateway.channels:
+    key = (caller.user, session_id)
+    if key not in gateway.channels:
         # No channel for ids nobody holds (whose session this is, is checked under the
         # lock); a session served here before has one: a read of the store saved.
         await _held(gateway, caller, session_id)
-    channel = gateway.channels[session_id]
-    async with channel.lock:
+    async with gateway.channels[key].lock:
         # Read again under the lock: the call before this one may have moved the session.
         held = await _held(gateway, caller, session_id)
         session = door.held.resume(held)
         outcome = await timed_call(gateway, session, body.name, body.arguments, body.tool_call_id)
         await door.held.keep(held, session)
-    result = outcome_view(outcome)
-    channel.events.publish(Event("call", result.model_dump(mode="json", by_alias=True)))
+        result = outcome_view(outcome)
+        # Under the lock: listeners see the session's calls in the order they were made.
+        await gateway.session_events.call(
+            caller.user, session_id, result.model_dump(mode="json", by_alias=True)
+        )
     return result
 
 
@@ -148,12 +151,12 @@ async def close_session(request: Request, caller: CallerDep, session_id: str) ->
     door = gateway.door
     assert door is not None
     await _held(gateway, caller, session_id)
-    async with gateway.channels[session_id].lock:
+    async with gateway.channels[caller.user, session_id].lock:
         with anyio.CancelScope(shield=True):
             record = await door.held.release(caller.user, SESSION, session_id)
     if record is None:
         raise SessionNotFound(session_id, OPEN_ONE)
-    gateway.channels.ended(session_id, "closed")
+    await gateway.session_events.ended(caller.user, session_id, "closed")
     gateway.changes.mark("sessions")
     return {"session_id": session_id, "audit": record.to_dict()}
 
@@ -171,7 +174,7 @@ async def session_events(
     gateway = gateway_of(request)
     held = await _held(gateway, caller, session_id)
     leave = take_stream(gateway, caller.user)
-    channel = gateway.channels[session_id]
+    channel = gateway.channels[caller.user, session_id]
 
     async def events() -> AsyncIterator[dict[str, Any]]:
         async with channel.events.subscribe() as received:

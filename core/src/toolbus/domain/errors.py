@@ -351,6 +351,17 @@ class MessageTooLarge(ToolbusError, ValueError):
         )
 
 
+class MessageRefused(MessageTooLarge):
+    """The broker refused a message as too large: its own limit, below toolbus's, is one
+    the client does not know (``limit`` is 0). ``refusal`` says what the broker did and
+    where, ``how_to_raise`` what to change."""
+
+    def __init__(self, size: int, refusal: str, how_to_raise: str) -> None:
+        self.size = size
+        self.limit = 0
+        ToolbusError.__init__(self, f"{refusal}; {how_to_raise}")
+
+
 class BusClosed(ToolbusError, ConnectionError):
     """The bus connection was closed (or lost) while it was being used."""
 

@@ -1,3 +1,6 @@
+# One job: the AgentSession class, one agent request as the core keeps it. Its parts
+# are modules beside it (calling, recording, rules, caches, outcomes, held); what stays
+# is the one object every door, loop and bridge holds, and its seams in call order.
 """Agent sessions: one agent request's tools, calls, state, access check and audit record.
 
 An :class:`AgentSession` is what an agent loop holds while it answers one

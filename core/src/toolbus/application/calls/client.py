@@ -1,3 +1,6 @@
+# One job: ToolServiceClient, calling a tool service over the bus (a call, a stream,
+# retries, signing, tracing). Waiting for answers is _responses, retrying retries; the
+# per-call path is kept in one place on purpose: its cost is measured (performance.md).
 """Calling tool services over a bus.
 
 One response subscription per response queue per client (use one client per

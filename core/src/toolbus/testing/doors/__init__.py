@@ -55,8 +55,8 @@ from toolbus.testing.doors.deployment import (
     toolbus_toml,
 )
 from toolbus.testing.doors.drivers import (
-    Answer,
-    Caller,
+    DoorAnswer,
+    DoorCaller,
     DoorDriver,
     DoorSession,
     Occupied,
@@ -77,8 +77,8 @@ __all__ = [
     "REDACTED",
     "REHEARSAL_REASON",
     "USERS",
-    "Answer",
-    "Caller",
+    "DoorAnswer",
+    "DoorCaller",
     "DoorConformance",
     "DoorDriver",
     "DoorSession",

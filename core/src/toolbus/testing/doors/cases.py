@@ -34,7 +34,7 @@ from toolbus.testing.doors.deployment import (
     policy_engine_installed,
     toolbus_toml,
 )
-from toolbus.testing.doors.drivers import Answer, Caller, DoorDriver, Occupied, normalized
+from toolbus.testing.doors.drivers import DoorAnswer, DoorCaller, DoorDriver, Occupied, normalized
 
 
 def _audited(records: Sequence[AuditRecord], predicate: Any) -> bool:
@@ -100,7 +100,7 @@ class DoorConformance:
     async def test_asking_for_every_group_with_a_wildcard_is_denied_and_audited(
         self, door: DoorDriver, door_setup: DoorSetup
     ) -> None:
-        caller = Caller("alice", ("*",))
+        caller = DoorCaller("alice", ("*",))
         listed = await door.tools(caller)
         called = await door.call(caller, "admin-reset")
 
@@ -114,7 +114,7 @@ class DoorConformance:
     async def test_asking_for_a_group_beyond_the_permissions_is_denied_and_audited(
         self, door: DoorDriver, door_setup: DoorSetup
     ) -> None:
-        caller = Caller("alice", ("default", "admin"))
+        caller = DoorCaller("alice", ("default", "admin"))
         listed = await door.tools(caller)
         called = await door.call(caller, "admin-reset")
 
@@ -128,8 +128,8 @@ class DoorConformance:
         )
 
     async def test_the_permitted_groups_list_only_their_tools(self, door: DoorDriver) -> None:
-        mine = await door.tools(Caller("alice"))
-        operator = await door.tools(Caller("ops", ("*",)))
+        mine = await door.tools(DoorCaller("alice"))
+        operator = await door.tools(DoorCaller("ops", ("*",)))
 
         assert mine.outcome == "ok", mine
         assert set(mine.tools) == {
@@ -148,8 +148,8 @@ class DoorConformance:
     async def test_a_code_hook_deny_holds_and_the_refusal_is_audited(
         self, door: DoorDriver, door_setup: DoorSetup
     ) -> None:
-        refused = await door.call(Caller("bob"), "delete-account")
-        allowed = await door.call(Caller("ops"), "delete-account")
+        refused = await door.call(DoorCaller("bob"), "delete-account")
+        allowed = await door.call(DoorCaller("ops"), "delete-account")
 
         assert refused.outcome == "refused", f"{door.name} answered {refused}"
         assert DENY_REASON in refused.text
@@ -158,8 +158,8 @@ class DoorConformance:
         await eventually_audited(door, "bob", lambda r: any(c.refusal == "hook" for c in r.calls))
 
     async def test_a_post_use_hook_redacts_every_answer(self, door: DoorDriver) -> None:
-        called = await door.call(Caller("bob"), "lookup")
-        streamed = await door.stream(Caller("bob"), "lookup")
+        called = await door.call(DoorCaller("bob"), "lookup")
+        streamed = await door.stream(DoorCaller("bob"), "lookup")
 
         assert called.outcome == "ok", called
         assert CARD not in called.wire and REDACTED in called.text
@@ -174,8 +174,8 @@ class DoorConformance:
     ) -> None:
         if not policy_engine_installed():
             pytest.skip("no policy engine installed: pip install 'toolbus[policy]'")
-        refused = await door.call(Caller("heidi"), "lookup", {"item": "vault"})
-        allowed = await door.call(Caller("heidi"), "lookup", {"item": "socks"})
+        refused = await door.call(DoorCaller("heidi"), "lookup", {"item": "vault"})
+        allowed = await door.call(DoorCaller("heidi"), "lookup", {"item": "socks"})
 
         assert refused.outcome == "refused", f"{door.name} answered {refused}"
         assert POLICY_REASON in refused.text
@@ -190,7 +190,7 @@ class DoorConformance:
     ) -> None:
         if not policy_engine_installed():
             pytest.skip("no policy engine installed: pip install 'toolbus[policy]'")
-        caller = Caller("judy")
+        caller = DoorCaller("judy")
         rehearsed = await door.call(caller, "restock", {"item": "tea", "dry_run": True})
         # Equal to true in Python, but a number, not a Boolean: not what was allowed.
         as_integer = await door.call(caller, "restock", {"item": "tea", "dry_run": 1})
@@ -205,8 +205,10 @@ class DoorConformance:
     async def test_an_argument_the_tool_does_not_declare_is_refused_by_name(
         self, door: DoorDriver, door_setup: DoorSetup
     ) -> None:
-        called = await door.call(Caller("ken"), "lookup", {"item": "socks", "vault_code": "1234"})
-        streamed = await door.stream(Caller("ken"), "lookup", {"vault_code": "1234"})
+        called = await door.call(
+            DoorCaller("ken"), "lookup", {"item": "socks", "vault_code": "1234"}
+        )
+        streamed = await door.stream(DoorCaller("ken"), "lookup", {"vault_code": "1234"})
 
         assert called.outcome == "error", f"{door.name} answered {called}"
         assert "vault_code" in called.text
@@ -218,7 +220,7 @@ class DoorConformance:
     async def test_a_call_nobody_approves_is_not_made_and_expires_audited(
         self, door: DoorDriver, door_setup: DoorSetup
     ) -> None:
-        answered = await door.call(Caller("ivan"), "refund")
+        answered = await door.call(DoorCaller("ivan"), "refund")
 
         assert answered.outcome == "refused", f"{door.name} answered {answered}"
         assert door_setup.shop.reached("ivan", "refund") == 0
@@ -234,10 +236,10 @@ class DoorConformance:
     async def test_a_stream_goes_through_the_session(
         self, door: DoorDriver, door_setup: DoorSetup
     ) -> None:
-        refused = await door.stream(Caller("bob"), "delete-account")
+        refused = await door.stream(DoorCaller("bob"), "delete-account")
         if refused is None:
             pytest.skip(f"{door.name} has no streams")
-        escalated = await door.stream(Caller("bob", ("*",)), "admin-reset")
+        escalated = await door.stream(DoorCaller("bob", ("*",)), "admin-reset")
 
         assert refused.outcome == "refused", refused
         assert door_setup.shop.reached("bob", "delete") == 0
@@ -248,8 +250,8 @@ class DoorConformance:
     async def test_a_forbidden_tool_answers_exactly_as_an_unknown_one(
         self, door: DoorDriver, door_setup: DoorSetup
     ) -> None:
-        forbidden = await door.call(Caller("carol"), "admin-reset")
-        unknown = await door.call(Caller("carol"), "no-such-tool")
+        forbidden = await door.call(DoorCaller("carol"), "admin-reset")
+        unknown = await door.call(DoorCaller("carol"), "no-such-tool")
 
         assert forbidden.outcome == unknown.outcome == "refused", (forbidden, unknown)
         assert normalized(forbidden.wire, "admin-reset") == normalized(unknown.wire, "no-such-tool")
@@ -266,7 +268,7 @@ class DoorConformance:
     async def test_a_state_that_is_not_an_entry_state_is_refused_and_audited(
         self, door: DoorDriver, door_setup: DoorSetup
     ) -> None:
-        jumped = await door.call(Caller("dave", state="shopping"), "checkout")
+        jumped = await door.call(DoorCaller("dave", state="shopping"), "checkout")
 
         assert jumped.outcome == "denied", f"{door.name} let a caller start in 'shopping': {jumped}"
         assert door_setup.shop.reached("dave", "checkout") == 0
@@ -277,13 +279,13 @@ class DoorConformance:
         )
 
     async def test_an_entry_state_may_be_asked_for(self, door: DoorDriver) -> None:
-        browsing = await door.call(Caller("dave", state="browsing"), "browse")
+        browsing = await door.call(DoorCaller("dave", state="browsing"), "browse")
 
         assert browsing.outcome == "ok", browsing
 
     async def test_a_held_session_keeps_the_state_it_earned(self, door: DoorDriver) -> None:
-        session = await door.session(Caller("dave"))
-        assert not isinstance(session, Answer), session
+        session = await door.session(DoorCaller("dave"))
+        assert not isinstance(session, DoorAnswer), session
         try:
             early = await session.call("checkout")
             added = await session.call("add-to-cart", {"item": "tea"})
@@ -301,17 +303,17 @@ class DoorConformance:
         places: list[Occupied] = []
         try:
             for _ in range(MAX_PER_USER):
-                taken = await door.occupy(Caller("erin"))
+                taken = await door.occupy(DoorCaller("erin"))
                 assert isinstance(taken, Occupied), f"{door.name} refused a place early: {taken}"
                 places.append(taken)
-            over = await door.occupy(Caller("erin"))
+            over = await door.occupy(DoorCaller("erin"))
             if isinstance(over, Occupied):
                 places.append(over)
-            other = await door.occupy(Caller("frank"))
+            other = await door.occupy(DoorCaller("frank"))
             if isinstance(other, Occupied):
                 places.append(other)
 
-            assert isinstance(over, Answer) and over.outcome == "limited", (
+            assert isinstance(over, DoorAnswer) and over.outcome == "limited", (
                 f"{door.name} gave erin place {MAX_PER_USER + 1}: {over}"
             )
             assert isinstance(other, Occupied), f"{door.name} refused frank: {other}"
@@ -327,7 +329,7 @@ class DoorConformance:
     async def test_every_refusal_is_audited_with_its_reason(
         self, door: DoorDriver, door_setup: DoorSetup
     ) -> None:
-        caller = Caller("grace")
+        caller = DoorCaller("grace")
         await door.call(caller, "admin-reset")  # outside the groups
         await door.call(caller, "checkout")  # not offered in this state
         await door.call(caller, "nothing-like-it")  # unknown

@@ -1,5 +1,5 @@
 """How the suite drives a door: :class:`DoorDriver` (one per door, over its real
-transport), who calls (:class:`Caller`) and what the door answered (:class:`Answer`)."""
+transport), who calls (:class:`DoorCaller`) and what the door answered (:class:`DoorAnswer`)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ Outcome = Literal["ok", "refused", "denied", "limited", "error"]
 
 
 @dataclass(frozen=True)
-class Caller:
+class DoorCaller:
     """Who calls, with which groups (``None``: none named) and in which state (``None``: none)."""
 
     user: str
@@ -26,7 +26,7 @@ class Caller:
 
 
 @dataclass(frozen=True)
-class Answer:
+class DoorAnswer:
     """What a door answered, as the suite compares it.
 
     ``wire`` is the answer exactly as the caller received it (an HTTP status
@@ -49,7 +49,7 @@ class DoorSession(ABC):
     """A conversation a door holds for its caller: calls in it keep the state they reach."""
 
     @abstractmethod
-    async def call(self, tool: str, arguments: Mapping[str, Any] | None = None) -> Answer: ...
+    async def call(self, tool: str, arguments: Mapping[str, Any] | None = None) -> DoorAnswer: ...
 
     @abstractmethod
     async def close(self) -> None: ...
@@ -76,29 +76,29 @@ class DoorDriver(ABC):
         self.setup = setup
 
     @abstractmethod
-    async def tools(self, caller: Caller) -> Answer:
-        """The tools offered to ``caller`` (``Answer.tools``), or the refusal."""
+    async def tools(self, caller: DoorCaller) -> DoorAnswer:
+        """The tools offered to ``caller`` (``DoorAnswer.tools``), or the refusal."""
 
     @abstractmethod
     async def call(
-        self, caller: Caller, tool: str, arguments: Mapping[str, Any] | None = None
-    ) -> Answer:
+        self, caller: DoorCaller, tool: str, arguments: Mapping[str, Any] | None = None
+    ) -> DoorAnswer:
         """Call ``tool`` once for ``caller``, outside any held session."""
 
     @abstractmethod
-    async def session(self, caller: Caller) -> DoorSession | Answer:
+    async def session(self, caller: DoorCaller) -> DoorSession | DoorAnswer:
         """Open a session the door holds for ``caller``, or the refusal."""
 
-    async def occupy(self, caller: Caller) -> Occupied | Answer:
+    async def occupy(self, caller: DoorCaller) -> Occupied | DoorAnswer:
         """Take one of ``caller``'s limited places; by default, an open session."""
         opened = await self.session(caller)
-        if isinstance(opened, Answer):
+        if isinstance(opened, DoorAnswer):
             return opened
         return _OpenSession(opened)
 
     async def stream(
-        self, caller: Caller, tool: str, arguments: Mapping[str, Any] | None = None
-    ) -> Answer | None:
+        self, caller: DoorCaller, tool: str, arguments: Mapping[str, Any] | None = None
+    ) -> DoorAnswer | None:
         """Call ``tool``, its streamed answer joined; ``None`` if the door has no streams."""
         return None
 
