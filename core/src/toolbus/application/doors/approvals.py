@@ -202,6 +202,33 @@ class ApprovalBook:
         await self._unindex(approval_id)
         return approval
 
+    async def withdraw(self, approval_id: str, why: str) -> Approval | None:
+        """The call will not be made (its task was cancelled, its door stopped): a pending
+        approval becomes ``withdrawn``, and deciding it then says so. ``why`` is kept as its
+        note. The approval as it stands now (decided ones are left as they are); ``None``
+        when there is no such approval."""
+
+        def withdrawn(approval: Approval) -> Approval:
+            if approval.status != "pending":
+                raise ApprovalClosed(approval.id, approval.status, approval.decided_by)
+            return approval.withdrawn(self.clock(), why)
+
+        try:
+            approval = await self._swap(approval_id, withdrawn)
+        except ApprovalNotFound:
+            return None
+        except ApprovalClosed:
+            return await self.get(approval_id)
+        await self._unindex(approval_id)
+        log.info(
+            "approval %s of %r (user %r) withdrawn: %s",
+            approval.id,
+            approval.tool,
+            approval.user,
+            why,
+        )
+        return approval
+
     async def spend(self, approval_id: str) -> bool:
         """Mark an approved approval used by its call; ``False`` if it was used already.
 

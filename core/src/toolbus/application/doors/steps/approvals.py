@@ -163,6 +163,19 @@ class ApprovalStep(CallStep):
         status = approval.status
         if status == "pending":  # the book answers a decided or expired approval
             status = "expired"
+        if status == "withdrawn":  # its call was cancelled meanwhile (another replica's task)
+            return CallStopped(
+                self.name,
+                approval_unavailable(
+                    call.tool, f"its approval was withdrawn ({approval.note or 'cancelled'})"
+                ),
+                ApprovalNote(
+                    id=approval.id,
+                    status="withdrawn",
+                    team=approval.team,
+                    waited_seconds=max(0.0, self.clock() - started),
+                ),
+            )
         note = ApprovalNote(
             id=approval.id,
             status=status,
