@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
@@ -27,15 +28,19 @@ from toolbus.application.calls.metrics import ToolbusMetrics
 from toolbus.application.doors.door import FrontDoor
 from toolbus.application.doors.holding import InProcessHolder, SessionHolder
 from toolbus.application.doors.stored import StoredHolder
+from toolbus.application.doors.tasks import CLI_DOOR
 from toolbus.application.identity.signing import CallSigner
 from toolbus.application.live.registry import DEFAULT_FETCH_TIMEOUT
 from toolbus.application.sealing import SealKeys
 from toolbus.application.sealing.doors import door_seal_keys, door_store, shared_url
+from toolbus.application.tasks import TaskBook, TaskRunner
 from toolbus.domain.access.approvals import Approval
 from toolbus.domain.access.permissions import Permissions
 from toolbus.domain.errors import ConfigError, Problem, ToolbusError
+from toolbus.domain.tasks.settings import SECTION as TASKS_SECTION
+from toolbus.domain.tasks import parse_task_settings
 from toolbus.hooks import CodeHooks
-from toolbus.plugins import load_tool_plugins
+from toolbus.plugins import connect_state, load_tool_plugins
 from toolbus.ports import Bus, StateStore
 from toolbus.runtime import opened_door, private_store, registry_from, shared_state, tool_types
 from toolbus_gateway.auth import Authenticator
@@ -44,6 +49,7 @@ from toolbus_gateway.services import ServiceWatch
 from toolbus_gateway.sessions import SessionChannels
 from toolbus_gateway.settings import GatewaySettings
 from toolbus_gateway.stats import CallStats
+from toolbus_gateway.tasks import TASK_DOOR, GatewayTasks
 
 log = logging.getLogger("toolbus.gateway")
 
@@ -247,6 +253,10 @@ class Gateway:
         self.warning: str | None = None
         #: The approvals pending now (every replica's), for the console.
         self.pending_approvals: list[Approval] = []
+        #: The ``[tasks]`` table: how calls that wait become tasks.
+        self.task_settings = parse_task_settings(self.settings_file.get(TASKS_SECTION))
+        #: The calls that run as tasks (made when the gateway starts).
+        self.tasks: GatewayTasks | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -307,10 +317,50 @@ class Gateway:
                 "toolbus gateway", allow_off=not self.access_control
             )
             tasks.start_soon(self._follow_approvals)
+            self.tasks = await self._run_tasks(stack)
+            tasks.start_soon(self._follow_tasks, self.tasks.book)
             stack.push_async_callback(self._close_sessions)
             tasks.start_soon(self._expire_sessions)
             self._stack = stack.pop_all()
         return self
+
+    async def _run_tasks(self, stack: AsyncExitStack) -> GatewayTasks:
+        """Calls that run as tasks, kept where the door keeps its state (sealed), or in this
+        process's memory with no store: then this replica is the only one to run them."""
+        assert self.door is not None
+        store = self.state_store
+        if isinstance(self.state, str):
+            shared = shared_url(self.state)
+        else:
+            shared = self.state is not None and not private_store(self.state)
+        if store is None:
+            store = await connect_state(f"memory://gateway-tasks-{uuid.uuid4().hex}")
+            stack.push_async_callback(store.close)
+        settings = self.task_settings
+        runner = TaskRunner(TaskBook(store), shared=shared, lease=settings.lease)
+        gateway_tasks = GatewayTasks(
+            self.door,
+            runner.book,
+            runner,
+            settings,
+            channels=self.channels,
+            stats=self.stats,
+            changed=self.changes.mark,
+        )
+        runner.on_abandoned = gateway_tasks.calls.withdraw
+        runner.resumes(TASK_DOOR, gateway_tasks.resume)
+        runner.resumes(CLI_DOOR, gateway_tasks.calls.resume)
+        await stack.enter_async_context(runner)
+        return gateway_tasks
+
+    async def stopping(self) -> None:
+        """The gateway is told to stop: the callers waiting on a task, or in place for a
+        person, are answered now (their tasks handed to another replica, or failed with
+        no other replica, their approvals withdrawn), before requests in flight are waited
+        for."""
+        if self.tasks is not None:
+            with anyio.CancelScope(shield=True):
+                await self.tasks.stop()
 
     def _front_door(self, tools: Tools) -> AbstractAsyncContextManager[FrontDoor]:
         """Permissions, entry states, hooks, limits, the call policy and approvals, from
@@ -349,6 +399,14 @@ class Gateway:
         except ToolbusError as exc:  # the store went away: the panel shows the last it read
             log.warning("stopped following approvals: %s", exc)
 
+    async def _follow_tasks(self, book: TaskBook) -> None:
+        """The console's tasks panel changes whenever any replica's open tasks do."""
+        try:
+            async for _ in book.open_changes():
+                self.changes.mark("tasks")
+        except ToolbusError as exc:
+            log.warning("stopped following tasks: %s", exc)
+
     def held_sessions(self) -> int:
         holder = None if self.door is None else self.door.holder
         return len(holder) if isinstance(holder, InProcessHolder) else 0
@@ -381,6 +439,7 @@ class Gateway:
     ) -> None:
         stack, self._stack = self._stack, None
         if stack is not None:
+            await self.stopping()
             await stack.aclose()
 
     # ------------------------------------------------------------------ what is served

@@ -9,15 +9,18 @@ who opened it: to anyone else its id does not exist.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 from fastapi import Request
+from fastapi.responses import Response
 from sse_starlette import EventSourceResponse
 
+from toolbus import CallOutcome
 from toolbus.application.doors.door import SESSION
 from toolbus.application.doors.holding import Held
 from toolbus.domain.errors import SessionNotFound
+from toolbus_gateway.call_answers import settled, tasks_of
 from toolbus_gateway.events import Event
 from toolbus_gateway.gateway import Gateway
 from toolbus_gateway.http_auth import gateway_of
@@ -29,10 +32,11 @@ from toolbus_gateway.models import (
     SessionView,
     outcome_view,
 )
-from toolbus_gateway.routing import EVENT_STREAM, EventStreamAnswer, v1_router
+from toolbus_gateway.routing import CALL_AS_TASK, EVENT_STREAM, EventStreamAnswer, v1_router
 from toolbus_gateway.sessions import SessionExists
 from toolbus_gateway.streams import open_stream, sse, take_stream
-from toolbus_gateway.tool_routes import CallerDep, timed_call
+from toolbus_gateway.tasks import Preference
+from toolbus_gateway.tool_routes import PREFER, CallerDep
 
 router = v1_router()
 
@@ -109,18 +113,27 @@ async def get_session(
     "/sessions/{session_id}/calls",
     response_model=CallOutcomeView,
     summary="Call a tool in a session",
+    responses=CALL_AS_TASK,
 )
 async def call_in_session(
-    request: Request, caller: CallerDep, session_id: str, body: SessionCall
-) -> CallOutcomeView:
+    request: Request,
+    caller: CallerDep,
+    session_id: str,
+    body: SessionCall,
+    prefer: Annotated[str | None, PREFER] = None,
+) -> Response:
     """Call a tool offered to the session now; a successful call moves its state.
 
     Refusals and tool errors are outcomes (status 200) with an observation for
-    the model, as an agent loop needs them.
+    the model, as an agent loop needs them. A call that runs as a task answers
+    202 with the task; its status changes are ``task`` events of the session's
+    event stream, and its outcome a ``call`` event when it ends.
     """
     gateway = gateway_of(request)
     door = gateway.door
     assert door is not None
+    tasks = tasks_of(gateway)
+    preference = Preference.of(request.headers.getlist("prefer"))
     if session_id not in gateway.channels:
         # No channel for ids nobody holds (whose session this is, is checked under the
         # lock); a session served here before has one: a read of the store saved.
@@ -130,11 +143,20 @@ async def call_in_session(
         # Read again under the lock: the call before this one may have moved the session.
         held = await _held(gateway, caller.user, session_id)
         session = door.resume(held)
-        outcome = await timed_call(gateway, session, body.name, body.arguments, body.tool_call_id)
-        await door.keep(held, session)
-    result = outcome_view(outcome)
-    channel.events.publish(Event("call", result.model_dump(mode="json", by_alias=True)))
-    return result
+        answered = await tasks.begin(
+            session, body.name, body.arguments, body.tool_call_id, preference, held_id=session_id
+        )
+        if isinstance(answered, CallOutcome):
+            await door.keep(held, session)
+    if isinstance(answered, CallOutcome):
+        result = outcome_view(answered)
+        channel.events.publish(Event("call", result.model_dump(mode="json", by_alias=True)))
+    answer = await settled(tasks, answered, preference, in_session=True)
+    return Response(
+        answer.body,
+        status_code=answer.status,
+        headers={k.decode(): v.decode() for k, v in answer.headers},
+    )
 
 
 @router.delete("/sessions/{session_id}", summary="Close a session")
