@@ -37,8 +37,8 @@ from toolbus.application.tasks import TaskBook, TaskRunner
 from toolbus.domain.access.approvals import Approval
 from toolbus.domain.access.permissions import Permissions
 from toolbus.domain.errors import ConfigError, Problem, ToolbusError
-from toolbus.domain.tasks.settings import SECTION as TASKS_SECTION
 from toolbus.domain.tasks import parse_task_settings
+from toolbus.domain.tasks.settings import SECTION as TASKS_SECTION
 from toolbus.hooks import CodeHooks
 from toolbus.plugins import connect_state, load_tool_plugins
 from toolbus.ports import Bus, StateStore
