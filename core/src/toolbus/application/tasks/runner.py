@@ -216,8 +216,10 @@ class TaskRunner:
                     await self.book.change(task_id, lambda task: task.run_by(self.name, 0.0))
                     log.info("task %s is left to another replica", task_id)
                 else:
+                    before = await self.book.get(task_id)
                     task = await self.book.change(task_id, self._stopped)
-                    await self._abandon(task)
+                    # As it was: what it waited for (its approval) is withdrawn.
+                    await self._abandon(before or task)
             except (TaskClosed, TaskNotFound):
                 pass
             except StateStoreError as exc:
