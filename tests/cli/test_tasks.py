@@ -12,16 +12,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.cli.test_approvals_and_policy import (  # noqa: F401  (fixtures)
-    ALICE_KEY,
-    OPS_KEY,
-    cli,
-    redis,
-    scratch,
-    shared,
-    stored,
-    waiting,
-)
+from tests.cli import test_approvals_and_policy as approvals_cli
+from tests.cli.test_approvals_and_policy import ALICE_KEY, OPS_KEY, cli, stored, waiting
 from toolbus.application.doors.tasks import CLI_DOOR, call_task
 from toolbus.application.sealing import load_seal_keys, sealed
 from toolbus.application.tasks import TaskBook
@@ -29,6 +21,11 @@ from toolbus.domain.tasks import Task
 from toolbus.plugins import connect_state
 
 BOB_KEY = "bob-key-0123456789abcdef"
+
+# The store and the scratch folder are the approvals commands' fixtures.
+redis = approvals_cli.redis
+scratch = approvals_cli.scratch
+shared = approvals_cli.shared
 
 
 @asynccontextmanager
