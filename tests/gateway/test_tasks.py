@@ -12,7 +12,8 @@ import anyio
 import httpx
 import pytest
 
-from tests.gateway.support import RunningGateway, Signer, authenticator, serving, snapshot
+from tests.gateway.support import KEYS, RunningGateway, Signer, authenticator, serving, snapshot
+from tests.gateway.test_console_session import form_token, log_in
 from toolbus import running, tool_service
 from toolbus.domain.tasks import Task
 from toolbus.plugins import connect
@@ -360,3 +361,28 @@ async def test_stopping_answers_the_callers_that_wait_and_withdraws_their_approv
     async with served.client("bob") as bob:
         decided = await bob.post(f"/v1/approvals/{pending[0].id}/approve")
     assert decided.status_code == 409 and "will not be made" in decided.json()["message"]
+
+
+async def test_the_console_lists_running_tasks_and_an_operator_cancels_one(
+    served: RunningGateway, slow: Slow
+) -> None:
+    async with served.client("alice") as alice:
+        task = (await alice.post("/v1/tools/slow/call", json={}, headers=ASYNC)).json()
+    await slow.started.wait()
+    async with httpx.AsyncClient(base_url=served.url, timeout=30) as browser:
+        logged_in = await log_in(browser, KEYS["ops"])
+        assert logged_in.status_code == 303, logged_in.text
+        panel = await browser.get("/console/fragments/tasks")
+        assert panel.status_code == 200
+        assert f'data-task="{task["id"]}"' in panel.text and "alice" in panel.text
+        forged = await browser.post(f"/console/tasks/{task['id']}", data={"csrf": "forged"})
+        assert forged.status_code == 403
+        page = await browser.get("/console")
+        cancelled = await browser.post(
+            f"/console/tasks/{task['id']}", data={"csrf": form_token(page.text)}
+        )
+        assert cancelled.status_code == 303, cancelled.text
+        after = await browser.get("/console/fragments/tasks")
+    stored = await until(served, task["id"], "cancelled")
+    assert stored.message == "cancelled by ops"
+    assert "No call is running as a task." in after.text

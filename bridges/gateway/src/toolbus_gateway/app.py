@@ -30,6 +30,7 @@ from toolbus_gateway import (
     approval_routes,
     asyncapi,
     console,
+    console_tasks,
     health,
     service_routes,
     session_routes,
@@ -110,6 +111,7 @@ def create_app(gateway: Gateway, *, run_gateway: bool = True) -> FastAPI:
     app.include_router(task_routes.router)
     app.include_router(health.router)
     app.include_router(console.router)
+    app.include_router(console_tasks.router)
     app.include_router(asyncapi.router)
     app.mount("/console/static", StaticFiles(directory=console.STATIC), name="console-static")
     _add_error_answers(app)

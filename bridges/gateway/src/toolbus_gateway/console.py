@@ -1,6 +1,6 @@
 """The operators' console: one server-rendered page that keeps itself current over SSE.
 
-The page is plain HTML in panels (pending approvals, services, workflow,
+The page is plain HTML in panels (pending approvals, tasks, services, workflow,
 tools, audit, call rates). Each panel is also served on its own as a fragment; the console's
 small script listens to ``/console/events`` and, when an event says a panel
 changed, fetches that fragment again and swaps it in. Nothing is built on
@@ -24,6 +24,7 @@ from sse_starlette import EventSourceResponse
 
 from toolbus.application.identity.credentials import Secret
 from toolbus.domain.errors import ApprovalClosed, ApprovalNotFound, NotAnApprover
+from toolbus_gateway import console_tasks
 from toolbus_gateway.asyncapi import CONSOLE_PATH as ASYNCAPI_PATH
 from toolbus_gateway.auth import AuthFailure, Principal
 from toolbus_gateway.console_sessions import (
@@ -78,7 +79,14 @@ async def console_page(request: Request) -> Response:
         raise
     session = await console_session(request)
     # A bearer-header caller has no session, and so no log-out form to protect.
-    return HTMLResponse(_page(gateway, caller, session.csrf if session is not None else ""))
+    return HTMLResponse(
+        _page(
+            gateway,
+            caller,
+            session.csrf if session is not None else "",
+            await console_tasks.render(request),
+        )
+    )
 
 
 @router.post("/login")
@@ -153,6 +161,8 @@ async def fragment(request: Request, name: str, caller: ConsoleCaller) -> HTMLRe
         session = await console_session(request)
         csrf = session.csrf if session is not None else ""
         return HTMLResponse(_approvals(gateway_of(request), caller, csrf))
+    if name == "tasks":
+        return HTMLResponse(await console_tasks.render(request))
     render = FRAGMENTS.get(name)
     if render is None:
         return HTMLResponse(f"<p>no panel {escape(name)!r}</p>", status_code=404)
@@ -387,6 +397,7 @@ FRAGMENTS: dict[str, Callable[[Gateway], str]] = {
 #: Which panels an event refreshes.
 REFRESHES = {
     "approvals": ["approvals"],
+    "tasks": ["tasks"],
     "services": ["services", "status"],
     "registry": ["workflow", "tools", "status"],
     "audit": ["audit"],
@@ -402,10 +413,11 @@ def _panel(title: str, name: str, body: str, wide: bool = False) -> str:
     )
 
 
-def _page(gateway: Gateway, caller: Principal, csrf: str) -> str:
+def _page(gateway: Gateway, caller: Principal, csrf: str, tasks: str = "") -> str:
     panels = "".join(
         [
             _panel("Pending approvals", "approvals", _approvals(gateway, caller, csrf), wide=True),
+            _panel("Tasks", "tasks", tasks, wide=True),
             _panel("Live services", "services", _services(gateway)),
             _panel("Call rates", "rates", _rates(gateway)),
             _panel("State workflow", "workflow", _workflow(gateway), wide=True),
