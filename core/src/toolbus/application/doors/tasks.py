@@ -54,7 +54,7 @@ from toolbus.application.doors.approvals import ApprovalBook
 from toolbus.application.doors.door import FrontDoor
 from toolbus.application.tasks import TaskEnd, TaskProgress, TaskRunner, new_task_id
 from toolbus.domain.access.approvals import Approval
-from toolbus.domain.errors import AccessDenied, ApprovalNotFound, StateStoreError, ToolbusError
+from toolbus.domain.errors import AccessDenied, StateStoreError, ToolbusError
 from toolbus.domain.tasks import Task, TaskCall, TaskError, TaskSettings
 
 log = logging.getLogger("toolbus.tasks")
@@ -318,17 +318,16 @@ def unavailable(exc: ToolbusError) -> TaskEnd:
 async def _approved_when_decided(
     book: ApprovalBook, approval_id: str, progress: TaskProgress
 ) -> None:
-    """The task goes on (``working``) once its approval is given."""
-    approval = await book.get(approval_id)
-    if approval is None:
+    """The task goes on (``working``) once its approval is given.
+
+    It follows the index of pending approvals, not the approval itself, and reads the
+    approval once it left the index: the call's own approval step is the one reader of
+    the approval while it waits (a record that does not open is refused once).
+    """
+    async for _ in book.changes():
+        if approval_id in await book.waiting_ids():
+            continue
+        approval = await book.get(approval_id)
+        if approval is not None and approval.status == "approved":
+            await progress.approved(approval_id)
         return
-    if approval.status == "pending":
-        try:
-            decided = await book.wait(approval_id, approval.expires_at)
-        except ApprovalNotFound:
-            return
-        if decided is None:
-            return
-        approval = decided
-    if approval.status == "approved":
-        await progress.approved(approval_id)
