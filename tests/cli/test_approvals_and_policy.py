@@ -19,7 +19,7 @@ from tests.redis.server import RedisServer
 from toolbus.application.doors.approvals import ApprovalBook
 from toolbus.application.sealing import load_seal_keys, new_seal_jwk, sealed
 from toolbus.cli import app
-from toolbus.cli.approvals import API_KEY_ENV
+from toolbus.cli._door_state import API_KEY_ENV
 from toolbus.domain.access.approvals import Approval
 from toolbus.plugins import connect_state
 

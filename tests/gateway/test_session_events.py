@@ -64,6 +64,29 @@ async def test_a_call_on_one_replica_reaches_the_listeners_of_its_session_on_ano
                 bobs.receive_nowait()
 
 
+async def test_a_task_made_on_one_replica_shows_on_its_session_s_stream_on_another(
+    replicas: tuple[SessionEvents, SessionEvents],
+) -> None:
+    """A session's call that became a task is made by whichever replica runs the task:
+    its ``task`` events and the ``call`` it ends with reach the session's listeners on
+    every replica, and a replica without a channel for the session makes none."""
+    a, b = replicas
+    with anyio.fail_after(5):
+        async with a.channels["alice", "s4"].events.subscribe() as alices:
+            await b.task("alice", "s4", {"id": "t1", "status": "working"})
+            await b.task("alice", "s4", {"id": "t1", "status": "completed"})
+            await b.call("alice", "s4", {"status": "ok"})
+            assert ("alice", "s4") not in b.channels  # nobody listens there: no channel made
+            await b.ended("alice", "s4", "closed")
+
+            assert [event async for event in alices] == [
+                Event("task", {"id": "t1", "status": "working"}),
+                Event("task", {"id": "t1", "status": "completed"}),
+                Event("call", {"status": "ok"}),
+                Event("closed", {"session_id": "s4", "reason": "closed"}),
+            ]
+
+
 async def test_a_message_that_is_not_a_session_event_is_dropped_and_the_rest_go_on(
     replicas: tuple[SessionEvents, SessionEvents],
 ) -> None:

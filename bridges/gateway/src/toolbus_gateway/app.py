@@ -23,6 +23,8 @@ from toolbus.domain.errors import (
     LimitReached,
     NotAnApprover,
     SessionNotFound,
+    TaskClosed,
+    TaskNotFound,
     ToolbusError,
     UnknownTool,
 )
@@ -30,9 +32,11 @@ from toolbus_gateway import (
     approval_routes,
     asyncapi,
     console,
+    console_tasks,
     health,
     service_routes,
     session_routes,
+    task_routes,
     tool_routes,
 )
 from toolbus_gateway.console_sessions import ConsoleSessions
@@ -46,6 +50,7 @@ from toolbus_gateway.routing import allowed_methods
 from toolbus_gateway.security_headers import SecurityHeaders
 from toolbus_gateway.sessions import SessionExists
 from toolbus_gateway.streams import STREAMS_RETRY_AFTER, StreamLimit
+from toolbus_gateway.tasks import GatewayStopping
 
 #: Seconds a caller waits before trying again while the identity provider's keys are missing.
 KEYS_RETRY_AFTER = 10
@@ -109,8 +114,10 @@ def create_app(gateway: Gateway, *, run_gateway: bool = True) -> FastAPI:
     app.include_router(session_routes.router)
     app.include_router(service_routes.router)
     app.include_router(approval_routes.router)
+    app.include_router(task_routes.router)
     app.include_router(health.router)
     app.include_router(console.router)
+    app.include_router(console_tasks.router)
     app.include_router(asyncapi.router)
     if gateway.authenticator.resource is not None:
         app.include_router(metadata_router(gateway.authenticator.resource))
@@ -197,6 +204,20 @@ def _approval_closed(gateway: Gateway, exc: ApprovalClosed) -> JSONResponse:
     return _error(409, "approval-closed", str(exc), approval_status=exc.status)
 
 
+def _no_task(gateway: Gateway, exc: TaskNotFound) -> JSONResponse:
+    return _error(404, "no-such-task", str(exc))
+
+
+def _task_closed(gateway: Gateway, exc: TaskClosed) -> JSONResponse:
+    return _error(409, "task-closed", str(exc), task_status=exc.status)
+
+
+def _stopping(gateway: Gateway, exc: GatewayStopping) -> JSONResponse:
+    response = _error(503, "unavailable", str(exc))
+    response.headers["Retry-After"] = "1"
+    return response
+
+
 def _no_tool(gateway: Gateway, exc: UnknownTool) -> JSONResponse:
     return _error(404, "no-such-tool", str(exc))
 
@@ -229,6 +250,9 @@ ERROR_ANSWERS: dict[type[Exception], Callable[[Gateway, Any], JSONResponse]] = {
     ApprovalNotFound: _no_approval,
     NotAnApprover: _not_an_approver,
     ApprovalClosed: _approval_closed,
+    TaskNotFound: _no_task,
+    TaskClosed: _task_closed,
+    GatewayStopping: _stopping,
     UnknownTool: _no_tool,
     ConfigError: _bad_config,
     ToolbusError: _unavailable,

@@ -267,6 +267,9 @@ def gateway(
 
                         async def stop_on_signal() -> None:
                             await stop.wait("finishing requests in flight, closing sessions")
+                            # Callers waiting on a person or a task are answered first:
+                            # they would wait longer than the requests are waited for.
+                            await served.stopping()
                             server.shut_down()
 
                         tasks.start_soon(stop_on_signal)

@@ -1,6 +1,6 @@
 """The operators' console: one server-rendered page that keeps itself current over SSE.
 
-The page is plain HTML in panels (pending approvals, services, workflow,
+The page is plain HTML in panels (pending approvals, tasks, services, workflow,
 tools, audit, call rates), of the whole gateway: with a state store, every
 process sharing it (:mod:`toolbus_gateway.figures`). Each panel is also
 served on its own as a fragment; the console's small script listens to
@@ -28,6 +28,7 @@ from sse_starlette import EventSourceResponse
 from toolbus.application.identity.bearer import AuthFailure, Principal
 from toolbus.application.identity.credentials import Secret
 from toolbus.domain.errors import ApprovalClosed, ApprovalNotFound, NotAnApprover
+from toolbus_gateway import console_tasks
 from toolbus_gateway.asyncapi import CONSOLE_PATH as ASYNCAPI_PATH
 from toolbus_gateway.console_sessions import (
     COOKIE_PATH,
@@ -76,9 +77,16 @@ async def console_page(request: Request) -> Response:
             raise  # a program asking: the API's JSON answer
         return _login(request, refused.message, status_code=403)
     session = await console_session(request)
-    await gateway.refresh_figures()
+    await gateway.figures.refresh()
     # A bearer-header caller has no session, and so no log-out form to protect.
-    return HTMLResponse(_page(gateway, caller, session.csrf if session is not None else ""))
+    return HTMLResponse(
+        _page(
+            gateway,
+            caller,
+            session.csrf if session is not None else "",
+            await console_tasks.render(request),
+        )
+    )
 
 
 def _wants_html(request: Request) -> bool:
@@ -163,11 +171,13 @@ async def fragment(request: Request, name: str, caller: ConsoleCaller) -> HTMLRe
         session = await console_session(request)
         csrf = session.csrf if session is not None else ""
         return HTMLResponse(_approvals(gateway_of(request), caller, csrf))
+    if name == "tasks":
+        return HTMLResponse(await console_tasks.render(request))
     render = FRAGMENTS.get(name)
     if render is None:
         return HTMLResponse(f"<p>no panel {escape(name)!r}</p>", status_code=404)
     gateway = gateway_of(request)
-    await gateway.refresh_figures()
+    await gateway.figures.refresh()
     return HTMLResponse(render(gateway))
 
 
@@ -345,7 +355,7 @@ def _tools(gateway: Gateway) -> str:
 
 
 def _audit(gateway: Gateway) -> str:
-    rows = gateway.audit_rows()
+    rows = gateway.figures.audit_rows()
     if not rows:
         return '<p class="empty">No session has ended yet.</p>'
     body = "".join(
@@ -362,7 +372,7 @@ def _audit(gateway: Gateway) -> str:
 
 
 def _rates(gateway: Gateway) -> str:
-    rows = gateway.rates()
+    rows = gateway.figures.rates()
     if not rows:
         return '<p class="empty">No calls through this gateway yet.</p>'
     body = "".join(
@@ -381,13 +391,14 @@ def _status(gateway: Gateway) -> str:
     checks = " · ".join(f"{escape(k)}: {escape(v)}" for k, v in readiness.checks.items())
     state = "ready" if readiness.ready else "not-ready"
     # Several processes (workers, replicas sharing the state store): their figures added up.
-    processes = gateway.processes
+    figures = gateway.figures
+    processes = figures.processes
     named = counted(processes, "gateway process", "gateway processes")
     whole = f' · <span class="processes">{named}</span>'
     return (
         f'<span class="badge {state}">{"ready" if readiness.ready else "not ready"}</span> '
         f"{checks} · {counted(gateway.held_sessions(), 'open session')} · "
-        f"{counted(gateway.event_streams(), 'event stream')}" + (whole if processes > 1 else "")
+        f"{counted(figures.event_streams(), 'event stream')}" + (whole if processes > 1 else "")
     )
 
 
@@ -402,6 +413,7 @@ FRAGMENTS: dict[str, Callable[[Gateway], str]] = {
 #: Which panels an event refreshes.
 REFRESHES = {
     "approvals": ["approvals"],
+    "tasks": ["tasks"],
     "services": ["services", "status"],
     "registry": ["workflow", "tools", "status"],
     "audit": ["audit"],
@@ -417,10 +429,11 @@ def _panel(title: str, name: str, body: str, wide: bool = False) -> str:
     )
 
 
-def _page(gateway: Gateway, caller: Principal, csrf: str) -> str:
+def _page(gateway: Gateway, caller: Principal, csrf: str, tasks: str = "") -> str:
     panels = "".join(
         [
             _panel("Pending approvals", "approvals", _approvals(gateway, caller, csrf), wide=True),
+            _panel("Tasks", "tasks", tasks, wide=True),
             _panel("Live services", "services", _services(gateway)),
             _panel("Call rates", "rates", _rates(gateway)),
             _panel("State workflow", "workflow", _workflow(gateway), wide=True),

@@ -30,10 +30,11 @@ from starlette.types import Message, Receive, Scope, Send
 
 from toolbus.application.identity.bearer import AuthFailure
 from toolbus.application.identity.credentials import bearer_token
+from toolbus_gateway.call_answers import answer_call
 from toolbus_gateway.gateway import Gateway
-from toolbus_gateway.models import CallRequest, call_status, outcome_json
+from toolbus_gateway.models import CallRequest
 from toolbus_gateway.security_headers import SECURITY_HEADERS
-from toolbus_gateway.tool_routes import one_call_session, timed_call
+from toolbus_gateway.tasks import Preference
 
 HEALTHZ = "/healthz"
 #: A tool call's path is ``/v1/tools/`` + name + ``/call``; the counter's label is the template.
@@ -88,6 +89,7 @@ class DirectRoutes:
         gateway = self.gateway
         declared = authorization = None
         json_body = False
+        prefer: list[str] = []
         for header, value in scope["headers"]:
             if header == b"content-length":
                 declared = value
@@ -95,6 +97,8 @@ class DirectRoutes:
                 json_body = value.startswith(JSON)
             elif header == b"authorization":
                 authorization = value
+            elif header == b"prefer":
+                prefer.append(value.decode("latin-1"))
         if not json_body or declared is None or authorization is None:
             return receive
         try:
@@ -117,8 +121,15 @@ class DirectRoutes:
         except ValidationError:
             return _replay(raw, receive)
         try:
-            async with one_call_session(gateway, caller, body) as session:
-                outcome = await timed_call(gateway, session, name, body.arguments, None)
+            answer = await answer_call(
+                gateway,
+                caller,
+                name,
+                body.arguments,
+                body.groups,
+                body.state,
+                Preference.of(prefer),
+            )
         except Exception as exc:
             answer = self._error_answer(gateway, exc)
             if answer is None:
@@ -132,9 +143,7 @@ class DirectRoutes:
                 raise
             await self._send(send, CALL_ROUTE, answer.status_code, answer.body, answer.raw_headers)
             return None
-        await self._send(
-            send, CALL_ROUTE, call_status(outcome), outcome_json(outcome), [_JSON_HEADER]
-        )
+        await self._send(send, CALL_ROUTE, answer.status, answer.body, answer.headers)
         return None
 
     async def _send(

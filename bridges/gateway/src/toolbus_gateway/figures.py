@@ -22,14 +22,19 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+import anyio
 from pydantic import TypeAdapter
 
+from toolbus._internal.throttled_log import ThrottledLog
 from toolbus.application.agent.audit import AuditRecord
+from toolbus.application.doors.keeping import SESSION
+from toolbus.application.doors.stored import StoredHolder
+from toolbus.domain.errors import ToolbusError
 from toolbus.ports import StateStore
 from toolbus_gateway.stats import ToolRate
 
@@ -45,6 +50,9 @@ KEPT = 3 * HEARTBEAT
 AUDIT_ROWS = 50
 #: Tries of an index update that other processes keep overtaking.
 INDEX_TRIES = 16
+#: Seconds between two looks at the other processes' figures and the sessions in the
+#: store, while a console is open here (and the longest a figure shown is behind).
+FIGURES_INTERVAL = 1.0
 
 _INDEX = "processes"
 
@@ -226,6 +234,124 @@ class SharedFigures:
             if written is not None:
                 return
         log.warning("could not update the list of gateway processes: too busy")
+
+
+class WholeGateway:
+    """The figures the console shows of the whole gateway: this process's own and, once
+    its processes share a store (:meth:`sharing`), the other processes' and the sessions
+    held there, as last read.
+
+    Args:
+        local: this process's own figures now (its rates, audit rows, event streams).
+        clock: the gateway's clock.
+    """
+
+    def __init__(self, local: Callable[[], ProcessFigures], clock: Callable[[], float]) -> None:
+        self._local = local
+        self.clock = clock
+        #: With a state store: this process's figures there, the other processes' as
+        #: last read, and the sessions the store held when last counted (and when).
+        self.shared: SharedFigures | None = None
+        self._holder: StoredHolder | None = None
+        self.others: list[ProcessFigures] = []
+        self._others_read = -float("inf")
+        self.stored_sessions = 0
+        self._sessions_counted = -float("inf")
+        self._sharing: anyio.CancelScope | None = None
+        self._log = ThrottledLog(log)
+
+    def sharing(self, shared: SharedFigures, holder: StoredHolder) -> None:
+        """The processes share ``shared``'s store, where ``holder`` keeps the sessions."""
+        self.shared, self._holder = shared, holder
+
+    def own(self) -> ProcessFigures:
+        """What this process publishes of itself for the other processes' consoles."""
+        local = self._local()
+        return local if self.shared is None else replace(local, process=self.shared.process)
+
+    @property
+    def processes(self) -> int:
+        """The gateway processes the console's figures are of (this one included)."""
+        return 1 + len(self.others)
+
+    def rates(self) -> list[ToolRate]:
+        """Call rates per tool, over every process."""
+        return merged_rates([self._local().rates, *(o.rates for o in self.others)])
+
+    def audit_rows(self) -> list[AuditRow]:
+        """The most recent audit rows, of every process."""
+        return merged_audit([self._local().audit, *(o.audit for o in self.others)])
+
+    def event_streams(self) -> int:
+        """Event streams open, on every process."""
+        return self._local().event_streams + sum(o.event_streams for o in self.others)
+
+    async def refresh(self, *, max_age: float = FIGURES_INTERVAL) -> bool:
+        """Read the sessions in the store and the other processes' figures again, unless
+        read within ``max_age`` seconds; whether anything the console shows changed.
+
+        A store that does not answer leaves the figures as last read (and says so in
+        the log): the console and ``/metrics`` still answer.
+        """
+        shared, holder = self.shared, self._holder
+        if shared is None or holder is None:
+            return False
+        changed = False
+        now = self.clock()
+        try:
+            if now - self._sessions_counted >= max_age:
+                self._sessions_counted = now
+                count = await holder.count(SESSION)
+                changed = count != self.stored_sessions
+                self.stored_sessions = count
+            if now - self._others_read >= max_age:
+                self._others_read = now
+                others = sorted(await shared.others(), key=lambda figures: figures.process)
+                changed = changed or others != self.others
+                self.others = others
+        except ToolbusError as exc:
+            self._log.warning(
+                "figures", "could not read the gateway's figures in the state store: %s", exc
+            )
+        return changed
+
+    async def share(self, watched: Callable[[], bool], changed: Callable[[str], None]) -> None:
+        """Publish this process's figures while they change (and every heartbeat); while
+        ``watched`` (a console is open here), follow the other processes' and the store's
+        sessions, marking the panels that show them ``changed``."""
+        shared = self.shared
+        assert shared is not None, "sharing() first"
+        published: ProcessFigures | None = None
+        published_at = -float("inf")
+        with anyio.CancelScope() as self._sharing:
+            while True:
+                try:
+                    own = self.own()
+                    if own != published or self.clock() - published_at >= HEARTBEAT:
+                        await shared.publish(own)
+                        published, published_at = own, self.clock()
+                    if watched() and await self.refresh(max_age=0):
+                        for panel in ("audit", "stats", "sessions"):
+                            changed(panel)
+                except ToolbusError as exc:  # the store is away: the console shows the last
+                    self._log.warning(
+                        "sharing",
+                        "could not share the console's figures through the store: %s",
+                        exc,
+                    )
+                await anyio.sleep(FIGURES_INTERVAL)
+
+    async def withdraw(self) -> None:
+        """This process stops: no publication after this, and its figures leave the store."""
+        if self._sharing is not None:
+            self._sharing.cancel()  # no publication after the withdrawal
+        if self.shared is None:
+            return
+        with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+            try:
+                await self.shared.withdraw()
+            except ToolbusError as exc:  # they leave by themselves when their time is up
+                log.info("could not withdraw the console's figures: %s", exc)
 
 
 def _key(process: str) -> str:

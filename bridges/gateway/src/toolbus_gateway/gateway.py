@@ -19,12 +19,10 @@ import anyio
 from prometheus_client import CollectorRegistry
 
 from toolbus import LiveRegistry, Registry, Tools, ToolServiceClient, connect
-from toolbus._internal.throttled_log import ThrottledLog
 from toolbus.application.agent.code_hooks import CompiledHooks
 from toolbus.application.calls.health import Readiness
 from toolbus.application.doors.door import FrontDoor
 from toolbus.application.doors.holding import InProcessHolder, SessionHolder
-from toolbus.application.doors.keeping import SESSION
 from toolbus.application.doors.stored import StoredHolder
 from toolbus.application.identity.bearer import Authenticator
 from toolbus.application.identity.signing import CallSigner
@@ -34,6 +32,8 @@ from toolbus.application.sealing.doors import door_seal_keys, door_store, shared
 from toolbus.domain.access.approvals import Approval
 from toolbus.domain.access.permissions import Permissions
 from toolbus.domain.errors import ConfigError, Problem, ToolbusError
+from toolbus.domain.tasks import parse_task_settings
+from toolbus.domain.tasks.settings import SECTION as TASKS_SECTION
 from toolbus.hooks import CodeHooks
 from toolbus.plugins import load_tool_plugins
 from toolbus.ports import Bus, StateStore
@@ -42,27 +42,21 @@ from toolbus_gateway.console_feed import ConsoleChanges, RecentAudit
 from toolbus_gateway.events import Topic
 from toolbus_gateway.figures import (
     AUDIT_ROWS,
-    HEARTBEAT,
-    AuditRow,
     ProcessFigures,
     SharedFigures,
+    WholeGateway,
     audit_row,
     counted,
-    merged_audit,
-    merged_rates,
 )
 from toolbus_gateway.metrics import GatewayMetrics
 from toolbus_gateway.services import ServiceWatch
 from toolbus_gateway.session_events import SessionEvents
 from toolbus_gateway.sessions import SessionChannels
 from toolbus_gateway.settings import GatewaySettings
-from toolbus_gateway.stats import CallStats, ToolRate
+from toolbus_gateway.stats import CallStats
+from toolbus_gateway.tasks import GatewayTasks
 
 log = logging.getLogger("toolbus.gateway")
-
-#: Seconds between two looks at the other processes' figures and the sessions in the
-#: store, while a console is open here (and the longest a figure shown is behind).
-FIGURES_INTERVAL = 1.0
 
 ConfigSource = Path | Mapping[str, Any] | Registry | None
 
@@ -160,15 +154,8 @@ class Gateway:
         #: Their events, on every replica once sessions are shared (set when it starts).
         self.session_events = SessionEvents(self.channels, None)
         self.metrics.sessions_open.set_function(lambda: self.held_sessions())
-        #: With a state store: this process's figures there, the other processes' as
-        #: last read, and the sessions the store held when last counted (and when).
-        self.shared_figures: SharedFigures | None = None
-        self.other_processes: list[ProcessFigures] = []
-        self._others_read = -float("inf")
-        self._stored_sessions = 0
-        self._sessions_counted = -float("inf")
-        self._sharing: anyio.CancelScope | None = None
-        self._figures_log = ThrottledLog(log)
+        #: The console's figures of every process sharing the state store, this one's too.
+        self.figures = WholeGateway(self.own_figures, clock)
         self.open_streams = 0
         self.metrics.event_streams.set_function(lambda: self.open_streams)
         self.started = clock()
@@ -187,6 +174,10 @@ class Gateway:
         self.warning: str | None = None
         #: The approvals pending now (every replica's), for the console.
         self.pending_approvals: list[Approval] = []
+        #: The ``[tasks]`` table: how calls that wait become tasks.
+        self.task_settings = parse_task_settings(self.settings_file.get(TASKS_SECTION))
+        #: The calls that run as tasks (made when the gateway starts).
+        self.tasks: GatewayTasks | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -205,18 +196,21 @@ class Gateway:
             client = await stack.enter_async_context(
                 ToolServiceClient(self.bus, signer=self.signer)
             )
+            shared_store = False
             if isinstance(self.state, str):
+                shared_store = shared_url(self.state)
                 if self.seal_keys is None and shared_url(self.state):
                     door_seal_keys(GATEWAY_DOOR, self.state, ())  # stops, naming the fix
                 connected = await stack.enter_async_context(
                     shared_state(self.state, self._state_options)
                 )
                 self.state_store = door_store(
-                    GATEWAY_DOOR, connected, self.seal_keys, private=not shared_url(self.state)
+                    GATEWAY_DOOR, connected, self.seal_keys, private=not shared_store
                 )
             elif self.state is not None:
+                shared_store = not private_store(self.state)
                 self.state_store = door_store(
-                    GATEWAY_DOOR, self.state, self.seal_keys, private=private_store(self.state)
+                    GATEWAY_DOOR, self.state, self.seal_keys, private=not shared_store
                 )
             tasks = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(tasks.cancel_scope.cancel)
@@ -256,14 +250,35 @@ class Gateway:
                 "toolbus gateway", allow_off=not self.access_control
             )
             tasks.start_soon(self._follow_approvals)
+            self.tasks = await GatewayTasks.started(
+                stack,
+                self.door,
+                self.state_store,
+                self.task_settings,
+                shared=shared_store,
+                events=self.session_events,
+                stats=self.stats,
+                changed=self.changes.mark,
+            )
+            tasks.start_soon(self.tasks.follow)
             stack.push_async_callback(self._close_sessions)
             tasks.start_soon(self._expire_sessions)
             if self.state_store is not None:
-                self.shared_figures = SharedFigures(self.state_store)
-                stack.push_async_callback(self._withdraw_figures)
-                tasks.start_soon(self._share_figures, self.shared_figures)
+                assert isinstance(self.door.holder, StoredHolder)
+                self.figures.sharing(SharedFigures(self.state_store), self.door.holder)
+                stack.push_async_callback(self.figures.withdraw)
+                tasks.start_soon(self.figures.share, self._console_open, self.changes.mark)
             self._stack = stack.pop_all()
         return self
+
+    async def stopping(self) -> None:
+        """The gateway is told to stop: the callers waiting on a task, or in place for a
+        person, are answered now (their tasks handed to another replica, or failed with
+        no other replica, their approvals withdrawn), before requests in flight are waited
+        for."""
+        if self.tasks is not None:
+            with anyio.CancelScope(shield=True):
+                await self.tasks.stop()
 
     def _front_door(self, tools: Tools) -> AbstractAsyncContextManager[FrontDoor]:
         """Permissions, entry states, hooks, limits, the call policy and approvals, from
@@ -304,106 +319,24 @@ class Gateway:
 
     def held_sessions(self) -> int:
         """The sessions the gateway holds: in this process, or in the state store for
-        every process (as last counted: :meth:`refresh_figures`)."""
+        every process (as last counted: :meth:`WholeGateway.refresh`)."""
         holder = None if self.door is None else self.door.holder
         if isinstance(holder, InProcessHolder):
             return len(holder)
-        return self._stored_sessions
+        return self.figures.stored_sessions
 
-    # ------------------------------------------------------------------ the whole gateway
+    def _console_open(self) -> bool:
+        return len(self.console) > 0
 
     def own_figures(self) -> ProcessFigures:
-        """What this process publishes of itself for the other processes' consoles."""
-        name = "" if self.shared_figures is None else self.shared_figures.process
+        """This process's own figures, for the console (and, named, for the others')."""
         records = list(self.audit.records)[:AUDIT_ROWS]
         return ProcessFigures(
-            process=name,
+            process="",
             rates=tuple(self.stats.rates()),
             audit=tuple(audit_row(record) for record in records),
             event_streams=self.open_streams,
         )
-
-    @property
-    def processes(self) -> int:
-        """The gateway processes the console's figures are of (this one included)."""
-        return 1 + len(self.other_processes)
-
-    def rates(self) -> list[ToolRate]:
-        """Call rates per tool, over every process."""
-        return merged_rates([self.stats.rates(), *(o.rates for o in self.other_processes)])
-
-    def audit_rows(self) -> list[AuditRow]:
-        """The most recent audit rows, of every process."""
-        own = [audit_row(record) for record in list(self.audit.records)[:AUDIT_ROWS]]
-        return merged_audit([own, *(o.audit for o in self.other_processes)])
-
-    def event_streams(self) -> int:
-        """Event streams open, on every process."""
-        return self.open_streams + sum(o.event_streams for o in self.other_processes)
-
-    async def refresh_figures(self, *, max_age: float = FIGURES_INTERVAL) -> bool:
-        """Read the sessions in the store and the other processes' figures again, unless
-        read within ``max_age`` seconds; whether anything the console shows changed.
-
-        A store that does not answer leaves the figures as last read (and says so in
-        the log): the console and ``/metrics`` still answer.
-        """
-        shared = self.shared_figures
-        holder = None if self.door is None else self.door.holder
-        if shared is None or not isinstance(holder, StoredHolder):
-            return False
-        changed = False
-        now = self.clock()
-        try:
-            if now - self._sessions_counted >= max_age:
-                self._sessions_counted = now
-                count = await holder.count(SESSION)
-                changed = count != self._stored_sessions
-                self._stored_sessions = count
-            if now - self._others_read >= max_age:
-                self._others_read = now
-                others = sorted(await shared.others(), key=lambda figures: figures.process)
-                changed = changed or others != self.other_processes
-                self.other_processes = others
-        except ToolbusError as exc:
-            self._figures_log.warning(
-                "figures", "could not read the gateway's figures in the state store: %s", exc
-            )
-        return changed
-
-    async def _share_figures(self, shared: SharedFigures) -> None:
-        """Publish this process's figures while they change (and every heartbeat); while
-        a console is open here, follow the other processes' and the store's sessions."""
-        published: ProcessFigures | None = None
-        published_at = -float("inf")
-        with anyio.CancelScope() as self._sharing:
-            while True:
-                try:
-                    own = self.own_figures()
-                    if own != published or self.clock() - published_at >= HEARTBEAT:
-                        await shared.publish(own)
-                        published, published_at = own, self.clock()
-                    if len(self.console) and await self.refresh_figures(max_age=0):
-                        for panel in ("audit", "stats", "sessions"):
-                            self.changes.mark(panel)
-                except ToolbusError as exc:  # the store is away: the console shows the last
-                    self._figures_log.warning(
-                        "sharing",
-                        "could not share the console's figures through the store: %s",
-                        exc,
-                    )
-                await anyio.sleep(FIGURES_INTERVAL)
-
-    async def _withdraw_figures(self) -> None:
-        if self._sharing is not None:
-            self._sharing.cancel()  # no publication after the withdrawal
-        if self.shared_figures is None:
-            return
-        with anyio.CancelScope(shield=True), anyio.move_on_after(5):
-            try:
-                await self.shared_figures.withdraw()
-            except ToolbusError as exc:  # they leave by themselves when their time is up
-                log.info("could not withdraw the console's figures: %s", exc)
 
     async def _expire_sessions(self) -> None:
         """Close the sessions left idle, ending their event streams."""
@@ -433,6 +366,7 @@ class Gateway:
     ) -> None:
         stack, self._stack = self._stack, None
         if stack is not None:
+            await self.stopping()
             await stack.aclose()
 
     # ------------------------------------------------------------------ what is served

@@ -46,7 +46,7 @@ async def metrics(request: Request) -> Response:
     credential is required and the series are whole.
     """
     gateway = gateway_of(request)
-    await gateway.refresh_figures()  # the sessions held in the state store, counted afresh
+    await gateway.figures.refresh()  # the sessions held in the state store, counted afresh
     registry = gateway.metrics.registry
     if gateway.settings.metrics == "operators":
         caller = await authenticate(request, bearer_token(request.headers.get("authorization")))

@@ -183,7 +183,7 @@ class ApprovalView(BaseModel):
     tool_call_id: str | None = None
     created_at: float
     expires_at: float
-    status: Literal["pending", "approved", "denied", "expired"]
+    status: Literal["pending", "approved", "denied", "expired", "withdrawn"]
     decided_by: str | None = None
     decided_at: float | None = None
     note: str | None = None
@@ -199,3 +199,39 @@ class Decision(_Body):
     """An approver's decision: an optional note, which the caller's model reads on a denial."""
 
     note: str | None = Field(None, max_length=500)
+
+
+class TaskErrorView(BaseModel):
+    """Why a task failed: a type to branch on (a tool's error type, ``refused-<why>`` for a
+    call that was not made, ``unavailable``, ``access-denied``) and what a model would read."""
+
+    type: str
+    message: str
+
+
+class TaskView(BaseModel):
+    """A call that runs as a task; times are Unix seconds. ``GET /v1/tasks/{id}`` reads it
+    until ``ttl`` seconds after it ended."""
+
+    id: str
+    owner: str
+    tool: str
+    door: str
+    status: Literal["working", "input-required", "completed", "failed", "cancelled"]
+    message: str | None = Field(
+        None, description="What it waits for (input-required), or who cancelled it."
+    )
+    approval_id: str | None = Field(None, description="The approval it waits for.")
+    result: str | None = Field(None, description="The tool's answer, once completed.")
+    error: TaskErrorView | None = None
+    state: str | None = Field(None, description="The session's state after the call.")
+    progress: int = 0
+    created_at: float
+    updated_at: float
+    ttl: float
+
+
+class TaskList(BaseModel):
+    """The caller's tasks still kept, newest first."""
+
+    tasks: list[TaskView]

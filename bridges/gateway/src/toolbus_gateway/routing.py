@@ -70,8 +70,11 @@ ERROR_ANSWERS: dict[int | str, dict[str, Any]] = {
     400: _error("The body is not JSON (bad-json)"),
     401: _error("No credential, or one that is not valid (unauthenticated)"),
     403: _error("Groups or state refused, or a hook denied the call"),
-    404: _error("No such tool or session for this caller"),
-    409: _error("Not possible now: a session that exists, a tool not offered in this state"),
+    404: _error("No such tool, session, approval or task for this caller"),
+    409: _error(
+        "Not possible now: a session that exists, a tool not offered in this state, a task "
+        "that ended"
+    ),
     413: _error("The body is larger than max-body-bytes"),
     422: _error("The body or a parameter does not match its schema (bad-request)"),
     429: _error("A per-user limit was reached; Retry-After says when to try again"),
@@ -133,6 +136,32 @@ CALL_REFUSED: dict[int | str, dict[str, Any]] = {
         "ErrorAnswer",
     ),
     502: _json("The tool failed", "CallOutcomeView"),
+}
+
+
+#: The answer of a call that runs as a task: the task, and where to read it.
+CALL_AS_TASK: dict[int | str, dict[str, Any]] = {
+    202: {
+        **_json(
+            "The call runs as a task (asked for with Prefer: respond-async, required by its "
+            "tool, or waiting for a person longer than approval-wait): read it at Location",
+            "TaskView",
+        ),
+        "headers": {
+            "Location": {"description": "/v1/tasks/{id}", "schema": {"type": "string"}},
+            "Preference-Applied": {
+                "description": "respond-async, when it was asked for",
+                "schema": {"type": "string"},
+            },
+        },
+    },
+    503: {
+        **_json(
+            "The broker could not serve the call, or the gateway stopped before the call was "
+            "made (unavailable)",
+            "ErrorAnswer",
+        )
+    },
 }
 
 

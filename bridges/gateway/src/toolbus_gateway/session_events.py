@@ -1,4 +1,4 @@
-"""A held session's events on every replica: ``call`` and ``closed`` go over the bus too.
+"""A held session's events on every replica: ``call``, ``task`` and ``closed`` go over the bus.
 
 Replicas that share a state store serve any session's calls on any replica,
 so a client listening to a session (``GET /v1/sessions/{id}/events``) on one
@@ -51,8 +51,13 @@ class SessionEvents:
 
     async def call(self, owner: str, session_id: str, data: Any) -> None:
         """A call in the session finished; ``data`` is what it answered."""
-        self.channels[owner, session_id].events.publish(Event("call", data))
+        self._tell(owner, session_id, Event("call", data))
         await self._share({"owner": owner, "session": session_id, "call": data})
+
+    async def task(self, owner: str, session_id: str, data: Any) -> None:
+        """A task made in the session changed; ``data`` is the task as its owner reads it."""
+        self._tell(owner, session_id, Event("task", data))
+        await self._share({"owner": owner, "session": session_id, "task": data})
 
     async def ended(self, owner: str, session_id: str, reason: str) -> None:
         """The session closed (``closed``, ``idle``, ``gateway stopping``)."""
@@ -80,10 +85,17 @@ class SessionEvents:
                 continue  # told to this process's listeners when it happened
             if "closed" in message:
                 self.channels.ended(owner, session, str(message["closed"]))
+            elif "task" in message:
+                self._tell(owner, session, Event("task", message["task"]))
             else:
-                channel = self.channels.get(owner, session)
-                if channel is not None:
-                    channel.events.publish(Event("call", message.get("call")))
+                self._tell(owner, session, Event("call", message.get("call")))
+
+    def _tell(self, owner: str, session_id: str, event: Event) -> None:
+        """To this process's listeners of the session, if it has any (a session closed
+        meanwhile gets no channel again)."""
+        channel = self.channels.get(owner, session_id)
+        if channel is not None:
+            channel.events.publish(event)
 
     async def _share(self, message: dict[str, Any]) -> None:
         if self.bus is None:

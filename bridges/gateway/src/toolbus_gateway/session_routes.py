@@ -9,16 +9,19 @@ who opened it: to anyone else its id does not exist.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 from fastapi import Request
+from fastapi.responses import Response
 from sse_starlette import EventSourceResponse
 
+from toolbus import CallOutcome
 from toolbus.application.doors.holding import Held
 from toolbus.application.doors.keeping import SESSION
 from toolbus.application.identity.bearer import Principal
 from toolbus.domain.errors import SessionNotFound
+from toolbus_gateway.call_answers import settled, tasks_of
 from toolbus_gateway.events import Event
 from toolbus_gateway.gateway import Gateway
 from toolbus_gateway.http_auth import gateway_of
@@ -30,10 +33,11 @@ from toolbus_gateway.models import (
     SessionView,
     outcome_view,
 )
-from toolbus_gateway.routing import EVENT_STREAM, EventStreamAnswer, v1_router
+from toolbus_gateway.routing import CALL_AS_TASK, EVENT_STREAM, EventStreamAnswer, v1_router
 from toolbus_gateway.sessions import SessionExists
 from toolbus_gateway.streams import open_stream, sse, take_stream
-from toolbus_gateway.tool_routes import CallerDep, timed_call
+from toolbus_gateway.tasks import Preference
+from toolbus_gateway.tool_routes import PREFER, CallerDep
 
 router = v1_router()
 
@@ -113,18 +117,27 @@ async def get_session(
     "/sessions/{session_id}/calls",
     response_model=CallOutcomeView,
     summary="Call a tool in a session",
+    responses=CALL_AS_TASK,
 )
 async def call_in_session(
-    request: Request, caller: CallerDep, session_id: str, body: SessionCall
-) -> CallOutcomeView:
+    request: Request,
+    caller: CallerDep,
+    session_id: str,
+    body: SessionCall,
+    prefer: Annotated[str | None, PREFER] = None,
+) -> Response:
     """Call a tool offered to the session now; a successful call moves its state.
 
     Refusals and tool errors are outcomes (status 200) with an observation for
-    the model, as an agent loop needs them.
+    the model, as an agent loop needs them. A call that runs as a task answers
+    202 with the task; its status changes are ``task`` events of the session's
+    event stream, and its outcome a ``call`` event when it ends.
     """
     gateway = gateway_of(request)
     door = gateway.door
     assert door is not None
+    tasks = tasks_of(gateway)
+    preference = Preference.of(request.headers.getlist("prefer"))
     key = (caller.user, session_id)
     if key not in gateway.channels:
         # No channel for ids nobody holds (whose session this is, is checked under the
@@ -134,14 +147,22 @@ async def call_in_session(
         # Read again under the lock: the call before this one may have moved the session.
         held = await _held(gateway, caller, session_id)
         session = door.held.resume(held)
-        outcome = await timed_call(gateway, session, body.name, body.arguments, body.tool_call_id)
-        await door.held.keep(held, session)
-        result = outcome_view(outcome)
-        # Under the lock: listeners see the session's calls in the order they were made.
-        await gateway.session_events.call(
-            caller.user, session_id, result.model_dump(mode="json", by_alias=True)
+        answered = await tasks.begin(
+            session, body.name, body.arguments, body.tool_call_id, preference, held_id=session_id
         )
-    return result
+        if isinstance(answered, CallOutcome):
+            await door.held.keep(held, session)
+            result = outcome_view(answered)
+            # Under the lock: listeners see the session's calls in the order they were made.
+            await gateway.session_events.call(
+                caller.user, session_id, result.model_dump(mode="json", by_alias=True)
+            )
+    answer = await settled(tasks, answered, preference, in_session=True)
+    return Response(
+        answer.body,
+        status_code=answer.status,
+        headers={k.decode(): v.decode() for k, v in answer.headers},
+    )
 
 
 @router.delete("/sessions/{session_id}", summary="Close a session")
@@ -170,7 +191,8 @@ async def close_session(request: Request, caller: CallerDep, session_id: str) ->
 async def session_events(
     request: Request, caller: CallerDep, session_id: str
 ) -> EventSourceResponse:
-    """``call`` events as calls in the session finish, and ``closed`` when it ends."""
+    """``call`` events as calls in the session finish, ``task`` events as its calls that run
+    as tasks change, and ``closed`` when it ends."""
     gateway = gateway_of(request)
     held = await _held(gateway, caller, session_id)
     leave = take_stream(gateway, caller.user)

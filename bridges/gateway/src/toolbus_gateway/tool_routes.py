@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import anyio
-from fastapi import Depends, Query, Request
+from fastapi import Depends, Header, Query, Request
 from fastapi.responses import Response
 from sse_starlette import EventSourceResponse
 
@@ -26,6 +26,7 @@ from toolbus.application.identity.bearer import Principal
 from toolbus.domain.config.registry import normalize_state
 from toolbus.domain.config.schemas import export_tools
 from toolbus.domain.errors import ToolCallError
+from toolbus_gateway.call_answers import answer_call
 from toolbus_gateway.gateway import Gateway
 from toolbus_gateway.http_auth import api_caller, gateway_of
 from toolbus_gateway.models import (
@@ -36,8 +37,15 @@ from toolbus_gateway.models import (
     call_status,
     outcome_json,
 )
-from toolbus_gateway.routing import CALL_REFUSED, EVENT_STREAM, EventStreamAnswer, v1_router
+from toolbus_gateway.routing import (
+    CALL_AS_TASK,
+    CALL_REFUSED,
+    EVENT_STREAM,
+    EventStreamAnswer,
+    v1_router,
+)
 from toolbus_gateway.streams import open_stream, take_stream
+from toolbus_gateway.tasks import Preference
 
 router = v1_router()
 CallerDep = Annotated[Principal, Depends(api_caller)]
@@ -62,17 +70,6 @@ def answered(outcome: CallOutcome) -> Response:
     return Response(
         outcome_json(outcome), status_code=call_status(outcome), media_type="application/json"
     )
-
-
-async def timed_call(
-    gateway: Gateway, session: AgentSession, name: str, arguments: Any, tool_call_id: str | None
-) -> CallOutcome:
-    outcome = await session.call(name, arguments, tool_call_id=tool_call_id)
-    if outcome.tool is not None and outcome.status != "refused":
-        # The tool's own time: a person's approval wait before it is not the tool's latency.
-        gateway.stats.record(outcome.tool, outcome.seconds, outcome.ok)
-        gateway.changes.mark("stats")
-    return outcome
 
 
 @router.get("/tools", response_model=ToolList, summary="List the tools offered to the caller")
@@ -105,22 +102,48 @@ async def list_tools(
     )
 
 
+PREFER = Header(
+    description="RFC 7240: `respond-async` runs the call as a task (answered 202 with "
+    "Location: /v1/tasks/{id}) unless its tool forbids it; `wait=N` answers as a call would "
+    "a task that ends within N seconds.",
+)
+
+
 @router.post(
     "/tools/{name}/call",
     response_model=CallOutcomeView,
     summary="Call one tool",
-    responses=CALL_REFUSED,
+    responses={**CALL_REFUSED, **CALL_AS_TASK},
 )
-async def call_tool(request: Request, caller: CallerDep, name: str, body: CallRequest) -> Response:
+async def call_tool(
+    request: Request,
+    caller: CallerDep,
+    name: str,
+    body: CallRequest,
+    prefer: Annotated[str | None, PREFER] = None,
+) -> Response:
     """Call tool ``name`` (its configured or LLM name) once, as a one-call agent session.
 
     The call is audited like any session. A tool error answers 502 with the
-    error's type and the observation.
+    error's type and the observation. A call that runs as a task (asked for,
+    required by its tool, or waiting for a person longer than ``approval-wait``)
+    answers 202 with the task.
     """
     gateway = gateway_of(request)
-    async with one_call_session(gateway, caller, body) as session:
-        outcome = await timed_call(gateway, session, name, body.arguments, None)
-    return answered(outcome)
+    answer = await answer_call(
+        gateway,
+        caller,
+        name,
+        body.arguments,
+        body.groups,
+        body.state,
+        Preference.of(request.headers.getlist("prefer")),
+    )
+    return Response(
+        answer.body,
+        status_code=answer.status,
+        headers={k.decode(): v.decode() for k, v in answer.headers},
+    )
 
 
 @router.post(

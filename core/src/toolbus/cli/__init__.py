@@ -27,6 +27,7 @@ _COMMAND_MODULES = (
     "asyncapi",
     "dead_letters",
     "approvals",
+    "tasks",
     "policy",
 )
 

@@ -13,42 +13,39 @@ with its API (``POST /v1/approvals/ID/approve``) instead.
 from __future__ import annotations
 
 import json
-import os
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import Annotated
 
 import typer
 
 from toolbus.application.doors.approvals import ApprovalBook
-from toolbus.application.identity.credentials import Secret, load_credentials
-from toolbus.application.sealing import SealKeys
-from toolbus.application.sealing.doors import door_store, shared_url
 from toolbus.cli._app import app
+from toolbus.cli._door_state import (
+    StateOption,
+    authenticated_user,
+    door_state,
+    with_store,
+)
 from toolbus.cli._help import CommandApp
-from toolbus.cli.plugin_api import VerboseOption, fail, redact_url, run, setup_logging
+from toolbus.cli.plugin_api import VerboseOption, fail, setup_logging
 from toolbus.domain.access.approvals import Approval
 from toolbus.domain.errors import (
     AmbiguousApproval,
     ApprovalClosed,
     ApprovalNotFound,
-    ConfigError,
     NotAnApprover,
 )
-from toolbus.plugins import connect_state
-from toolbus.runtime import seal_keys_of
-from toolbus.settings import Settings, load_settings
+from toolbus.ports import StateStore
 
-T = TypeVar("T")
-
-#: The environment variable holding the approver's API key (never a flag: it would be
-#: in the shell's history and the process list).
-API_KEY_ENV = "TOOLBUS_API_KEY"
 #: How a decision taken here says its approver was authenticated.
 VIA = "cli (api-key)"
 _DOOR = "toolbus approvals"
+_NO_STORE = (
+    "no state store is configured: approvals wait in the store the doors share; name "
+    'it with state = "nats://..." (or redis://...) in toolbus.toml, TOOLBUS_STATE or '
+    "--state. A door without one keeps approvals in its own memory: decide them with "
+    "its API (the gateway's /v1/approvals) or its console"
+)
 
 approvals_app = CommandApp(
     name="approvals",
@@ -57,14 +54,6 @@ approvals_app = CommandApp(
 )
 app.add_typer(approvals_app)
 
-StateOption = Annotated[
-    str | None,
-    typer.Option(
-        "--state",
-        metavar="URL",
-        help="State store URL; default TOOLBUS_STATE, then state in toolbus.toml.",
-    ),
-]
 NoteOption = Annotated[
     str | None, typer.Option("--note", help="Why; a denied call's model reads it.")
 ]
@@ -76,75 +65,6 @@ IdArgument = Annotated[
         show_default=False,
     ),
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class _Store:
-    """Where approvals wait, and the keys that seal them."""
-
-    settings: Settings
-    keys: SealKeys | None
-
-
-def _store(state: str | None) -> _Store:
-    try:
-        settings = load_settings(state=state)
-    except ConfigError as exc:
-        fail(str(exc))
-    if settings.state is None:
-        fail(
-            "no state store is configured: approvals wait in the store the doors share; name "
-            'it with state = "nats://..." (or redis://...) in toolbus.toml, TOOLBUS_STATE or '
-            "--state. A door without one keeps approvals in its own memory: decide them with "
-            "its API (the gateway's /v1/approvals) or its console"
-        )
-    base = settings.file_path.parent if settings.file_path is not None else Path.cwd()
-    try:
-        keys = seal_keys_of(settings, base, door=_DOOR, url=settings.state)
-    except ConfigError as exc:
-        fail(str(exc))
-    return _Store(settings, keys)
-
-
-def _approver(settings: Settings) -> str:
-    """Who runs the command, proven by their API key; exits 2 naming the fix otherwise."""
-    base = settings.file_path.parent if settings.file_path is not None else Path.cwd()
-    try:
-        table = load_credentials(settings=settings.file, base_dir=base)
-    except ConfigError as exc:
-        fail(str(exc))
-    if table is None or len(table) == 0:
-        fail(
-            "approvers prove who they are with an API key, and toolbus.toml has no "
-            "[credentials] table to check one against; add the approvers' keys there "
-            '([[credentials.api-keys]] user = "ops", env = "..."), as the gateway has them'
-        )
-    presented = os.environ.get(API_KEY_ENV)
-    if not presented:
-        fail(
-            f"set {API_KEY_ENV} to your API key: approvers prove who they are, the command "
-            "line cannot name them"
-        )
-    identity = table.authenticate(Secret(presented))
-    if identity is None:
-        fail(f"{API_KEY_ENV} is not an API key of [credentials] in toolbus.toml")
-    return identity.user
-
-
-def _with_book(where: _Store, work: Callable[[ApprovalBook], Awaitable[T]]) -> T:
-    url, options = where.settings.state, where.settings.state_options
-    assert url is not None
-
-    async def main() -> T:
-        store = await connect_state(url, options)
-        try:
-            sealed = door_store(_DOOR, store, where.keys, private=not shared_url(url))
-            return await work(ApprovalBook(sealed))
-        finally:
-            await store.close()
-
-    typer.echo(f"approvals in {redact_url(url)}", err=True)
-    return run(main)
 
 
 def _line(approval: Approval, now: float) -> str:
@@ -165,9 +85,9 @@ def list_approvals(
     """List the calls waiting for approval that you may decide or asked for, oldest first
     (secrets in arguments redacted). You are whoever TOOLBUS_API_KEY is the key of."""
     setup_logging(verbose)
-    where = _store(state)
-    user = _approver(where.settings)
-    pending = _with_book(where, lambda book: book.pending(user))
+    where = door_state(state, door=_DOOR, missing=_NO_STORE)
+    user = authenticated_user(where.settings, who="approvers")
+    pending = with_store(where, "approvals", lambda store: ApprovalBook(store).pending(user))
     if as_json:
         for approval in pending:
             typer.echo(approval.model_dump_json(exclude={"used"}))
@@ -181,16 +101,17 @@ def list_approvals(
 
 
 def _decide(approval_id: str, approve: bool, note: str | None, state: str | None) -> None:
-    where = _store(state)
-    user = _approver(where.settings)
+    where = door_state(state, door=_DOOR, missing=_NO_STORE)
+    user = authenticated_user(where.settings, who="approvers")
 
-    async def decide(book: ApprovalBook) -> Approval:
+    async def decide(store: StateStore) -> Approval:
         try:
+            book = ApprovalBook(store)
             return await book.decide(await book.resolve(approval_id), user, approve, note, via=VIA)
         except (ApprovalNotFound, AmbiguousApproval, NotAnApprover, ApprovalClosed) as exc:
             fail(str(exc))
 
-    decided = _with_book(where, decide)
+    decided = with_store(where, "approvals", decide)
     typer.echo(f"{decided.status} by {user}: {decided.tool} for {decided.user} ({decided.id})")
 
 

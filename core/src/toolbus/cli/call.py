@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Collection
 from contextlib import AsyncExitStack
 from typing import Annotated, Any
@@ -11,8 +12,12 @@ import typer
 
 from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.calls.tools import Tools
+from toolbus.application.doors.tasks import CLI_DOOR, call_task
 from toolbus.application.identity import CallSigner, SigningKeyError
+from toolbus.application.sealing.doors import shared_url
+from toolbus.application.tasks import TaskBook
 from toolbus.cli._app import app
+from toolbus.cli._door_state import authenticated_user, door_state, with_store
 from toolbus.cli._live import DEFAULT_WAIT, LiveOption, WaitOption, follow, is_live, registry_with
 from toolbus.cli.plugin_api import (
     EXIT_FAILED,
@@ -23,10 +28,13 @@ from toolbus.cli.plugin_api import (
     run,
     setup_logging,
 )
-from toolbus.domain.config.registry import Registry
+from toolbus.domain.config.descriptors import DEFAULT_GROUP
+from toolbus.domain.config.registry import UNDEFINED_STATE, Registry
 from toolbus.domain.errors import ConfigError, PluginError, ToolCallError, UnknownTool
+from toolbus.domain.tasks import Task, parse_task_settings
+from toolbus.domain.tasks.settings import SECTION as TASKS_SECTION
 from toolbus.plugins import connect, load_tool_plugins
-from toolbus.ports import Bus, ConsumerAwareBus
+from toolbus.ports import Bus, ConsumerAwareBus, StateStore
 from toolbus.runtime import build_registry, plugins_in_process
 from toolbus.settings import load_settings
 
@@ -122,6 +130,16 @@ def call(
     ] = None,
     live: LiveOption = None,
     wait: WaitOption = DEFAULT_WAIT,
+    run_async: Annotated[
+        bool,
+        typer.Option(
+            "--async",
+            help="Start the call as a task and print its id: a door sharing the state store "
+            "(a gateway) makes it, for whoever TOOLBUS_API_KEY is the key of, with their "
+            "permissions; read it later with 'toolbus tasks show ID'. Needs a shared state "
+            "store (state in toolbus.toml).",
+        ),
+    ] = False,
     verbose: VerboseOption = False,
 ) -> None:
     """Call a tool and print its observation.
@@ -129,10 +147,19 @@ def call(
     With the default memory:// broker the installed tool plugins are served in
     this process, so any installed tool can be tried without a broker. On a
     broker, the tool may also come from the config service or a service's
-    announcement (live mode).
+    announcement (live mode). With --async the call is a task that a door makes.
     """
     setup_logging(verbose)
     parse_arguments(arg or [], json_arguments)  # bad syntax fails before anything loads
+    if run_async:
+        if stream or sign_key is not None or user != "cli":
+            fail(
+                "--async hands the call to a door, which makes it for the user your API key "
+                "(TOOLBUS_API_KEY) proves, with their permissions, and signs it as the door "
+                "signs calls: --user, --sign-key and --stream do not apply"
+            )
+        call_async(tool, arg or [], json_arguments, group)
+        return
     try:
         settings = load_settings(broker, config)
         plugins = load_tool_plugins()
@@ -174,3 +201,72 @@ def call(
                 fail(f"{exc.error_type}: {exc.message}", EXIT_FAILED)
 
     run(main)
+
+
+def call_async(
+    tool: str, pairs: list[str], json_arguments: str | None, groups: list[str] | None
+) -> None:
+    """Write the call as a task to the doors' shared store, for a door to make; print its id.
+
+    Nothing is sent on the bus from here: a replica of a door that shares the store
+    (every door goes on with such tasks) takes the task within seconds and makes the
+    call, so that it gets done after this command has exited.
+    """
+    where = door_state(
+        None,
+        door="toolbus call --async",
+        missing='--async needs the state store the doors share (state = "nats://..." or '
+        '"redis://..." in toolbus.toml, or TOOLBUS_STATE): the call is made by a door that '
+        "shares it, after this command has exited; without one, call without --async",
+    )
+    url = where.settings.state
+    assert url is not None
+    if not shared_url(url):
+        fail(
+            f"--async: state {redact_url(url)} lives in this command's own memory, where no "
+            "door would ever find the task; name the store the doors share (nats://... or "
+            "redis://...), or call without --async"
+        )
+    user = authenticated_user(where.settings, who="callers")
+    text: set[str] = set()
+    descriptor = None
+    if where.settings.config is not None:  # a mistyped name fails here, not in the task
+        try:
+            descriptor = build_registry(where.settings, load_tool_plugins()).tool(tool)
+        except UnknownTool as exc:
+            fail(str(exc))
+        except (ConfigError, PluginError):
+            pass  # the door making the call knows the tool, or its task says it does not
+    if descriptor is not None:
+        if descriptor.task_support == "forbidden":
+            fail(
+                f'tool {tool!r} forbids tasks (task-support = "forbidden"): call it without --async'
+            )
+        text = {a.name for a in descriptor.arguments if a.type == "string"}
+    arguments = parse_arguments(pairs, json_arguments, text)
+    ttl = parse_task_settings(where.settings.file.get(TASKS_SECTION)).ttl
+
+    async def create(store: StateStore) -> Task:
+        task = call_task(
+            door=CLI_DOOR,
+            owner=user,
+            tool=tool,
+            groups=groups or [DEFAULT_GROUP],
+            state=UNDEFINED_STATE,
+            request_id=str(uuid.uuid4()),
+            arguments=arguments,
+            ttl=ttl,
+        )
+        # No runner answers for it: the first door replica to look takes it.
+        return await TaskBook(store).create(task)
+
+    try:
+        task = with_store(where, "tasks", create)
+    except ConfigError as exc:
+        fail(str(exc))
+    typer.echo(task.id)
+    typer.echo(
+        f"task {task.id}: a door sharing the store makes the call within seconds; "
+        f"'toolbus tasks show {task.id}' tells how it went",
+        err=True,
+    )

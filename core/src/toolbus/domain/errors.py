@@ -256,11 +256,21 @@ class TaskClosed(ToolbusError):
 
 
 class ApprovalClosed(ToolbusError):
-    """The approval was decided already, or it expired: it cannot be decided again."""
+    """The approval was decided already, it expired, or it was withdrawn (its call will not
+    be made): it cannot be decided again."""
 
-    def __init__(self, approval_id: str, status: str, by: str | None) -> None:
+    def __init__(
+        self, approval_id: str, status: str, by: str | None, *, why: str | None = None
+    ) -> None:
         self.approval_id = approval_id
         self.status = status
+        if status == "withdrawn":
+            reason = f" ({why})" if why else ""
+            super().__init__(
+                f"approval {approval_id[:100]!r} was withdrawn{reason}: its call will not be "
+                "made, so there is nothing to decide; nothing was changed"
+            )
+            return
         who = f" by {by!r}" if by else ""
         super().__init__(
             f"approval {approval_id[:100]!r} is {status}{who} already; nothing was changed"

@@ -58,13 +58,13 @@ class StateTransition(_Model):
 class ApprovalNote(_Model):
     """The approval a call waited for: who decided, how, and how long it waited.
 
-    ``status``: ``approved`` (the call was made), ``denied`` or ``expired``
-    (it was not); ``decided_by`` is the approver (none when it expired), as the
+    ``status``: ``approved`` (the call was made), ``denied``, ``expired`` or
+    ``withdrawn`` (it was not); ``decided_by`` is the approver (none when it expired), as the
     door that took the decision authenticated them ``decided_via``.
     """
 
     id: str
-    status: Literal["approved", "denied", "expired"]
+    status: Literal["approved", "denied", "expired", "withdrawn"]
     decided_by: str | None = None
     decided_via: str | None = None
     team: str | None = None

@@ -152,6 +152,12 @@ class ApprovalBook:
                 found.append(approval)
         return sorted(found, key=lambda approval: approval.created_at)
 
+    async def waiting_ids(self) -> frozenset[str]:
+        """The ids of the approvals pending now, from the index alone (no approval is read)."""
+        now = self.clock()
+        index = await self._read_index()
+        return frozenset(k for k, (expires_at, _) in index.items() if expires_at > now)
+
     async def changes(self) -> AsyncIterator[None]:
         """Something changed among the pending approvals (one value per change, or more)."""
         store = self.store
@@ -264,6 +270,33 @@ class ApprovalBook:
                 raise ApprovalNotFound(approval_id) from None
             approval = found
         await self._unindex(approval_id)
+        return approval
+
+    async def withdraw(self, approval_id: str, why: str) -> Approval | None:
+        """The call will not be made (its task was cancelled, its door stopped): a pending
+        approval becomes ``withdrawn``, and deciding it then says so. ``why`` is kept as its
+        note. The approval as it stands now (decided ones are left as they are); ``None``
+        when there is no such approval."""
+
+        def withdrawn(approval: Approval) -> Approval:
+            if approval.status != "pending":
+                raise ApprovalClosed(approval.id, approval.status, approval.decided_by)
+            return approval.withdrawn(self.clock(), why)
+
+        try:
+            approval = await self._swap(approval_id, withdrawn)
+        except ApprovalNotFound:
+            return None
+        except ApprovalClosed:
+            return await self.get(approval_id)
+        await self._unindex(approval_id)
+        log.info(
+            "approval %s of %r (user %r) withdrawn: %s",
+            approval.id,
+            approval.tool,
+            approval.user,
+            why,
+        )
         return approval
 
     async def spend(self, approval_id: str) -> bool:

@@ -89,6 +89,33 @@ class TaskBook:
         index: dict[str, float] = await read_json(self.store, self.namespace, OPEN, {})
         return {str(k): float(v) for k, v in index.items() if isinstance(v, int | float)}
 
+    async def open_changes(self) -> AsyncIterator[None]:
+        """Something changed among the tasks not final yet (one value per change, or more):
+        a task started, ended, or its runner renewed it; for a view of the open tasks."""
+        store = self.store
+        if isinstance(store, WatchableStateStore):
+            async with store.watch(self.namespace, OPEN) as states:
+                async for _ in states:
+                    yield None
+        else:
+            last: object = object()
+            while True:
+                entry = await store.get(self.namespace, OPEN)
+                version = None if entry is None else entry.version
+                if version != last:
+                    last = version
+                    yield None
+                await anyio.sleep(POLL_INTERVAL)
+
+    async def open(self) -> list[Task]:
+        """The tasks not final yet, oldest first (every owner's: for operators)."""
+        found = [
+            task
+            for task_id in await self.open_tasks()
+            if (task := await self.get(task_id)) is not None and not task.final
+        ]
+        return sorted(found, key=lambda task: task.created_at)
+
     async def changes(self, task_id: str) -> AsyncIterator[Task | None]:
         """The task's states as they come, starting with the current one (``None``: gone)."""
         store = self.store

@@ -80,6 +80,21 @@ class TaskProgress:
             lambda task: task if task.status == "working" else task.moved(now, "working"),
         )
 
+    async def approved(self, approval_id: str) -> None:
+        """The approval the call waited for was given: it goes on (``working`` again), and
+        a replica going on with it later makes the call under that approval."""
+        now = self._runner.clock()
+
+        def approved(task: Task) -> Task:
+            call = task.call
+            if call is not None:
+                call = call.model_copy(update={"approval_id": approval_id})
+            if task.status == "working":
+                return task.model_copy(update={"call": call})
+            return task.moved(now, "working", call=call)
+
+        await self._runner._write(self.task_id, approved)
+
     async def chunk(self) -> None:
         """One more chunk of the answer came."""
         now = self._runner.clock()
@@ -141,6 +156,7 @@ class TaskRunner:
         self._resumes: dict[str, Resume] = {}
         self._running: dict[str, anyio.CancelScope] = {}
         self._group: TaskGroup | None = None
+        self._leaving = False
 
     def resumes(self, door: str, resume: Resume) -> None:
         """Go on with ``door``'s tasks whose runner stopped, through ``resume``."""
@@ -170,21 +186,40 @@ class TaskRunner:
         group = self._group
         assert group is not None
         with anyio.CancelScope(shield=True):
-            await self._hand_over()
+            await self.leave()
         group.cancel_scope.cancel()
         await group.__aexit__(None, None, None)
         self._group = None
 
+    @property
+    def leaving(self) -> bool:
+        """Whether this runner is stopping (:meth:`leave`): it starts and takes no task."""
+        return self._leaving
+
+    async def leave(self) -> None:
+        """Stop running tasks here, now: leave each unfinished one to another replica (or
+        fail it, with no other replica), and stop its work. From then on the runner starts
+        no task and takes none over. A door calls it as soon as it is told to stop, so that
+        the callers waiting on its tasks learn at once; leaving the runner does it too."""
+        self._leaving = True
+        with anyio.CancelScope(shield=True):
+            await self._hand_over()
+
     async def _hand_over(self) -> None:
         """Stopping: leave each unfinished task to another replica, or fail it."""
         for task_id in list(self._running):
+            scope = self._running.get(task_id)
+            if scope is not None:
+                scope.cancel()  # its end is not written: it is left, or failed, here
             try:
                 if self.shared:
                     await self.book.change(task_id, lambda task: task.run_by(self.name, 0.0))
                     log.info("task %s is left to another replica", task_id)
                 else:
+                    before = await self.book.get(task_id)
                     task = await self.book.change(task_id, self._stopped)
-                    await self._abandon(task)
+                    # As it was: what it waited for (its approval) is withdrawn.
+                    await self._abandon(before or task)
             except (TaskClosed, TaskNotFound):
                 pass
             except StateStoreError as exc:
@@ -207,21 +242,23 @@ class TaskRunner:
         group = self._group
         if group is None:
             raise RuntimeError("the task runner is not running; enter it first (async with)")
+        if self._leaving:
+            raise RuntimeError("the task runner is stopping; it starts no task")
         kept = await self.book.create(task.run_by(self.name, self.clock() + self.lease))
         scope = anyio.CancelScope()
         self._running[kept.id] = scope
         group.start_soon(self._run, kept.id, work, scope)
         return kept
 
-    async def cancel(self, owner: str, task_id: str) -> Task:
+    async def cancel(self, owner: str, task_id: str, *, by: str | None = None) -> Task:
         """Cancel ``owner``'s task; :class:`TaskNotFound` for another's, :class:`TaskClosed`
-        for one that ended."""
+        for one that ended. ``by``: who cancels it, when not its owner (an operator)."""
         now = self.clock()
 
         def cancelled(task: Task) -> Task:
             if task.owner != owner:
                 raise TaskNotFound(task_id)
-            return task.moved(now, "cancelled", message=f"cancelled by {owner}")
+            return task.moved(now, "cancelled", message=f"cancelled by {by or owner}")
 
         before = await self.book.owned(owner, task_id)
         task = await self.book.change(task_id, cancelled)
@@ -291,6 +328,8 @@ class TaskRunner:
     async def renew(self) -> None:
         """Answer for the tasks running here a while longer; stop those cancelled (or taken
         over) elsewhere."""
+        if self._leaving:
+            return  # what runs here was left to others: renewing would take it back
         for task_id in list(self._running):
             until = self.clock() + self.lease
             try:
@@ -320,7 +359,7 @@ class TaskRunner:
     async def sweep(self) -> list[str]:
         """Go on with the tasks whose runner stopped; the ids taken."""
         group = self._group
-        if group is None:
+        if group is None or self._leaving:
             return []
         now = self.clock()
         taken = []

@@ -55,7 +55,7 @@ MAX_NOTE = 500
 MAX_SHOWN_VALUE = 200
 REDACTED = "[redacted]"
 
-ApprovalStatus = Literal["pending", "approved", "denied", "expired"]
+ApprovalStatus = Literal["pending", "approved", "denied", "expired", "withdrawn"]
 
 #: Words in an argument's name that say it holds a secret, whatever the tool says of it.
 SECRET_WORDS = frozenset(
@@ -316,7 +316,8 @@ class Approval(BaseModel):
             raise NotAnApprover(approver, self.id, self.deciders(), own_call=own)
         if not self.open_at(now):
             status = "expired" if self.status == "pending" else self.status
-            raise ApprovalClosed(self.id, status, self.decided_by)
+            why = self.note if status == "withdrawn" else None
+            raise ApprovalClosed(self.id, status, self.decided_by, why=why)
         return self.model_copy(
             update={
                 "status": "approved" if approve else "denied",
@@ -329,6 +330,13 @@ class Approval(BaseModel):
 
     def expired(self, now: float) -> Approval:
         return self.model_copy(update={"status": "expired", "decided_at": now})
+
+    def withdrawn(self, now: float, why: str) -> Approval:
+        """This approval withdrawn at ``now``: its call will not be made (``why`` says what
+        stopped it), so nobody may decide it any more."""
+        return self.model_copy(
+            update={"status": "withdrawn", "decided_at": now, "note": why[:MAX_NOTE]}
+        )
 
     def spent(self) -> Approval:
         return self.model_copy(update={"used": True})

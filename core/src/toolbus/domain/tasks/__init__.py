@@ -8,5 +8,15 @@ from toolbus.domain.tasks.model import (
     TaskError,
     TaskStatus,
 )
+from toolbus.domain.tasks.settings import TaskSettings, parse_task_settings
 
-__all__ = ["DEFAULT_TTL", "FINAL", "Task", "TaskCall", "TaskError", "TaskStatus"]
+__all__ = [
+    "DEFAULT_TTL",
+    "FINAL",
+    "Task",
+    "TaskCall",
+    "TaskError",
+    "TaskSettings",
+    "TaskStatus",
+    "parse_task_settings",
+]

@@ -58,6 +58,10 @@ class TaskCall(_Model):
     #: The bus call's id once it was sent: a replica going on with the task waits for
     #: (or sends again) this call, never a new one.
     call_id: str | None = None
+    #: The approval the call was approved under, once approved: a replica going on with
+    #: the task sends the call again under it (its approval was spent on this very call)
+    #: rather than asking anew.
+    approval_id: str | None = None
 
 
 class Task(_Model):

@@ -1,0 +1,65 @@
+"""``/v1/tasks``: calls that run as tasks, read and cancelled by their owner.
+
+A call becomes a task when its caller asks (``Prefer: respond-async``), when
+its tool requires it (``task-support = "required"``), or when it waits for a
+person longer than ``approval-wait`` (``[tasks]``); its answer is then ``202
+Accepted`` with ``Location: /v1/tasks/{id}``. A task belongs to the user whose
+call it is: to anyone else its id does not exist (404, as an unknown one),
+except to operators (the console's users), who may read and cancel any.
+Any replica answers for any task: they are kept in the gateway's store.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Request
+
+from toolbus_gateway.call_answers import tasks_of
+from toolbus_gateway.http_auth import gateway_of
+from toolbus_gateway.models import TaskList, TaskView
+from toolbus_gateway.routing import v1_router
+from toolbus_gateway.tool_routes import CallerDep
+
+router = v1_router()
+
+_ONE: dict[int | str, dict[str, Any]] = {404: {"description": "No such task for the caller"}}
+
+
+def _view(task: Any) -> TaskView:
+    return TaskView.model_validate(task.view())
+
+
+@router.get("/tasks", response_model=TaskList, summary="The caller's tasks")
+async def list_tasks(request: Request, caller: CallerDep) -> TaskList:
+    """The caller's own tasks still kept (running, and ended within their ``ttl``), newest
+    first."""
+    tasks = tasks_of(gateway_of(request))
+    return TaskList(tasks=[_view(task) for task in await tasks.book.of_owner(caller.user)])
+
+
+@router.get("/tasks/{task_id}", response_model=TaskView, summary="One task", responses=_ONE)
+async def get_task(request: Request, caller: CallerDep, task_id: str) -> TaskView:
+    """A task of the caller's (an operator's: any task): its status, and in the end its
+    result or error."""
+    gateway = gateway_of(request)
+    tasks = tasks_of(gateway)
+    return _view(
+        await tasks.visible(caller.user, task_id, operator=gateway.is_operator(caller.user))
+    )
+
+
+@router.delete(
+    "/tasks/{task_id}",
+    response_model=TaskView,
+    summary="Cancel a task",
+    responses={**_ONE, 409: {"description": "The task has ended already"}},
+)
+async def cancel_task(request: Request, caller: CallerDep, task_id: str) -> TaskView:
+    """Cancel a task of the caller's (an operator's: any task): its call is stopped on
+    whichever replica makes it, and the approval it waits for is withdrawn."""
+    gateway = gateway_of(request)
+    tasks = tasks_of(gateway)
+    return _view(
+        await tasks.cancel(caller.user, task_id, operator=gateway.is_operator(caller.user))
+    )
