@@ -23,7 +23,6 @@ from toolbus.plugins import connect_state
 
 @pytest.fixture(scope="module")
 def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    pytest.importorskip("toolbus_redis")
     server = RedisServer(tmp_path_factory.mktemp("redis-approvals"))
     with server.running():
         yield server
@@ -115,7 +114,6 @@ def test_approvals_need_a_shared_store(scratch: Path) -> None:
 
 
 def test_policy_check_names_the_file_and_line_of_a_bad_policy(scratch: Path) -> None:
-    pytest.importorskip("toolbus_cedar")
     config = {
         "tool": {
             "refund": {

@@ -19,7 +19,8 @@ pytestmark = pytest.mark.broker
 #: topic drops what the consumer's client had taken ahead (receiver_queue_size).
 DROPS_PREFETCHED = pytest.mark.xfail(
     reason="Pulsar drops a closing consumer's prefetched non-persistent messages "
-    "(docs/adapters/pulsar.md#rolling-out-a-service)"
+    "(docs/adapters/pulsar.md#rolling-out-a-service)",
+    strict=True,
 )
 NON_PERSISTENT_DROPS = pytest.mark.parametrize(
     "persistent",
