@@ -211,14 +211,16 @@ def gateway(
             "run one worker"
         )
 
-    where = f"http://{host}:{port}"
     stored = "" if served.state is None else f", sessions in {redact_url(str(served.state))}"
-    serving_line = (
-        f"toolbus gateway on {where} (broker {redact_url(str(served.broker))}{stored}); "
-        "console at /console"
-    )
+
+    def serving_line(port: int) -> str:
+        return (
+            f"toolbus gateway on http://{host}:{port} (broker {redact_url(str(served.broker))}"
+            f"{stored}); console at /console"
+        )
+
     if workers > 1:
-        typer.echo(serving_line, err=True)
+        typer.echo(serving_line(port), err=True)
         # Each worker builds the gateway again from the same arguments, and enters it
         # in its app's lifespan: the broker and the store are each worker's own.
         os.environ[WORKER_ARGUMENTS] = arguments.to_json()
@@ -257,7 +259,8 @@ def gateway(
                         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN,
                     )
                 )
-                typer.echo(serving_line, err=True)  # once bound: callers may connect
+                # Once bound, callers may connect; port 0 had the system choose one.
+                typer.echo(serving_line(listener.getsockname()[1]), err=True)
                 with listener:
                     async with anyio.create_task_group() as tasks:
 

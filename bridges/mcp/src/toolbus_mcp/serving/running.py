@@ -142,7 +142,7 @@ async def serve_bus(options: ServeOptions, until: Callable[[], Awaitable[object]
                     await tasks.start(_until_done, serve_stdio(server), tasks.cancel_scope)
                     where = f"stdio for user {options.user!r}"
                 else:
-                    await tasks.start(
+                    port = await tasks.start(
                         lambda task_status: serve_http(
                             server,
                             credentials,
