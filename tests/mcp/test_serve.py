@@ -30,7 +30,6 @@ from tests.mcp.support import (
     next_change,
 )
 from tests.session.support import SERVICES, workflow_snapshot
-from tests.support.servers import free_port
 from toolbus.application.agent.audit import ListAuditSink
 from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.calls.host import running
@@ -335,10 +334,9 @@ async def http_url(kit: ToolTestKit) -> AsyncIterator[tuple[str, ListAuditSink]]
     audit = ListAuditSink()
     server = bridge(kit, audit, caller=None, permissions=PERMISSIONS)
     table = CredentialTable([ApiKey.of("alice", ALICE_TOKEN), ApiKey.of("bob", BOB_TOKEN)])
-    port = free_port()
     async with anyio.create_task_group() as tasks:
-        await tasks.start(
-            lambda task_status: serve_http(server, table, port=port, task_status=task_status)
+        port = await tasks.start(
+            lambda task_status: serve_http(server, table, port=0, task_status=task_status)
         )
         yield f"http://127.0.0.1:{port}/mcp", audit
         tasks.cancel_scope.cancel()

@@ -21,8 +21,7 @@ from typing import Any
 
 import anyio
 
-from tests.doors.processes import DoorProcess, door_process
-from tests.support.servers import LOOPBACK, free_port
+from tests.doors.processes import LISTEN, DoorProcess, door_process
 from toolbus.application.calls.host import running
 from toolbus.application.calls.service import FunctionToolService, tool_service
 from toolbus.application.identity import CallVerifier, generate_key, public_jwk
@@ -163,11 +162,10 @@ class Deployment:
 
     @asynccontextmanager
     async def door(self, *args: str) -> AsyncIterator[tuple[DoorProcess, int]]:
-        """One replica of a door: ``toolbus ARGS --listen 127.0.0.1:PORT``, ready once
-        it accepts connections."""
-        port = free_port()
-        argv = [*args, "--config", str(self.config), "--listen", f"{LOOPBACK}:{port}"]
+        """One replica of a door: ``toolbus ARGS`` on a port the system chooses, ready once
+        it says which."""
+        argv = [*args, "--config", str(self.config), *LISTEN]
         async with door_process(
-            argv, cwd=self.workdir, environment=self.environment, port=port, timeout=90
+            argv, cwd=self.workdir, environment=self.environment, http=True, timeout=90
         ) as process:
-            yield process, port
+            yield process, process.port
