@@ -46,4 +46,6 @@ pytest_plugins = [
     "tests.support.real_parts",
     # CI's rules: no skip that tests/ci_allowed_skips.txt does not list, no Hypothesis deadline.
     "tests.support.ci",
+    # A test that hangs fails alone, with its traceback.
+    "tests.support.hangs",
 ]

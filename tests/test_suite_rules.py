@@ -201,3 +201,49 @@ def test_hypothesis_has_no_deadline_in_ci(tmp_path: Path, ci: bool, deadline: st
 
     assert done.returncode == 0, done.stdout
     assert f"deadline {deadline}" in done.stdout
+
+
+HANGING = """
+    import subprocess
+    import sys
+
+    import anyio
+    import pytest
+
+    pytestmark = pytest.mark.timeout(6)
+
+    @pytest.fixture
+    def anyio_backend():
+        return "asyncio"
+
+    @pytest.mark.anyio
+    async def test_waits_for_ever():
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(anyio.sleep_forever)
+
+    def test_a_child_that_never_ends():
+        subprocess.run([sys.executable, "-c", "import time; time.sleep(600)"], check=True)
+
+    @pytest.mark.anyio
+    async def test_after_them():
+        await anyio.sleep(0)
+"""
+
+
+@pytest.mark.slow
+def test_a_test_that_hangs_fails_alone_with_where_it_waited(tmp_path: Path) -> None:
+    conftest = 'pytest_plugins = ["tests.support.hangs"]\n'
+    plugins = ("-p", "anyio.pytest_plugin", "-p", "pytest_timeout")
+    options = ("-o", "timeout_method=signal")
+
+    done = run_pytest(tmp_path, HANGING, ci=False, conftest=conftest, args=plugins + options)
+
+    assert "2 failed, 1 passed" in done.stdout, done.stdout
+    async_failure, sync_failure = done.stdout.split("____ test_")[1:3]
+    # Cancelled in its loop where it waited, a little before its limit.
+    assert ">       async with anyio.create_task_group() as tasks:" in async_failure
+    assert "TimeoutError" in async_failure
+    assert "the test did not end within its time" in async_failure
+    # The wait for the child interrupted by the limit's signal.
+    assert "os.waitpid" in sync_failure
+    assert "Failed: Timeout (>6.0s) from pytest-timeout" in sync_failure
