@@ -36,9 +36,12 @@ GRACEFUL_SHUTDOWN = 30
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[::1]:8080`` for IPv6) as host and port; ValueError says what is wrong."""
+    """``HOST:PORT`` (``[::1]:8080`` for IPv6) as host and port; ValueError says what is wrong.
+
+    Port 0 has the system choose a free port, which the start-up line names.
+    """
     host, sep, port = listen.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
         raise ValueError(f"--listen {listen!r} is not HOST:PORT, e.g. 127.0.0.1:8080")
     return host.strip("[]"), int(port)
 
@@ -196,6 +199,11 @@ def gateway(
         fail(str(exc))
     except ValueError as exc:  # SigningKeyError included
         fail(str(exc))
+    if workers > 1 and port == 0:
+        fail(
+            f"--workers {workers}: the workers share one port, which must be named: "
+            "--listen HOST:PORT with a port other than 0"
+        )
     if workers > 1 and served.state is None:
         fail(
             f"--workers {workers}: the gateway holds sessions in its process, so each worker "
