@@ -138,7 +138,7 @@ async def test_a_streamable_http_server_is_bridged_with_headers_from_the_environ
         return [*MEMORY_SERVER, "--http", str(port)]
 
     environment = {"PYTHONPATH": str(REPOSITORY)}
-    with server_on_free_port(argv, workdir=tmp_path, env=environment) as port:
+    with server_on_free_port(argv, workdir=tmp_path, env=environment) as (port, _):
         address = McpServerAddress.parse(
             url=f"http://127.0.0.1:{port}/mcp",
             headers=["X-Api-Key=MEMORY_API_KEY"],

@@ -29,7 +29,7 @@ def plain_server(workdir: Path, *flags: str) -> Iterator[int]:
     def argv(port: int) -> list[str]:
         return [binary, "-a", LOOPBACK, "-p", str(port), *flags]
 
-    with server_on_free_port(argv, workdir=workdir) as port:
+    with server_on_free_port(argv, workdir=workdir) as (port, _):
         yield port
 
 

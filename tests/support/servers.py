@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 import anyio
 
@@ -288,6 +288,13 @@ def server_process(
         stop_process(process)
 
 
+class Served(NamedTuple):
+    """A server :func:`server_on_free_port` started: where, and its process."""
+
+    port: int
+    process: subprocess.Popen[bytes]
+
+
 @contextlib.contextmanager
 def server_on_free_port(
     argv: Callable[[int], Sequence[str]],
@@ -295,19 +302,24 @@ def server_on_free_port(
     workdir: Path,
     ready_timeout: float = 30.0,
     env: dict[str, str] | None = None,
-) -> Iterator[int]:
+) -> Iterator[Served]:
     """:func:`server_process` of ``argv(port)`` on a free port (another one where it was
-    taken) until the block ends; yields the port."""
+    taken) until the block ends."""
 
     @contextlib.contextmanager
-    def run(port: int) -> Iterator[int]:
+    def run(port: int) -> Iterator[Served]:
         with server_process(
             argv(port), port=port, workdir=workdir, ready_timeout=ready_timeout, env=env
-        ):
-            yield port
+        ) as process:
+            yield Served(port, process)
 
-    with StickyPort(run).running() as port:
-        yield port
+    with StickyPort(run).running() as served:
+        yield served
+
+
+def nats_argv(binary: str) -> Callable[[int], list[str]]:
+    """A plain nats-server's command line on a port, for :func:`server_on_free_port`."""
+    return lambda port: [binary, "-a", LOOPBACK, "-p", str(port)]
 
 
 def stop_process(process: subprocess.Popen[bytes], grace: float = 5.0) -> None:
