@@ -5,12 +5,14 @@ Two ways, by where the server runs:
 * **In this process** (uvicorn in a thread or a task): :func:`bound_socket` binds
   port 0 and keeps the socket listening; the server is handed the socket
   (``sockets=[...]``), so no other process can take the port in between.
-* **In a process of its own** (a broker, a store, haproxy, a ``toolbus`` command):
-  the port must be named on its command line, so it is chosen first
-  (:func:`free_port`) and another process may take it before the server binds it.
-  The server then fails to listen; :func:`server_process` and :func:`wait_for_port`
-  tell that apart from other failures (:class:`PortTaken`), and :func:`on_free_ports`
-  starts the server again on new ports, a few times at most.
+* **In a process of its own** (a broker, a store, haproxy): the port must be
+  named on its command line, so it is chosen first (:func:`free_port`) and another
+  process may take it before the server binds it. The server then fails to
+  listen; :func:`server_process` and :func:`wait_for_port` tell that apart from
+  other failures (:class:`PortTaken`), and :func:`on_free_ports` starts the server
+  again on new ports, a few times at most. (A ``toolbus`` door needs none of this:
+  told ``--listen 127.0.0.1:0``, it binds a port the system chooses and names it,
+  see ``tests/doors/processes.py``.)
 
 :func:`refusing_port` is a port where nothing listens, kept so for a test's block.
 """
