@@ -12,14 +12,14 @@ import re
 import sys
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 from anyio.abc import Process
 
-from tests.support.servers import LOOPBACK
+from tests.support.servers import LOOPBACK, failed_to_listen, listens
 
 #: The ``toolbus`` command of this environment.
 TOOLBUS = str(Path(sys.executable).with_name("toolbus"))
@@ -33,6 +33,14 @@ def serving_port(output: str) -> int | None:
     """The port a door's output says it serves on, once it says so."""
     said = SERVING.search(output)
     return None if said is None else int(said.group(1))
+
+
+async def _accepting(port: int) -> bool:
+    with suppress(OSError):
+        stream = await anyio.connect_tcp(LOOPBACK, port)
+        await stream.aclose()
+        return True
+    return False
 
 
 @dataclass
@@ -78,11 +86,20 @@ async def door_process(
         with anyio.fail_after(timeout):
             while True:
                 if process.returncode is not None:
-                    raise RuntimeError(
-                        f"toolbus {' '.join(args)} exited with {process.returncode}:\n"
-                        + running.output()[-4000:]
+                    # PortTaken where it says its named port was taken.
+                    raise failed_to_listen(
+                        f"toolbus {' '.join(args)} exited with {process.returncode}",
+                        [],
+                        running.output(),
                     )
-                if http and (port := serving_port(running.output())) is not None:
+                port = serving_port(running.output()) if http else None
+                # Listening too, itself: with --workers the line comes before the port
+                # is bound, by a worker, and another process may have taken the port.
+                if (
+                    port is not None
+                    and await _accepting(port)
+                    and listens(process.pid, port) is not False
+                ):
                     running.port = port
                     break
                 if ready is not None and ready in running.output():

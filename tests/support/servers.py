@@ -10,9 +10,10 @@ Two ways, by where the server runs:
   process may take it before the server binds it. The server then fails to
   listen; :func:`server_process` and :func:`wait_for_port` tell that apart from
   other failures (:class:`PortTaken`), and :func:`on_free_ports` starts the server
-  again on new ports, a few times at most. (A ``toolbus`` door needs none of this:
-  told ``--listen 127.0.0.1:0``, it binds a port the system chooses and names it,
-  see ``tests/doors/processes.py``.)
+  again on new ports, a few times at most. (A ``toolbus`` door needs none of this,
+  but for its ``--workers``, which share a port it must be told: told ``--listen
+  127.0.0.1:0``, it binds a port the system chooses and names it, see
+  ``tests/doors/processes.py``.)
 
 :func:`refusing_port` is a port where nothing listens, kept so for a test's block.
 """
@@ -25,8 +26,8 @@ import re
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from pathlib import Path
 from typing import Generic, NamedTuple, TypeVar
 
@@ -69,7 +70,8 @@ def refusing_port() -> Iterator[int]:
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now.
 
-    Only for a server in a process of its own, started through :func:`on_free_ports`:
+    Only for a server in a process of its own, started through :func:`on_free_ports`
+    (or :func:`on_free_ports_async`):
     by the time the server binds it, another process may have. A server in this
     process takes a :func:`bound_socket`.
     """
@@ -95,6 +97,27 @@ def on_free_ports(
         with contextlib.ExitStack() as stack:
             try:
                 started = stack.enter_context(start())
+            except PortTaken:
+                if attempt == tries:
+                    raise
+                continue
+            yield started
+            return
+
+
+@contextlib.asynccontextmanager
+async def on_free_ports_async(
+    start: Callable[[], AbstractAsyncContextManager[T]],
+    choose: Callable[[], None],
+    *,
+    tries: int = PORT_TRIES,
+) -> AsyncIterator[T]:
+    """:func:`on_free_ports` for a server started by an async context manager."""
+    for attempt in range(1, tries + 1):
+        choose()
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                started = await stack.enter_async_context(start())
             except PortTaken:
                 if attempt == tries:
                     raise
