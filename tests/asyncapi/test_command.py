@@ -14,7 +14,7 @@ import yaml
 from typer.testing import CliRunner, Result
 
 import toolbus.cli.asyncapi  # noqa: F401  (registers the command)
-from tests.asyncapi.support import parser_missing, parser_problems, schema_problems
+from tests.asyncapi.support import needs_parser, parser_problems, schema_problems
 from tests.live.test_processes import started
 from toolbus.application.live.config_files import load_registry_from_path
 from toolbus.cli import app
@@ -128,7 +128,7 @@ def test_an_unknown_broker_scheme_is_named() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(parser_missing() is not None, reason=str(parser_missing()))
+@needs_parser
 def test_the_official_parser_finds_no_error_or_warning(tmp_path: Path) -> None:
     written = []
     for broker in [NATS, "kafka://127.0.0.1:9092", "pulsar://127.0.0.1:6650", "memory://"]:

@@ -26,7 +26,6 @@ from toolbus.plugins import connect_state
 
 @pytest.fixture(scope="module")
 def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    pytest.importorskip("toolbus_redis")
     server = RedisServer(tmp_path_factory.mktemp("redis-approvals"))
     with server.running():
         yield server
@@ -210,7 +209,6 @@ def test_approvals_need_a_shared_store(scratch: Path) -> None:
 
 
 def test_policy_check_names_the_file_and_line_of_a_bad_policy(scratch: Path) -> None:
-    pytest.importorskip("toolbus_cedar")
     config = {
         "tool": {
             "refund": {
@@ -250,7 +248,6 @@ def test_policy_check_names_the_file_and_line_of_a_bad_policy(scratch: Path) -> 
 def test_policy_check_names_a_misspelt_argument_under_a_has_guard(scratch: Path) -> None:
     """`has` on an argument no tool declares is never true: Cedar checks nothing behind it,
     so a typo would quietly turn the forbid off."""
-    pytest.importorskip("toolbus_cedar")
     config = {
         "tool": {
             "weather": {
@@ -291,7 +288,6 @@ def test_policy_check_names_a_misspelt_argument_under_a_has_guard(scratch: Path)
 def test_policy_check_names_the_line_of_a_policy_after_annotated_ones(scratch: Path) -> None:
     """Each policy's line is where it starts, its annotations included, however many
     annotated policies come before it."""
-    pytest.importorskip("toolbus_cedar")
     config = {
         "tool": {
             "refund": {

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.doors.processes import TOOLBUS, door_environment, door_process
+from tests.doors.processes import LISTEN, TOOLBUS, door_environment, door_process
 from tests.nats.server import NatsServer
 from tests.redis.server import RedisServer
-from tests.support.servers import LOOPBACK, free_port
+from tests.support.servers import LOOPBACK
 from toolbus.application.sealing import new_seal_jwk
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
@@ -123,10 +123,9 @@ async def test_serve_says_where_it_serves_and_remembers_replays_without_the_secr
 async def test_the_gateway_says_where_its_broker_and_sessions_are_without_the_secrets(
     directory: Path,
 ) -> None:
-    port = free_port()
-    args = ["gateway", "--listen", f"{LOOPBACK}:{port}", "--verbose"]
+    args = ["gateway", "--verbose", *LISTEN]
     async with door_process(
-        args, cwd=directory, environment={"ALICE_KEY": ALICE_KEY}, ready="toolbus gateway on"
+        args, cwd=directory, environment={"ALICE_KEY": ALICE_KEY}, http=True
     ) as served:
         pass
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import httpx
 
-from tests.doors.processes import door_process
-from tests.support.servers import LOOPBACK, free_port
+from tests.doors.processes import LISTEN, door_process
+from tests.support.servers import LOOPBACK
 from toolbus.testing.doors import (
     DoorAnswer,
     DoorCaller,
@@ -156,7 +156,7 @@ class _GatewaySession(DoorSession):
 
 @asynccontextmanager
 async def gateway_door(setup: DoorSetup, *extra: str) -> AsyncIterator[GatewayDriver]:
-    port = free_port()
-    args = ["gateway", "--listen", f"{LOOPBACK}:{port}", *extra]
-    async with door_process(args, cwd=setup.directory, environment=setup.environment(), port=port):
-        yield GatewayDriver(setup, f"http://{LOOPBACK}:{port}")
+    args = ["gateway", *extra, *LISTEN]
+    environment = setup.environment()
+    async with door_process(args, cwd=setup.directory, environment=environment, http=True) as door:
+        yield GatewayDriver(setup, f"http://{LOOPBACK}:{door.port}")

@@ -12,8 +12,8 @@ import httpx2
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.doors.processes import TOOLBUS, door_environment, door_process
-from tests.support.servers import LOOPBACK, free_port
+from tests.doors.processes import LISTEN, TOOLBUS, door_environment, door_process
+from tests.support.servers import LOOPBACK
 from toolbus.testing.doors import (
     DoorAnswer,
     DoorCaller,
@@ -184,11 +184,12 @@ async def mcp_stdio_door(setup: DoorSetup) -> AsyncIterator[McpStdioDriver]:
 
 @asynccontextmanager
 async def mcp_http_door(setup: DoorSetup, *extra: str) -> AsyncIterator[McpHttpDriver]:
-    port = free_port()
-    args = ["mcp", "serve", "--transport", "http", "--listen", f"{LOOPBACK}:{port}"]
-    args += ["--config", "config.json", "--no-live", *extra]
-    async with door_process(args, cwd=setup.directory, environment=setup.environment(), port=port):
-        driver = McpHttpDriver(setup, f"http://{LOOPBACK}:{port}/mcp")
+    args = ["mcp", "serve", "--transport", "http", "--config", "config.json", "--no-live", *extra]
+    environment = setup.environment()
+    async with door_process(
+        [*args, *LISTEN], cwd=setup.directory, environment=environment, http=True
+    ) as door:
+        driver = McpHttpDriver(setup, f"http://{LOOPBACK}:{door.port}/mcp")
         try:
             yield driver
         finally:

@@ -206,7 +206,6 @@ when { context.arguments has prompt && context.arguments.prompt like "*delete*" 
 
 
 def cedar(tmp_path: Path, text: str, users: dict[str, Any]) -> Any:
-    pytest.importorskip("toolbus_cedar")
     policy = tmp_path / "calls.cedar"
     policy.write_text(text)
     return load_policy_engine("cedar", [policy], users, {"reload": False})
@@ -331,7 +330,6 @@ async def test_a_policy_that_names_an_argument_no_tool_has_stops_the_start(
 async def test_changed_policy_files_are_taken_between_calls_and_bad_ones_are_not(
     kit: ToolTestKit, tmp_path: Path
 ) -> None:
-    pytest.importorskip("toolbus_cedar")
     policy = tmp_path / "calls.cedar"
     policy.write_text(TENANT_POLICY)
     engine = load_policy_engine("cedar", [policy], {"carol": {"tenant": "acme"}}, {})

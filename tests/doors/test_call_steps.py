@@ -212,7 +212,6 @@ when { context.arguments has prompt && context.arguments.prompt like "*delete*" 
 
 
 def cedar(tmp_path: Path, text: str = POLICY) -> PolicyEngine:
-    pytest.importorskip("toolbus_cedar")
     path = tmp_path / "calls.cedar"
     path.write_text(text)
     engine: PolicyEngine = load_policy_engine(

@@ -17,7 +17,7 @@ import uvicorn
 from joserfc import jwt
 from joserfc.jwk import ECKey, KeySet, OctKey, RSAKey
 
-from tests.support.servers import LOOPBACK, free_port
+from tests.support.servers import LOOPBACK, bound_socket
 from toolbus import tool_service
 from toolbus.application.identity.bearer import Authenticator, JwtVerifier
 from toolbus.application.identity.credentials import ApiKey, CredentialTable
@@ -203,12 +203,11 @@ async def serving(
     gateway: Gateway, *, limit_concurrency: int | None = None
 ) -> AsyncIterator[RunningGateway]:
     """Run ``gateway`` under uvicorn on a free loopback port for the block."""
-    port = free_port()
+    listener = bound_socket()
+    port = listener.getsockname()[1]
     server = _Server(
         uvicorn.Config(
             create_app(gateway),
-            host=LOOPBACK,
-            port=port,
             log_level="warning",
             lifespan="on",
             limit_concurrency=limit_concurrency,
@@ -220,7 +219,8 @@ async def serving(
 
         async def serve() -> None:
             try:
-                await server.serve()
+                with listener:
+                    await server.serve(sockets=[listener])
             finally:
                 done.set()
                 server.listening.set()

@@ -88,7 +88,6 @@ async def test_the_gateway_has_an_icon(served: RunningGateway) -> None:
 
 @pytest.fixture(scope="module")
 def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    pytest.importorskip("toolbus_redis")
     server = RedisServer(tmp_path_factory.mktemp("redis-console"))
     with server.running():
         yield server

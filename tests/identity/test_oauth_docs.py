@@ -6,21 +6,18 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 import anyio
 import httpx
 import pytest
 
-from tests.live.test_processes import started
+from tests.doors.processes import LISTEN, door_process
 from tests.support.doc_examples import DOCS
 from tests.support.oidc import needs_oidc_provider, oidc_provider
-from tests.support.servers import free_port
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, needs_oidc_provider]
 
-TOOLBUS = str(Path(sys.executable).with_name("toolbus"))
 BLOCK = re.compile(
     r"<!-- oauth-doc: (?P<name>\S+) -->\n```\w+\n(?P<code>.*?)```\n"
     r"(?:\n```text\n(?P<output>.*?)```)?",
@@ -28,6 +25,8 @@ BLOCK = re.compile(
 )
 DOC_ISSUER = "https://keycloak.example/realms/tools"
 DOC_LISTEN = "127.0.0.1:8080"
+#: Where the doors listen instead: a port the system chooses, which they name.
+ANY_PORT = "127.0.0.1:0"
 
 
 def blocks(page: str) -> dict[str, re.Match[str]]:
@@ -42,12 +41,12 @@ def write_door(workdir: Path, settings: str) -> None:
 
 async def test_the_gateway_s_example_serves_what_the_page_shows(tmp_path: Path) -> None:
     page = blocks("gateway.md")
-    listen = f"127.0.0.1:{free_port()}"
     with oidc_provider(tmp_path / "idp") as idp:
         settings = page["gateway.toml"]["code"].replace(DOC_ISSUER, idp.issuer)
-        write_door(tmp_path / "gateway", settings.replace(DOC_LISTEN, listen))
-        argv = [TOOLBUS, "gateway", "--config", "tools.json"]
-        async with started(argv, "toolbus gateway on http://", cwd=tmp_path / "gateway"):
+        write_door(tmp_path / "gateway", settings.replace(DOC_LISTEN, ANY_PORT))
+        argv = ["gateway", "--config", "tools.json"]
+        async with door_process(argv, cwd=tmp_path / "gateway", environment={}, http=True) as door:
+            listen = f"127.0.0.1:{door.port}"
             run = page["gateway-run"]
             # A newline after each command: curl's output may not end with one.
             commands = run["code"].replace(DOC_LISTEN, listen).strip().splitlines()
@@ -61,16 +60,15 @@ async def test_the_gateway_s_example_serves_what_the_page_shows(tmp_path: Path) 
 
 
 async def test_the_mcp_door_s_example_tells_clients_how_to_log_in(tmp_path: Path) -> None:
-    listen = f"127.0.0.1:{free_port()}"
     with oidc_provider(tmp_path / "idp") as idp:
         settings = blocks("mcp.md")["mcp.toml"]["code"].replace(DOC_ISSUER, idp.issuer)
         write_door(tmp_path / "mcp", settings)
-        argv = [TOOLBUS, "mcp", "serve", "--transport", "http", "--listen", listen]
-        argv += ["--config", "tools.json"]
+        argv = ["mcp", "serve", "--transport", "http", "--config", "tools.json", *LISTEN]
         async with (
-            started(argv, "serving MCP on http://", cwd=tmp_path / "mcp"),
+            door_process(argv, cwd=tmp_path / "mcp", environment={}, http=True) as door,
             httpx.AsyncClient() as http,
         ):
+            listen = f"127.0.0.1:{door.port}"
             refused = await http.post(f"http://{listen}/mcp", json={})
             metadata = await http.get(f"http://{listen}/.well-known/oauth-protected-resource/mcp")
     assert refused.status_code == 401

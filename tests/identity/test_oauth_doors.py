@@ -13,8 +13,8 @@ calling as the user they name, and ``/readyz`` saying where the keys come from.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,17 +26,16 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import ProtectedResourceMetadata
 
-from tests.live.test_processes import started
+from tests.doors.processes import door_process
 from tests.nats.server import NatsServer
 from tests.support.oidc import BRIDGE_CLIENT, OidcProvider, needs_oidc_provider, oidc_provider
-from tests.support.servers import free_port
+from tests.support.servers import free_port, on_free_ports_async
 from toolbus.application.calls.host import running
 from toolbus.plugins import connect
 from toolbus_joke import joke_service
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.broker, needs_oidc_provider]
 
-TOOLBUS = str(Path(sys.executable).with_name("toolbus"))
 TOOLS = {
     "tool-service": {
         "joke-service": {
@@ -139,13 +138,7 @@ def write_settings(workdir: Path, settings: str) -> None:
     (workdir / "toolbus.toml").write_text(settings)
 
 
-@pytest.fixture(scope="module")
-async def doors(
-    identity_nats: NatsServer, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[Doors]:
-    live_nats = identity_nats.url
-    workdir = tmp_path_factory.mktemp("oauth-doors")
-    gateway_port, mcp_port = free_port(), free_port()
+def the_doors(idp: OidcProvider, gateway_port: int, mcp_port: int) -> tuple[Door, Door]:
     gateway = Door(
         "gateway",
         f"http://127.0.0.1:{gateway_port}",
@@ -158,14 +151,32 @@ async def doors(
         f"http://127.0.0.1:{mcp_port}/mcp",
         "/.well-known/oauth-protected-resource/mcp",
     )
-    with oidc_provider(workdir / "idp") as idp:
+    return gateway, mcp
+
+
+@pytest.fixture(scope="module")
+async def doors(
+    identity_nats: NatsServer, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Doors]:
+    live_nats = identity_nats.url
+    workdir = tmp_path_factory.mktemp("oauth-doors")
+    # Each door's resource is its own URL, port included, written in toolbus.toml before
+    # it starts: the ports are named (free ones, others where one was taken).
+    ports = {"gateway": 0, "mcp": 0}
+
+    def choose() -> None:
+        ports.update(gateway=free_port(), mcp=free_port())
+
+    @asynccontextmanager
+    async def started(idp: OidcProvider) -> AsyncIterator[Doors]:
+        gateway, mcp = the_doors(idp, ports["gateway"], ports["mcp"])
         write_settings(
             workdir,
             f"""broker = "{live_nats}"
 config = "config.json"
 
 [gateway]
-listen = "127.0.0.1:{gateway_port}"
+listen = "127.0.0.1:{ports["gateway"]}"
 
 [gateway.jwt]
 {token_table(idp, gateway.resource)}
@@ -176,18 +187,21 @@ alice = ["default", "admin"]
 {BRIDGE_CLIENT} = ["default"]
 """,
         )
+        mcp_args = ["mcp", "serve", "--transport", "http", "--listen", mcp.base[7:]]
+        async with (
+            door_process(["gateway"], cwd=workdir, environment={}, http=True),
+            door_process(mcp_args, cwd=workdir, environment={}, http=True),
+        ):
+            yield Doors(idp, gateway, mcp)
+
+    with oidc_provider(workdir / "idp") as idp:
         bus = await connect(live_nats)
         try:
             async with (
                 running(bus, joke_service),
-                started([TOOLBUS, "gateway"], "toolbus gateway on http://", cwd=workdir),
-                started(
-                    [TOOLBUS, "mcp", "serve", "--transport", "http", "--listen", mcp.base[7:]],
-                    "serving MCP on http://",
-                    cwd=workdir,
-                ),
+                on_free_ports_async(lambda: started(idp), choose) as doors,
             ):
-                yield Doors(idp, gateway, mcp)
+                yield doors
         finally:
             await bus.close()
 

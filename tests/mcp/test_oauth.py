@@ -41,7 +41,7 @@ from mcp.server.auth.routes import build_resource_metadata_url
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
 from pydantic import AnyHttpUrl
 
-from tests.live.test_processes import started
+from tests.doors.processes import door_process
 from tests.support.oidc import (
     BRIDGE_CLIENT,
     PUBLIC_CLIENT,
@@ -51,7 +51,7 @@ from tests.support.oidc import (
     needs_oidc_provider,
     oidc_provider,
 )
-from tests.support.servers import free_port
+from tests.support.servers import free_port, on_free_ports_async
 from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.identity.credentials import Secret
 from toolbus.application.live.registry import LiveRegistry
@@ -142,13 +142,26 @@ def write_door_files(workdir: Path, idp: OidcProvider, resource: str, extra: str
 
 @asynccontextmanager
 async def serving_door(workdir: Path, idp: OidcProvider, extra: str = "") -> AsyncIterator[Door]:
-    """``toolbus mcp serve --transport http`` on the joke tools, its users the provider's."""
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    write_door_files(workdir, idp, f"{base}/mcp", extra)
-    argv = [*TOOLBUS, "mcp", "serve", "--transport", "http", "--listen", f"127.0.0.1:{port}"]
-    async with started(argv, "serving MCP on http://", cwd=workdir):
-        yield Door(f"{base}/mcp", base, workdir)
+    """``toolbus mcp serve --transport http`` on the joke tools, its users the provider's.
+
+    Its resource is its URL, port included, written in toolbus.toml before it starts: the
+    port is named (a free one, another where it was taken)."""
+    port = 0
+
+    def choose() -> None:
+        nonlocal port
+        port = free_port()
+
+    @asynccontextmanager
+    async def start() -> AsyncIterator[Door]:
+        base = f"http://127.0.0.1:{port}"
+        write_door_files(workdir, idp, f"{base}/mcp", extra)
+        argv = ["mcp", "serve", "--transport", "http", "--listen", f"127.0.0.1:{port}"]
+        async with door_process(argv, cwd=workdir, environment={}, http=True):
+            yield Door(f"{base}/mcp", base, workdir)
+
+    async with on_free_ports_async(start, choose) as door:
+        yield door
 
 
 @pytest.fixture

@@ -30,7 +30,6 @@ from tests.mcp.support import (
     next_change,
 )
 from tests.session.support import SERVICES, workflow_snapshot
-from tests.support.servers import free_port
 from toolbus.application.agent.audit import ListAuditSink
 from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.calls.host import running
@@ -335,10 +334,9 @@ async def http_url(kit: ToolTestKit) -> AsyncIterator[tuple[str, ListAuditSink]]
     audit = ListAuditSink()
     server = bridge(kit, audit, caller=None, permissions=PERMISSIONS)
     table = CredentialTable([ApiKey.of("alice", ALICE_TOKEN), ApiKey.of("bob", BOB_TOKEN)])
-    port = free_port()
     async with anyio.create_task_group() as tasks:
-        await tasks.start(
-            lambda task_status: serve_http(server, table, port=port, task_status=task_status)
+        port = await tasks.start(
+            lambda task_status: serve_http(server, table, port=0, task_status=task_status)
         )
         yield f"http://127.0.0.1:{port}/mcp", audit
         tasks.cancel_scope.cancel()
@@ -445,7 +443,8 @@ async def test_two_authorization_headers_are_400_whichever_comes_first(
 
     for answer in (refused, elsewhere):
         assert answer.status_code == 400, answer.text
-        assert "more than one Authorization header" in answer.json()["error"]
+        assert answer.json()["error"] == "several-credentials"
+        assert "more than one Authorization header" in answer.json()["message"]
     assert one.status_code == 200, one.text  # the same request with one credential is served
     assert not audit.records
 

@@ -15,6 +15,7 @@ import re
 import secrets
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,11 +30,11 @@ import redis.asyncio
 import redis.exceptions
 from nats.js.api import StreamConfig, StreamSource
 
-from tests.doors.processes import door_process
+from tests.doors.processes import LISTEN, door_process
 from tests.nats.server import nats_server_binary
 from tests.redis.server import RedisServer
 from tests.support.doc_examples import DOCS
-from tests.support.servers import LOOPBACK, free_port, server_process
+from tests.support.servers import LOOPBACK, StickyPort, server_process
 from toolbus import running, tool_service
 from toolbus.application.sealing import new_seal_jwk
 from toolbus.domain.errors import StateStoreError
@@ -77,16 +78,21 @@ def locked_nats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LockedNats
     passwords = {name: secrets.token_hex(12) for name in re.findall(r"\$(\w+_PASSWORD)", config)}
     assert set(passwords) == {"TOOLBUS_BUS_PASSWORD", "APPS_PASSWORD", "TOOLBUS_STATE_PASSWORD"}
     (directory / "nats-server.conf").write_text(config)
-    port = free_port()
-    clients = {}
-    for line in recipe("nats-state-lockdown-clients").splitlines():
-        variable, _, value = line.removeprefix("export ").partition("=")
-        for name, password in passwords.items():
-            value = value.replace(f"${name}", password)
-        clients[variable] = value.strip('"').replace("nats-1:4222", f"{LOOPBACK}:{port}")
-    argv = [nats_server_binary(), "-a", LOOPBACK, "-p", str(port), "-c", "nats-server.conf"]
-    with server_process(argv, port=port, workdir=directory, env=passwords):
-        yield LockedNats(port, passwords, clients["TOOLBUS_BROKER"], clients["TOOLBUS_STATE"])
+
+    @contextmanager
+    def run(port: int) -> Iterator[LockedNats]:
+        clients = {}
+        for line in recipe("nats-state-lockdown-clients").splitlines():
+            variable, _, value = line.removeprefix("export ").partition("=")
+            for name, password in passwords.items():
+                value = value.replace(f"${name}", password)
+            clients[variable] = value.strip('"').replace("nats-1:4222", f"{LOOPBACK}:{port}")
+        argv = [nats_server_binary(), "-a", LOOPBACK, "-p", str(port), "-c", "nats-server.conf"]
+        with server_process(argv, port=port, workdir=directory, env=passwords):
+            yield LockedNats(port, passwords, clients["TOOLBUS_BROKER"], clients["TOOLBUS_STATE"])
+
+    with StickyPort(run).running() as locked:
+        yield locked
 
 
 class TestNatsStateAccount(StateStoreConformance):
@@ -227,7 +233,6 @@ async def test_the_gateway_keeps_its_sessions_in_the_locked_bucket(
     config = {"tool-service": {echo.id: echo.descriptor()}, "tool": {"echo": tool}}
     (tmp_path / "config.json").write_text(json.dumps(config))
     before = await _writes_to_bucket(locked_nats)
-    port = free_port()
     environment = {
         "ALICE_KEY": key,
         "TOOLBUS_BROKER": locked_nats.broker,
@@ -235,11 +240,12 @@ async def test_the_gateway_keeps_its_sessions_in_the_locked_bucket(
         "TOOLBUS_SEAL_KEYS": "env:SEAL_KEY",
         "SEAL_KEY": json.dumps(new_seal_jwk("seal-lockdown")),
     }
-    args = ["gateway", "--listen", f"{LOOPBACK}:{port}"]
     async with (
-        door_process(args, cwd=tmp_path, environment=environment, port=port),
+        door_process(
+            ["gateway", *LISTEN], cwd=tmp_path, environment=environment, http=True
+        ) as door,
         httpx.AsyncClient(
-            base_url=f"http://{LOOPBACK}:{port}",
+            base_url=f"http://{LOOPBACK}:{door.port}",
             headers={"Authorization": f"Bearer {key}"},
             timeout=30,
         ) as http,
@@ -279,10 +285,15 @@ def locked_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LockedRed
     for name, password in passwords.items():
         acl = acl.replace(f">{name}", f">{password}")
     (directory / "users.acl").write_text(acl)
-    server = RedisServer(directory)
-    argv = [*server.argv(), "--aclfile", str(directory / "users.acl")]
-    with server_process(argv, port=server.port, workdir=directory):
-        yield LockedRedis(server.port, passwords)
+
+    @contextmanager
+    def run(port: int) -> Iterator[LockedRedis]:
+        argv = [*RedisServer(directory, port).argv(), "--aclfile", str(directory / "users.acl")]
+        with server_process(argv, port=port, workdir=directory):
+            yield LockedRedis(port, passwords)
+
+    with StickyPort(run).running() as locked:
+        yield locked
 
 
 class TestRedisAclUser(StateStoreConformance):

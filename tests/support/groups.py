@@ -3,7 +3,8 @@
 ``uv run pytest`` installs the workspace and the ``dev`` group only; the heavier
 tools are groups of their own (pyproject.toml: ``browser``, ``fuzz``, ``typing``,
 ``bench``, ``charts``), which ``.ci/run`` installs. A test that needs one skips
-where it is missing, saying the command that runs it with the group.
+where it is missing, saying the command that runs it with the group; in CI, which
+installs them, it fails (:mod:`tests.support.real_parts`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support.real_parts import requires
 
 #: Each group a test may need, and what shows that it is installed: a module to
 #: import, or (``bin:``) a command in the environment's ``bin`` folder.
@@ -36,8 +39,6 @@ def run_with(group: str, where: str) -> str:
 
 
 def needs_group(group: str, where: str) -> pytest.MarkDecorator:
-    """Skip unless ``group`` is installed; the reason names the command for ``where``."""
-    return pytest.mark.skipif(
-        not group_installed(group),
-        reason=f"needs the {group} dependency group: {run_with(group, where)}",
-    )
+    """Skip (fail in CI) unless ``group`` is installed; the reason names the command for
+    ``where``."""
+    return requires(group_installed(group), f"the {group} dependency group", run_with(group, where))

@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tests.support.servers import LOOPBACK, free_port
+from tests.support.servers import LOOPBACK, bound_socket
 
 
 def es256_key(kid: str | None = None) -> ECKey:
@@ -99,8 +99,9 @@ class _Server(uvicorn.Server):
 
 @asynccontextmanager
 async def serving_jwks() -> AsyncIterator[JwksServer]:
-    """A :class:`JwksServer` listening for the block."""
-    port = free_port()
+    """A :class:`JwksServer` listening for the block (on a socket listening already)."""
+    listener = bound_socket()
+    port = listener.getsockname()[1]
     server = JwksServer(f"http://{LOOPBACK}:{port}")
     app = Starlette(
         routes=[
@@ -108,9 +109,14 @@ async def serving_jwks() -> AsyncIterator[JwksServer]:
             Route("/.well-known/openid-configuration", server._discovery),
         ]
     )
-    web = _Server(uvicorn.Config(app, host=LOOPBACK, port=port, log_level="warning"))
+    web = _Server(uvicorn.Config(app, log_level="warning"))
+
+    async def serve() -> None:
+        with listener:
+            await web.serve(sockets=[listener])
+
     async with anyio.create_task_group() as tasks:
-        tasks.start_soon(web.serve)
+        tasks.start_soon(serve)
         await web.listening.wait()
         try:
             yield server

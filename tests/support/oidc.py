@@ -23,11 +23,11 @@ from urllib.parse import parse_qs, urlencode, urljoin, urlsplit
 
 import anyio
 import httpx
-import pytest
 from joserfc.jwk import ECKey
 from mcp.shared.auth import AuthorizationCodeResult
 
-from tests.support.servers import LOOPBACK, Restartable, free_port, server_process
+from tests.support.real_parts import requires_node_package
+from tests.support.servers import LOOPBACK, Restartable, StickyPort, chosen, server_process
 
 NODE_DIR = Path(__file__).resolve().parents[1] / "node"
 SCRIPT = NODE_DIR / "oidc_provider.mjs"
@@ -42,14 +42,7 @@ PUBLIC_CLIENT = "toolbus-tests"
 REDIRECT_URI = "http://127.0.0.1:9/callback"
 
 
-def provider_installed() -> bool:
-    return (NODE_DIR / "node_modules" / "oidc-provider").is_dir()
-
-
-needs_oidc_provider = pytest.mark.skipif(
-    not provider_installed(),
-    reason="needs Node and tests/node's packages: (cd tests/node && npm ci)",
-)
+needs_oidc_provider = requires_node_package("oidc-provider", "the OpenID provider oidc-provider")
 
 
 def signing_key() -> ECKey:
@@ -137,9 +130,8 @@ def private_jwks(keys: Sequence[ECKey]) -> list[dict[str, Any]]:
 def oidc_provider(
     workdir: Path, *, scopes: Sequence[str] = SCOPES, access_token_ttl: int = 300
 ) -> Iterator[OidcProvider]:
-    """Run the provider for the block (workdir holds its setup and its log)."""
-    port = free_port()
-    issuer = f"http://{LOOPBACK}:{port}"
+    """Run the provider for the block (workdir holds its setup and its log), on a free
+    port (another one where it was taken), where it starts again after a stop."""
     keys = [signing_key()]
     secret = secrets.token_urlsafe(32)
     setup = {
@@ -168,8 +160,13 @@ def oidc_provider(
     workdir.mkdir(parents=True, exist_ok=True)
     path = workdir / "setup.json"
     path.write_text(json.dumps(setup))
-    argv = ["node", str(SCRIPT), str(port), str(path)]
-    with Restartable(lambda: server_process(argv, port=port, workdir=workdir)) as process:
+    server = StickyPort(
+        lambda port: server_process(
+            ["node", str(SCRIPT), str(port), str(path)], port=port, workdir=workdir
+        )
+    )
+    with Restartable(server.running) as process:
+        issuer = f"http://{LOOPBACK}:{chosen(server.port)}"
         yield OidcProvider(issuer, keys, secret, process, path)
 
 

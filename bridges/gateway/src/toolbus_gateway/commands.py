@@ -36,9 +36,12 @@ GRACEFUL_SHUTDOWN = 30
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[::1]:8080`` for IPv6) as host and port; ValueError says what is wrong."""
+    """``HOST:PORT`` (``[::1]:8080`` for IPv6) as host and port; ValueError says what is wrong.
+
+    Port 0 has the system choose a free port, which the start-up line names.
+    """
     host, sep, port = listen.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
         raise ValueError(f"--listen {listen!r} is not HOST:PORT, e.g. 127.0.0.1:8080")
     return host.strip("[]"), int(port)
 
@@ -200,6 +203,11 @@ def gateway(
         fail(str(exc))
     except ValueError as exc:  # SigningKeyError included
         fail(str(exc))
+    if workers > 1 and port == 0:
+        fail(
+            f"--workers {workers}: the workers share one port, which must be named: "
+            "--listen HOST:PORT with a port other than 0"
+        )
     if workers > 1 and served.state is None:
         fail(
             f"--workers {workers}: the gateway holds sessions in its process, so each worker "
@@ -215,14 +223,16 @@ def gateway(
             "run one worker"
         )
 
-    where = f"http://{host}:{port}"
     stored = "" if served.state is None else f", sessions in {redact_url(str(served.state))}"
-    serving_line = (
-        f"toolbus gateway on {where} (broker {redact_url(str(served.broker))}{stored}); "
-        "console at /console"
-    )
+
+    def serving_line(port: int) -> str:
+        return (
+            f"toolbus gateway on http://{host}:{port} (broker {redact_url(str(served.broker))}"
+            f"{stored}); console at /console"
+        )
+
     if workers > 1:
-        typer.echo(serving_line, err=True)
+        typer.echo(serving_line(port), err=True)
         # Each worker builds the gateway again from the same arguments, and enters it
         # in its app's lifespan: the broker and the store are each worker's own.
         os.environ[WORKER_ARGUMENTS] = arguments.to_json()
@@ -261,7 +271,8 @@ def gateway(
                         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN,
                     )
                 )
-                typer.echo(serving_line, err=True)  # once bound: callers may connect
+                # Once bound, callers may connect; port 0 had the system choose one.
+                typer.echo(serving_line(listener.getsockname()[1]), err=True)
                 with listener:
                     async with anyio.create_task_group() as tasks:
 

@@ -52,9 +52,12 @@ class ServeOptions:
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
-    """``"127.0.0.1:8000"`` as ``("127.0.0.1", 8000)``; :class:`ConfigError` otherwise."""
+    """``"127.0.0.1:8000"`` as ``("127.0.0.1", 8000)``; :class:`ConfigError` otherwise.
+
+    Port 0 has the system choose a free port, which the start-up line names.
+    """
     host, sep, port = listen.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
         raise ConfigError([Problem("--listen", "", f"{listen!r} must look like 127.0.0.1:8000")])
     return host, int(port)
 
@@ -154,7 +157,7 @@ async def serve_bus(options: ServeOptions, until: Callable[[], Awaitable[object]
                     await tasks.start(_until_done, serve_stdio(server), tasks.cancel_scope)
                     where = f"stdio for user {options.user!r}"
                 else:
-                    await tasks.start(
+                    port = await tasks.start(
                         lambda task_status: serve_http(
                             server,
                             callers,

@@ -148,13 +148,15 @@ async def serve_http(
     host: str = "127.0.0.1",
     port: int,
     json_response: bool = False,
-    task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``http://host:port/mcp`` with uvicorn until cancelled (``authenticator`` and
     ``json_response``: see :func:`http_app`); an identity provider's keys are kept
     fresh meanwhile.
 
-    Raises :class:`ListenError` when the address cannot be listened on.
+    Started (``await tasks.start(...)``) once it listens, with the port it listens
+    on: port 0 has the system choose one. Raises :class:`ListenError` when the
+    address cannot be listened on.
     """
     try:
         listener = bind(host, port)
@@ -179,7 +181,7 @@ async def serve_http(
             tasks.start_soon(serve)
             # The socket listens already: connections wait in its backlog until
             # uvicorn, which has no start-up event to await, accepts them.
-            task_status.started()
+            task_status.started(listener.getsockname()[1])
             try:
                 await anyio.sleep_forever()
             finally:
