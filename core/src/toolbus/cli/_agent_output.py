@@ -45,6 +45,14 @@ class EventPrinter:
                 f"(approvers: {approvers}): {event.approval.reason}",
                 err=True,
             )
+        elif kind == "waiting" and event.task is not None:
+            self._close()
+            task = event.task.id
+            typer.echo(
+                f"{self.indent}{event.content}: the run waits as task {task} and goes on once "
+                f"it is decided ('toolbus tasks show {task}' tells how it goes)",
+                err=True,
+            )
         elif kind == "observation":
             self._close()
             text = event.content.replace("\n", " ")
