@@ -423,7 +423,8 @@ def ask(
     request = AgentRequest(
         question=question, user=user, group=group, state=state, session=session, streaming=True
     )
-    printer = EventPrinter(as_json=as_json)
+    # With --no-wait, stdout carries the answer, or the task id of a run that waits.
+    printer = EventPrinter(as_json=as_json, steps_on_stderr=no_wait)
     failed = False
     # Said after the event loop ends: an exit raised inside the client's task group
     # would reach the terminal as an exception group.
