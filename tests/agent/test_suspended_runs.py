@@ -73,6 +73,9 @@ def snapshot() -> dict[str, Any]:
 @dataclass
 class Tools:
     runs: Counter[str] = field(default_factory=Counter)
+    #: When set, refund waits for it (after saying it started).
+    hold: anyio.Event | None = None
+    refunding: anyio.Event = field(default_factory=anyio.Event)
 
     def services(self) -> list[Any]:
         @tool_service(
@@ -80,6 +83,9 @@ class Tools:
         )
         async def refund(what: str) -> str:
             self.runs[f"refund {what}"] += 1
+            self.refunding.set()
+            if self.hold is not None:
+                await self.hold.wait()
             return f"refunded {what}"
 
         @tool_service(
@@ -457,3 +463,47 @@ async def test_the_calls_of_its_turn_that_need_nobody_are_answered_before_it_sus
             ("answer", None),
         ]
         assert d.tools.runs == {"lookup order 7": 1, "refund order 7": 1}
+
+
+async def test_cancelling_a_run_while_it_goes_on_ends_it_for_its_asker() -> None:
+    async with deployment({"refund order 7": refund("order 7")}) as d:
+        d.tools.hold = anyio.Event()  # the approved call is still running when cancelled
+        replica = await d.replica()
+        with anyio.fail_after(30):
+            async with asking(d.kit) as (asker, group):
+                group.start_soon(asker.ask, "refund order 7")
+                await asker.waiting_for("refund order 7")
+                task_id = asker.task_of("refund order 7")
+                approval = await first_pending(replica.approvals)
+                await replica.approvals.decide(approval.id, "ops", True, via="api-key")
+                await d.tools.refunding.wait()
+                now = d.tasks.clock()
+                await d.tasks.change(
+                    task_id, lambda t: t.moved(now, "cancelled", message="cancelled by alice")
+                )
+                await asker.answered("refund order 7")  # within a renewal (a third of the lease)
+                d.tools.hold.set()  # the tool ends, answering nobody
+
+        final = asker.final("refund order 7")
+        assert final.error is not None and final.error.type == "cancelled"
+        assert final.content == f"the run was cancelled by alice (task {task_id})"
+        [record] = replica.audit.records
+        assert record.outcome == "cancelled"
+        assert await d.checkpoints.load(asker.request_ids["refund order 7"]) is None
+        task = await d.tasks.get(task_id)
+        assert task is not None and task.status == "cancelled"
+
+
+async def test_an_asker_waits_for_a_call_waiting_in_place_as_long_as_its_approval() -> None:
+    """Without suspensions (no shared store) a call waits in place; the asker's timeout
+    counts from the approval's expiry, not from the approval event."""
+    approvals = {"approvers": ["ops"], "tools": ["refund"], "timeout": 2}
+    async with deployment({"refund order 7": refund("order 7")}, approvals=approvals) as d:
+        replica = await d.replica()
+        replica.service.loop.suspensions = None
+        with anyio.fail_after(30):
+            async with AgentClient(d.kit.bus) as client:
+                request = AgentRequest(question="refund order 7", user="alice")
+                events = [event async for event in client.ask(request, timeout=1)]
+    assert [e.chunk_type for e in events] == ["action", "approval", "observation", "answer"]
+    assert events[2].status == "refused"  # expired, after 2 s: more than the 1 s timeout

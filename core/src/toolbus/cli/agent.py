@@ -208,9 +208,12 @@ async def _agent(
         warning = door.require_access_control("toolbus agent serve", allow_off=not access_control)
         if warning is not None:
             typer.echo(f"warning: {warning}", err=True)
+    llm: LLM = await connect_llm(llm_url)
+    stack.push_async_callback(llm.aclose)
     runs = None
     if store is not None and checkpoints is not None and shared_url(settings.state):
-        # Entered after the door: tasks still running here are left before it closes.
+        # Entered after the door and the model: the runs going on here are left to
+        # another replica before either closes under them.
         task_settings = parse_task_settings(settings.file.get(TASKS_SECTION))
         runner = await stack.enter_async_context(
             TaskRunner(TaskBook(store), shared=True, lease=task_settings.lease)
@@ -219,8 +222,6 @@ async def _agent(
         runner.on_abandoned = calls.withdraw
         runner.resumes(CLI_DOOR, calls.resume)
         runs = SuspendedRuns(runner, door.book, checkpoints, task_settings)
-    llm: LLM = await connect_llm(llm_url)
-    stack.push_async_callback(llm.aclose)
     loop = AgentLoop(
         llm,
         DoorConversations(door),

@@ -298,9 +298,9 @@ class AgentClient:
         """Send ``request``; yield its events up to and including the last.
 
         ``timeout`` bounds the wait for each event (a ``TimeoutError`` naming the
-        agent queue when it passes); ``None`` waits as long as the agent runs. After a
-        ``waiting`` event (the run waits for a person), the next event is waited for
-        until the approval it names expires, and ``timeout`` beyond.
+        agent queue when it passes); ``None`` waits as long as the agent runs. After an
+        ``approval`` or ``waiting`` event (a call waits for a person), the next event is
+        waited for until the approval it names expires, and ``timeout`` beyond.
         """
         if self._group is None:
             raise RuntimeError("use AgentClient in 'async with' before asking")
@@ -324,7 +324,7 @@ class AgentClient:
                 if event.last:
                     return
                 wait = math.inf if timeout is None else timeout
-                if event.chunk_type == "waiting" and event.approval is not None:
+                if event.approval is not None:
                     # A person decides first: as long as the approval may wait for them.
                     wait += max(0.0, event.approval.expires_at - time.time())
         finally:

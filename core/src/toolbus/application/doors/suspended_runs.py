@@ -13,9 +13,9 @@ store (sealed when shared):
   ...``, run by nobody (:meth:`~toolbus.domain.tasks.Task.suspended`) until
   that approval expires; the run's answer becomes its result;
 * its entry in the index of suspended runs (namespace ``agent-suspended``):
-  the task, the request and the approvals it waits for (a task that ends
-  drops what it ran, so the index is what still names the request of a
-  cancelled one).
+  the task, the request and the approvals it waits for, and whether it goes
+  on on some replica (a task that ends drops what it ran, so the index is
+  what still names the request of a cancelled one).
 
 Every agent replica follows the pending approvals and the open tasks
 (:meth:`SuspendedRuns.serve`). When an approval a suspended run waits for is
@@ -28,9 +28,12 @@ another replica takes the task over from the run's latest checkpoint. A run
 that suspends again stays the same task.
 
 A suspended run whose task is cancelled (``toolbus tasks cancel``, ``DELETE
-/v1/tasks/{id}``) ends: the first replica to see it tells the asker (an
-``error`` event of type ``cancelled``), writes the session's audit record
-(``cancelled``), withdraws the approvals it waited for and drops its checkpoint.
+/v1/tasks/{id}``) ends: the first replica to see it withdraws the approvals it
+waited for, drops its checkpoint, writes the session's audit record
+(``cancelled``) and tells the asker (an ``error`` event of type
+``cancelled``). One cancelled while it goes on is ended by the replica running
+it, which learns it at its next renewal (or, if that replica is gone, by the
+first to look once the lease is up).
 """
 
 from __future__ import annotations
@@ -183,6 +186,7 @@ class SuspendedRuns:
                 )
             )
         self._resuming[task.id] = progress
+        await self._going_on(task.id)
         try:
             result = await service.resume(dataclasses.replace(saved, task=task.id))
         except anyio.get_cancelled_exc_class():
@@ -210,11 +214,10 @@ class SuspendedRuns:
             if entry is None:
                 return
             request_id, approval_ids = entry
-            # Its session wrote its record (cancelled) as the run was cancelled.
-            why = _cancelled(task)
-            await service.events_of(request_id)(failure_event("cancelled", why))
             await self._withdraw(approval_ids, f"its task was {task.message or 'cancelled'}")
             await self.checkpoints.finish(request_id)
+            # Its session wrote its record (cancelled) as the run was cancelled.
+            await service.events_of(request_id)(failure_event("cancelled", _cancelled(task)))
         except ToolbusError as exc:
             log.warning("ending the cancelled run of task %s failed: %s", task_id, exc)
 
@@ -280,11 +283,16 @@ class SuspendedRuns:
             task = await self.runner.book.get(task_id)
             if task is None or not isinstance(entry, dict):
                 await self._forget(task_id)  # its time to live ran out: nothing to go on with
+            elif task.final and task.status != "cancelled":
+                await self._forget(task_id)  # it ended: its answer is its result
             elif task.final:
-                if task.status == "cancelled":
-                    await self._end_cancelled(task)
+                # A run going on when it was cancelled is ended by its replica, which
+                # learns it at its next renewal; if that replica is gone, here.
+                left_to_runner = task.updated_at + self.runner.lease
+                if entry.get("going on") and now < left_to_runner:
+                    look_at = min(look_at, left_to_runner)
                 else:
-                    await self._forget(task_id)  # it ended: its answer is its result
+                    await self._end_cancelled(task)
             elif task.suspended(now):
                 if not set(entry.get("approvals", ())) <= waiting:
                     await self.runner.wake(task_id)
@@ -303,14 +311,26 @@ class SuspendedRuns:
             return
         request_id, approval_ids = entry
         saved = await self.checkpoints.load(request_id)
+        await self._withdraw(approval_ids, f"its task was {task.message or 'cancelled'}")
+        await self.checkpoints.finish(request_id)
         service = self._service
         if saved is not None and saved.request is not None and service is not None:
             await service.loop.cancel_suspended(
                 saved, _cancelled(task), emit=service.events_of(request_id)
             )
-        await self._withdraw(approval_ids, f"its task was {task.message or 'cancelled'}")
-        await self.checkpoints.finish(request_id)
         log.info("agent request %s ended: its task %s was cancelled", request_id, task.id)
+
+    async def _going_on(self, task_id: str) -> None:
+        """Say in the index that the run of ``task_id`` goes on (on this replica): if its
+        task is cancelled, this replica ends the run, not one that looks."""
+
+        def marked(index: dict[str, Any]) -> dict[str, Any] | None:
+            entry = index.get(task_id)
+            if not isinstance(entry, dict) or entry.get("going on"):
+                return None
+            return {**index, task_id: {**entry, "going on": True}}
+
+        await change_json(self.store, NAMESPACE, INDEX, marked, default={})
 
     async def _claim(self, task_id: str) -> tuple[str, list[str]] | None:
         """Take the run of ``task_id`` off the index: its request and approvals, if this

@@ -14,8 +14,9 @@ Statuses::
 
 ``input-required``: the call waits for someone's input (an approval, named by
 ``approval_id``); a *suspended* task waits so with nobody running it until it is
-woken (an agent run: :meth:`Task.suspended`). ``completed``, ``failed`` and ``cancelled`` are final: a final
-task never moves again. Only its owner (and operators) may read or cancel it.
+woken (an agent run: :meth:`Task.suspended`). ``completed``, ``failed`` and
+``cancelled`` are final: a final task never moves again. Only its owner (and
+operators) may read or cancel it.
 """
 
 from __future__ import annotations
