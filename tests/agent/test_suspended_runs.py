@@ -320,8 +320,10 @@ async def test_a_run_waiting_for_approval_frees_its_worker_and_goes_on_once_appr
         assert await d.checkpoints.load(asker.request_ids["refund order 7"]) is None
 
 
-@pytest.mark.parametrize("decision", ["denied", "expired"])
-async def test_a_denied_or_expired_approval_goes_on_with_the_refusal(decision: str) -> None:
+@pytest.mark.parametrize("decision", ["denied", "expired", "withdrawn"])
+async def test_a_denied_expired_or_withdrawn_approval_goes_on_with_the_refusal(
+    decision: str,
+) -> None:
     approvals = {"approvers": ["ops"], "tools": ["refund"], "timeout": 60}
     if decision == "expired":
         approvals["timeout"] = 1
@@ -336,14 +338,18 @@ async def test_a_denied_or_expired_approval_goes_on_with_the_refusal(decision: s
                     await replica.approvals.decide(
                         approval.id, "ops", False, "not this one", via="api-key"
                     )
+                elif decision == "withdrawn":
+                    approval = await first_pending(replica.approvals)
+                    await replica.approvals.withdraw(approval.id, "the order moved")
                 await asker.answered("refund order 7")
 
         events = asker.events["refund order 7"]
         [observation] = [e for e in events if e.chunk_type == "observation"]
         assert observation.status == "refused"
-        assert (
-            "not this one" if decision == "denied" else "No one approved"
-        ) in observation.content
+        said = {"denied": "not this one", "expired": "No one approved"}.get(
+            decision, "its approval was withdrawn (the order moved)"
+        )
+        assert said in observation.content
         assert asker.final("refund order 7").content == "Done with order 7."
         assert d.tools.runs["refund order 7"] == 0
         task = await d.tasks.get(asker.task_of("refund order 7"))

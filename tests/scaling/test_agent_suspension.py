@@ -10,7 +10,9 @@ and ``toolbus tasks`` as their users run them.
   goes on with it and the asker gets the answer from there;
 * ``toolbus ask --no-wait`` prints the task id; ``toolbus tasks show`` shows the run's
   answer once it is done, and nothing to another user; ``toolbus tasks cancel`` ends a
-  suspended run (its asker is told) and withdraws its approval.
+  suspended run (its asker is told) and withdraws its approval;
+* with no gateway at all, the agent service makes the call ``toolbus call --async``
+  left in the store.
 """
 
 from __future__ import annotations
@@ -268,3 +270,27 @@ async def test_no_wait_then_tasks_show_and_cancel(
         f"the run was cancelled by alice (task {cancelled_id})",
     )
     assert deployment.runs[("step-in", 0)] == 1  # the cancelled run's call was not made
+
+
+async def test_agent_services_make_the_calls_call_async_leaves(
+    store_url: tuple[str, dict[str, object]],
+    scaling_cluster: NatsCluster,
+    model_server: ModelServer,
+    tmp_path: Path,
+) -> None:
+    deployment = agents_deployment(tmp_path, scaling_cluster.url(), store_url)
+    agents = Agents(deployment, model_server)
+    async with AsyncExitStack() as stack:
+        await stack.enter_async_context(deployment.tool_replicas(1, verify=False))
+        await stack.enter_async_context(agents.replica("only"))  # and no gateway
+        book = await stack.enter_async_context(task_book(deployment))
+        code, out, err = await agents.command(
+            "call", "step-in", "--async", "-a", "n=5", "-g", GROUPS[0], key=ALICE_KEY
+        )
+        assert code == 0, err
+        task = await until(book, out.strip(), "input-required")
+        assert (task.door, task.message) == ("cli", "waiting for approval by bob")
+        await agents.approve_the_waiting_call()
+        done = await until(book, task.id, "completed")
+    assert done.result == "step-in 5"
+    assert deployment.runs[("step-in", 5)] == 1
