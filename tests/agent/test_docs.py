@@ -13,7 +13,12 @@ EXAMPLES = examples(DOCS / "agent.md")
 
 
 def test_the_page_has_its_examples() -> None:
-    assert [e.name for e in EXAMPLES] == ["agent_quickstart.py", "local_model.py", "my_model.py"]
+    assert [e.name for e in EXAMPLES] == [
+        "agent_quickstart.py",
+        "suspended_run.py",
+        "local_model.py",
+        "my_model.py",
+    ]
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda example: example.name)

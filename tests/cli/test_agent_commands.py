@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 import toolbus.cli
+from toolbus.application.sealing import new_seal_jwk
 from toolbus.cli import app
 
 Invoke = Callable[..., Result]
@@ -116,6 +117,7 @@ def test_ask_reports_an_agent_error_and_exits_1(toolbus_cli: Invoke, tmp_path: P
         (["ask", "Hello?", "--llm", "openai://m?api_key=sk-x"], "environment variables only"),
         (["agent", "serve"], "no model given: pass --llm URL or set TOOLBUS_LLM"),
         (["agent", "serve", "--llm", "scripted://demo", "--time-limit", "0"], "time_limit"),
+        (["ask", "Hello?", "--llm", "scripted://demo", "--no-wait"], "--no-wait: on memory://"),
     ],
 )
 def test_bad_input_is_refused_with_the_fix(
@@ -127,3 +129,24 @@ def test_bad_input_is_refused_with_the_fix(
     assert fragment in result.stderr
     assert "Traceback" not in result.output
     assert "sk-x" not in result.output
+
+
+def test_agent_serve_checks_its_tasks_table_before_connecting(
+    toolbus_cli: Invoke, tmp_path: Path
+) -> None:
+    (tmp_path / "toolbus.toml").write_text(
+        'broker = "nats://127.0.0.1:1"\nstate = "redis://127.0.0.1:1"\n'
+        'seal-keys = ["env:SEAL_KEY"]\n\n[tasks]\nlease = 0\n'
+    )
+    result = toolbus_cli(
+        "agent",
+        "serve",
+        "--llm",
+        "scripted://demo",
+        "--no-access-control",
+        env={"SEAL_KEY": json.dumps(new_seal_jwk("seal-1"))},
+    )
+
+    assert result.exit_code == 2, result.output
+    assert "toolbus.toml [tasks]" in result.stderr and "lease" in result.stderr
+    assert "Traceback" not in result.output

@@ -244,6 +244,65 @@ async def test_a_replica_that_dies_is_taken_over_once_its_time_runs_out(
     assert taken == [dead.id] and runs == [dead.id]  # one replica of the two goes on with it
 
 
+async def test_work_that_suspends_its_task_leaves_it_to_whichever_replica_wakes_it(
+    store: StateStore, clock: ManualClock
+) -> None:
+    book = TaskBook(store, clock=clock)
+    until_then = clock() + 300
+
+    async def waits(progress: TaskProgress) -> TaskEnd:
+        await progress.suspend("waiting for approval by ops", "a-1", until_then)
+        return TaskEnd(result="not written: the task waits")
+
+    resumed: list[str] = []
+
+    async def resume(task: Task, progress: TaskProgress) -> TaskEnd:
+        resumed.append(task.id)
+        return TaskEnd(result="approved and made")
+
+    async with AsyncExitStack() as stack:
+        first = await stack.enter_async_context(
+            TaskRunner(TaskBook(store, clock=clock), shared=True)
+        )
+        second = await stack.enter_async_context(
+            TaskRunner(TaskBook(store, clock=clock), shared=True)
+        )
+        second.resumes("gateway", resume)
+        kept = await first.start(a_task(clock=clock), waits)
+        waiting = await until(book, kept.id, lambda task: task.status == "input-required")
+        await anyio.lowlevel.checkpoint()  # the work returned; nothing more is written
+        assert await book.get(kept.id) == waiting
+        assert (waiting.runner, waiting.runner_until) == (None, until_then)
+        assert waiting.suspended(clock()) and kept.id not in first.running
+        assert waiting.message == "waiting for approval by ops" and waiting.approval_id == "a-1"
+        assert await second.sweep() == []  # nobody goes on with it before it is woken
+
+        assert await second.wake(kept.id)
+        done = await until(book, kept.id, lambda task: task.final)
+        assert not await first.wake(kept.id)  # ended: nothing to wake
+    assert resumed == [kept.id]
+    assert (done.status, done.result) == ("completed", "approved and made")
+
+
+async def test_a_suspended_task_nobody_wakes_is_taken_once_its_time_is_up(
+    store: StateStore, clock: ManualClock
+) -> None:
+    book = TaskBook(store, clock=clock)
+    waiting = a_task(clock=clock).suspend(clock(), clock() + 60, "waiting for approval", "a-1")
+    await book.create(waiting)
+
+    async def resume(task: Task, progress: TaskProgress) -> TaskEnd:
+        return TaskEnd(error=TaskError(type="refused-approval", message="nobody approved it"))
+
+    async with TaskRunner(TaskBook(store, clock=clock), shared=True) as runner:
+        runner.resumes("gateway", resume)
+        assert await runner.sweep() == []
+        clock.advance(61)
+        assert await runner.sweep() == [waiting.id]
+        done = await until(book, waiting.id, lambda task: task.final)
+    assert done.error is not None and done.error.type == "refused-approval"
+
+
 async def test_a_door_with_no_other_replica_fails_what_it_leaves_and_withdraws_it(
     store: StateStore, clock: ManualClock
 ) -> None:

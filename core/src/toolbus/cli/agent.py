@@ -1,10 +1,13 @@
+# One job: the agent's commands, which share how the loop is set up over the bus
+# (its door, model, state store and suspended runs).
 """``toolbus agent serve`` and ``toolbus ask``: the agent loop on the bus, and asking it."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack, aclosing, asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -33,8 +36,12 @@ from toolbus.application.calls.tools import Tools
 from toolbus.application.doors.conversations import DoorConversations
 from toolbus.application.doors.holding import SessionHolder
 from toolbus.application.doors.stored import StoredHolder
+from toolbus.application.doors.suspended_runs import SuspendedRuns
+from toolbus.application.doors.tasks import CLI_DOOR, CallTasks
 from toolbus.application.live.agent_presence import AgentPresence, agent_service_answers
 from toolbus.application.sealing import SealKeys
+from toolbus.application.sealing.doors import shared_url
+from toolbus.application.tasks import TaskBook, TaskRunner
 from toolbus.application.tracing.export import export_from_environment
 from toolbus.cli._agent_output import EventPrinter
 from toolbus.cli._app import app
@@ -56,6 +63,8 @@ from toolbus.domain.agent.wire import (
 )
 from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import ConfigError, PluginError
+from toolbus.domain.tasks import parse_task_settings
+from toolbus.domain.tasks.settings import SECTION as TASKS_SECTION
 from toolbus.hooks import CodeHooks
 from toolbus.plugins import ToolPlugin, connect, connect_llm, load_tool_plugins
 from toolbus.ports import Bus, StateStore
@@ -151,6 +160,14 @@ def _tools(settings: Settings) -> tuple[list[ToolPlugin], Registry]:
         fail(str(exc))
 
 
+@dataclass(frozen=True, slots=True)
+class _Agent:
+    """The loop, and where its suspended runs are kept (with a shared store only)."""
+
+    loop: AgentLoop
+    runs: SuspendedRuns | None
+
+
 @asynccontextmanager
 async def _agent(
     stack: AsyncExitStack,
@@ -163,9 +180,11 @@ async def _agent(
     system_prompt: str | None,
     *,
     access_control: bool | None = None,
-) -> AsyncIterator[AgentLoop]:
+) -> AsyncIterator[_Agent]:
     """A loop over ``bus`` whose sessions the front door opens; on memory:// the
-    installed plugins' services run in this process too.
+    installed plugins' services run in this process too. With a shared state store,
+    runs whose calls wait for approval suspend as tasks any replica goes on with, and
+    ``toolbus call --async`` tasks are made here too.
 
     ``access_control``: for a door on a broker (``None`` on memory://), whether
     serving without configured permissions must be refused (``True``) or was
@@ -205,14 +224,28 @@ async def _agent(
             typer.echo(f"warning: {warning}", err=True)
     llm: LLM = await connect_llm(llm_url)
     stack.push_async_callback(llm.aclose)
-    yield AgentLoop(
+    runs = None
+    if store is not None and checkpoints is not None and shared_url(settings.state):
+        # Entered after the door and the model: the runs going on here are left to
+        # another replica before either closes under them.
+        task_settings = parse_task_settings(settings.file.get(TASKS_SECTION))
+        runner = await stack.enter_async_context(
+            TaskRunner(TaskBook(store), shared=True, lease=task_settings.lease)
+        )
+        calls = CallTasks(door, runner, task_settings)
+        runner.on_abandoned = calls.withdraw
+        runner.resumes(CLI_DOOR, calls.resume)
+        runs = SuspendedRuns(runner, door.book, checkpoints, task_settings)
+    loop = AgentLoop(
         llm,
         DoorConversations(door),
         limits=limits,
         system_prompt=system_prompt,
         metrics=door.metrics,
         checkpoints=checkpoints,
+        suspensions=runs,
     )
+    yield _Agent(loop, runs)
 
 
 def _limits(max_iterations: int, time_limit: float) -> AgentLimits:
@@ -262,6 +295,7 @@ def serve_agent(
     if settings.state is not None and not settings.broker.startswith("memory:"):
         try:  # before connecting anywhere: a door without its seal key stops at once
             agent_seal_keys(settings)
+            parse_task_settings(settings.file.get(TASKS_SECTION))
         except ConfigError as exc:
             fail(str(exc))
 
@@ -273,7 +307,7 @@ def serve_agent(
                 # Requests come over a broker from anyone who may publish there: without
                 # permissions, every one of them could use every tool.
                 guarded = None if settings.broker.startswith("memory:") else not no_access_control
-                loop = await stack.enter_async_context(
+                agent = await stack.enter_async_context(
                     _agent(
                         stack,
                         bus,
@@ -286,6 +320,7 @@ def serve_agent(
                         access_control=guarded,
                     )
                 )
+                loop, runs = agent.loop, agent.runs
                 service = AgentService(
                     bus,
                     loop,
@@ -299,6 +334,8 @@ def serve_agent(
                 presence = AgentPresence(bus, request_queue, response_queue)
                 async with anyio.create_task_group() as tasks:
                     await tasks.start(service.serve)
+                    if runs is not None:  # suspended runs go on here, or on another replica
+                        await tasks.start(runs.serve, service)
                     await tasks.start(presence.run)
                     typer.echo(
                         f"serving agent ({loop.llm.model}) on {request_queue} via "
@@ -310,6 +347,8 @@ def serve_agent(
                     await stop.wait("finishing requests in flight")
                     presence.stop()  # a draining service takes no new requests
                     service.stop()
+                    if runs is not None:
+                        runs.stop()  # the runs suspended stay for the other replicas
 
     # Spans go to a collector when the OTEL_* variables say so (toolbus[otel]).
     stop_export = export_from_environment("toolbus-agent")
@@ -345,8 +384,20 @@ def ask(
         bool, typer.Option("--json", help="Print each event as a JSON line.")
     ] = False,
     timeout: Annotated[
-        float, typer.Option(help="Seconds to wait for each event from the agent.")
+        float,
+        typer.Option(
+            help="Seconds to wait for each event from the agent (while the run waits for an "
+            "approval: until the approval expires, and this long beyond)."
+        ),
     ] = 120.0,
+    no_wait: Annotated[
+        bool,
+        typer.Option(
+            "--no-wait",
+            help="When the run waits for a person's approval, print its task id and exit 0 "
+            "instead of waiting; 'toolbus tasks show ID' tells how it went.",
+        ),
+    ] = False,
     broker: BrokerOption = None,
     llm: LLMOption = None,
     config: ConfigOpt = None,
@@ -362,10 +413,20 @@ def ask(
     On a real broker an agent service (toolbus agent serve) answers. On memory://
     (the default) the agent and the installed plugins' tools run in this process,
     with the model --llm names.
+
+    A run whose tool call waits for a person's approval says "waiting for approval
+    by ..." and the task it became; ask waits for the answer (from whichever agent
+    replica goes on with the run), or with --no-wait prints the task id and exits.
     """
     setup_logging(verbose)
     settings = _settings(broker, config)
     in_process = settings.broker.startswith("memory:")
+    if in_process and no_wait:
+        fail(
+            "--no-wait: on memory:// the agent runs in this command, which must stay to run "
+            "it; ask an agent service on a broker (--broker URL) that keeps its runs in a "
+            "shared state store"
+        )
     url = _llm_url(llm)
     if in_process and url is None:
         fail(
@@ -381,7 +442,8 @@ def ask(
     request = AgentRequest(
         question=question, user=user, group=group, state=state, session=session, streaming=True
     )
-    printer = EventPrinter(as_json=as_json)
+    # With --no-wait, stdout carries the answer, or the task id of a run that waits.
+    printer = EventPrinter(as_json=as_json, steps_on_stderr=no_wait)
     failed = False
     # Said after the event loop ends: an exit raised inside the client's task group
     # would reach the terminal as an exception group.
@@ -394,12 +456,12 @@ def ask(
             stack.push_async_callback(bus.close)
             if in_process:
                 assert url is not None and registry is not None
-                loop = await stack.enter_async_context(
+                agent = await stack.enter_async_context(
                     _agent(stack, bus, settings, plugins, registry, url, limits, None)
                 )
                 service = AgentService(
                     bus,
-                    loop,
+                    agent.loop,
                     request_queue=request_queue,
                     response_queue=response_queue,
                 )
@@ -420,9 +482,14 @@ def ask(
                 AgentClient(bus, request_queue=request_queue, response_queue=response_queue)
             )
             try:
-                async for event in agents.ask(request, timeout=timeout):
-                    printer.show(event)
-                    failed = failed or event.chunk_type == "error"
+                async with aclosing(agents.ask(request, timeout=timeout)) as events:
+                    async for event in events:
+                        printer.show(event)
+                        failed = failed or event.chunk_type == "error"
+                        if no_wait and event.task is not None:
+                            if not as_json:  # the JSON line holds it already
+                                typer.echo(event.task.id)
+                            return  # the run goes on as its task, without this command
             except TimeoutError as exc:
                 problem = ("timeout", str(exc))
 

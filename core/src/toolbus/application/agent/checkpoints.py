@@ -18,6 +18,12 @@ from it: the model turns and the tool calls already answered are not made
 again, and a call that was in flight is sent again under the same call id
 (:func:`run_call_id`), which a persistent tool queue answers from memory.
 The checkpoint is removed when the request ends.
+
+A checkpoint also holds the request itself (without the chat it began with,
+which its messages hold) and, once the run suspended while a call waits for a
+person (:mod:`~toolbus.application.agent.suspension`), the task it became: a
+run that goes on after its suspension has no delivery of its request to go on
+from.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from pydantic import TypeAdapter
 from toolbus.application.agent.held import HeldSession
 from toolbus.application.agent.outcomes import CallOutcome
 from toolbus.domain.agent.turns import ToolCall, Usage
+from toolbus.domain.agent.wire import AgentRequest
 from toolbus.ports import StateStore
 
 #: The state store namespace of agent runs' checkpoints.
@@ -66,6 +73,10 @@ class Checkpoint:
     pending: list[dict[str, str]] | None = None
     #: Outcomes of pending calls, by tool call id.
     answered: dict[str, CallOutcome] = field(default_factory=dict)
+    #: The request, without the chat it began with (``messages`` holds it).
+    request: AgentRequest | None = None
+    #: The task the run became when it first suspended, if it did.
+    task: str | None = None
 
     def to_json(self) -> bytes:
         return _ADAPTER.dump_json(self)
@@ -76,6 +87,43 @@ class Checkpoint:
 
 
 _ADAPTER: TypeAdapter[Checkpoint] = TypeAdapter(Checkpoint)
+
+
+def kept_request(request: AgentRequest) -> AgentRequest:
+    """``request`` as a checkpoint keeps it: without the chat it began with."""
+    if request.messages is None and not request.history:
+        return request
+    return request.model_copy(update={"messages": None, "history": []})
+
+
+def checkpoint(
+    request_id: str,
+    session: HeldSession,
+    messages: list[dict[str, Any]],
+    iterations: int,
+    usage: Usage,
+    pending: Sequence[ToolCall] | None = None,
+    answered: dict[str, CallOutcome] | None = None,
+    *,
+    request: AgentRequest | None = None,
+    task: str | None = None,
+) -> Checkpoint:
+    """Where a run stands: ``pending`` the calls of the turn being answered, ``answered``
+    the outcomes of those answered so far; ``request`` kept without its chat."""
+    return Checkpoint(
+        request_id,
+        session,
+        list(messages),
+        iterations,
+        usage.input_tokens,
+        usage.output_tokens,
+        None
+        if pending is None
+        else [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in pending],
+        dict(answered or {}),
+        None if request is None else kept_request(request),
+        task,
+    )
 
 
 class RunCheckpoints:
@@ -96,9 +144,13 @@ class RunCheckpoints:
         entry = await self.store.get(self.namespace, request_id)
         return None if entry is None else Checkpoint.from_json(entry.value)
 
-    async def save(self, checkpoint: Checkpoint) -> None:
+    async def save(self, checkpoint: Checkpoint, *, ttl: float | None = None) -> None:
+        """Keep ``checkpoint`` for ``ttl`` seconds (default :attr:`ttl`)."""
         await self.store.put(
-            self.namespace, checkpoint.request_id, checkpoint.to_json(), ttl=self.ttl
+            self.namespace,
+            checkpoint.request_id,
+            checkpoint.to_json(),
+            ttl=self.ttl if ttl is None else ttl,
         )
 
     async def finish(self, request_id: str) -> None:
@@ -109,9 +161,18 @@ class RunProgress:
     """The checkpoints of one request's run, written one at a time (its calls answer
     concurrently), each with everything known when it is written."""
 
-    def __init__(self, checkpoints: RunCheckpoints, request_id: str) -> None:
+    def __init__(
+        self,
+        checkpoints: RunCheckpoints,
+        request_id: str,
+        request: AgentRequest | None = None,
+        task: str | None = None,
+    ) -> None:
         self.checkpoints = checkpoints
         self.request_id = request_id
+        self.request = None if request is None else kept_request(request)
+        #: The task the run became, once it suspended.
+        self.task = task
         #: The chat up to the turn whose calls are being made (what their checkpoints hold).
         self.chat: list[dict[str, Any]] = []
         self._saving = anyio.Lock()
@@ -129,17 +190,16 @@ class RunProgress:
         ``answered`` the outcomes of those answered so far."""
         async with self._saving:
             await self.checkpoints.save(
-                Checkpoint(
+                checkpoint(
                     self.request_id,
                     session,
-                    list(messages),
+                    messages,
                     iterations,
-                    usage.input_tokens,
-                    usage.output_tokens,
-                    None
-                    if pending is None
-                    else [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in pending],
-                    dict(answered or {}),
+                    usage,
+                    pending,
+                    answered,
+                    request=self.request,
+                    task=self.task,
                 )
             )
 

@@ -1,6 +1,7 @@
 """What the agent loop reports, as :class:`~toolbus.domain.agent.wire.AgentEvent`: a call it
-makes (``action``), a call waiting for a person (``approval``), what a call answered
-(``observation``), and how the request ended (``answer`` or ``error``, the last event).
+makes (``action``), a call waiting for a person (``approval``), the run suspended until a
+person decides (``waiting``), what a call answered (``observation``), and how the request
+ended (``answer`` or ``error``, the last event).
 
 The streamed text of a turn (``thought`` and ``answer`` chunks) is
 :mod:`toolbus.application.agent.turn_text`'s.
@@ -14,7 +15,7 @@ from typing import Any, Literal
 from toolbus.application.agent.outcomes import CallOutcome
 from toolbus.domain.access.approvals import Approval
 from toolbus.domain.agent.turns import ToolCall, Usage
-from toolbus.domain.agent.wire import AgentEvent, EventApproval, EventUsage
+from toolbus.domain.agent.wire import AgentEvent, EventApproval, EventTask, EventUsage
 
 
 def action(call: ToolCall, state: str) -> AgentEvent:
@@ -38,12 +39,28 @@ def waiting(approval: Approval, state: str) -> AgentEvent:
         tool_call_id=approval.tool_call_id,
         arguments=approval.arguments,
         state=state,
-        approval=EventApproval(
-            id=approval.id,
-            approvers=list(approval.approvers),
-            reason=approval.reason,
-            expires_at=approval.expires_at,
-        ),
+        approval=_approval(approval),
+    )
+
+
+def suspended(task_id: str, message: str, first: Approval, state: str) -> AgentEvent:
+    """The run waits for a person (``first`` is the approval that expires first) as the
+    task ``task_id``, holding no worker; its next events come once it goes on."""
+    return AgentEvent(
+        chunk_type="waiting",
+        content=message,
+        state=state,
+        approval=_approval(first),
+        task=EventTask(id=task_id, status="input-required", message=message),
+    )
+
+
+def _approval(approval: Approval) -> EventApproval:
+    return EventApproval(
+        id=approval.id,
+        approvers=list(approval.approvers),
+        reason=approval.reason,
+        expires_at=approval.expires_at,
     )
 
 

@@ -1,3 +1,5 @@
+# One job: one request's turns, from the question to its answer, its error or its
+# suspension; the run that goes on after a suspension or a hand-over is the same run.
 """The agent loop: a model, a session's tools, and turns until there is an answer.
 
 One :meth:`AgentLoop.run` answers one :class:`~toolbus.domain.agent.wire.AgentRequest`::
@@ -32,6 +34,13 @@ wall clock for the whole request; either ends it with an ``error`` event.
 Cancelling ``run`` cancels the tool calls in flight; the audit record says
 ``cancelled``.
 
+A call that needs a person's approval waits in place, unless the loop has
+:class:`~toolbus.application.agent.suspension.Suspensions`: then the run
+*suspends* (:mod:`~toolbus.application.agent.suspension`): it becomes a task,
+says so in a ``waiting`` event, and ``run`` returns (``result.task``), its worker
+free; :meth:`AgentLoop.resume` goes on with it from its checkpoint once the
+approval is decided, on whichever replica.
+
 Beside it: its checkpoints (:mod:`~toolbus.application.agent.checkpoints`), its
 events (:mod:`~toolbus.application.agent.events`, ``turn_text``).
 """
@@ -54,6 +63,7 @@ from toolbus.application.agent.checkpoints import (
     Checkpoint,
     RunCheckpoints,
     RunProgress,
+    checkpoint,
     run_call_id,
 )
 from toolbus.application.agent.code_hooks import CompiledHooks
@@ -61,6 +71,7 @@ from toolbus.application.agent.llm import LLM, LLMError, ToolCallStarted
 from toolbus.application.agent.outcomes import CallOutcome
 from toolbus.application.agent.session import AgentSession
 from toolbus.application.agent.session_sources import PlainSessions, Sessions
+from toolbus.application.agent.suspension import Suspension, Suspensions
 from toolbus.application.agent.turn_text import TurnText
 from toolbus.application.calls.client import sending_as
 from toolbus.application.calls.metrics import ToolbusMetrics, default_metrics
@@ -132,10 +143,17 @@ class AgentResult:
     model: str = ""
     iterations: int = 0
     usage: Usage = field(default_factory=Usage)
+    #: The task the run became when it suspended (it waits for a person; no answer yet).
+    task: str | None = None
 
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    @property
+    def suspended(self) -> bool:
+        """Whether the run suspended: it goes on later, as its ``task``."""
+        return self.task is not None and self.answer is None and self.error is None
 
 
 async def _discard(event: AgentEvent) -> None:
@@ -157,6 +175,9 @@ class AgentLoop:
         checkpoints: where each request's progress is written after every step
             (:class:`~toolbus.application.agent.checkpoints.RunCheckpoints`), so that
             a request delivered again after its replica died goes on from there.
+        suspensions: where runs whose calls wait for a person are kept meanwhile
+            (:mod:`~toolbus.application.agent.suspension`); without them such a call
+            waits in place.
     """
 
     def __init__(
@@ -173,9 +194,11 @@ class AgentLoop:
         tool_timeout: float | None = None,
         default_user: str = "anonymous",
         checkpoints: RunCheckpoints | None = None,
+        suspensions: Suspensions | None = None,
     ) -> None:
         self.llm = llm
         self.checkpoints = checkpoints
+        self.suspensions = suspensions
         self.limits = limits or AgentLimits()
         self.system_prompt = system_prompt
         self.metrics = default_metrics() if metrics is None else metrics
@@ -202,11 +225,40 @@ class AgentLoop:
         (and ``result.error``), never an exception. Failures of the bus itself
         propagate, as from :meth:`AgentSession.call`.
         """
-        request_id = request_id or str(uuid.uuid4())
+        return await self._traced(request, request_id or str(uuid.uuid4()), emit, None)
+
+    async def resume(self, saved: Checkpoint, *, emit: Emit = _discard) -> AgentResult:
+        """Go on with a suspended run from ``saved`` (which holds its request), reporting
+        each step through ``emit``; how it ended, or that it suspended again.
+
+        The calls it suspended on are made again: each finds its approval (decided,
+        or still pending: then the run suspends once more).
+        """
+        request = _request_of(saved)
+        return await self._traced(request, saved.request_id, emit, saved)
+
+    async def cancel_suspended(self, saved: Checkpoint, why: str, *, emit: Emit = _discard) -> None:
+        """End a suspended run that will not go on (its task was cancelled): its asker gets
+        the last event, an ``error`` of type ``cancelled`` saying ``why``, and its session's
+        audit record says ``cancelled``."""
+        request = _request_of(saved)
+        run = _Run(self, request, emit, saved.request_id, saved)
+        try:
+            session = await self.sessions.resume(request, saved.session)
+        except (AccessDenied, LimitReached, SessionNotFound):
+            pass  # it can no longer be written as this session; the event still says why
+        else:
+            await session.close(cancelled=True)
+        await run.stop(Stop("cancelled", why), state=saved.session.state)
+
+    async def _traced(
+        self, request: AgentRequest, request_id: str, emit: Emit, saved: Checkpoint | None
+    ) -> AgentResult:
         model, provider = self.llm.model, provider_of(self.llm)
         # One invoke_agent span per request, parent of its model turns and tool calls.
         with tracing.hop("internal", None, conventions.agent_request, model, provider, request_id):
-            result = await self._run(_Run(self, request, emit, request_id), request, request_id)
+            run = _Run(self, request, emit, request_id, saved)
+            result = await self._run(run, request, request_id, saved)
             if tracing.recording():
                 usage = result.usage
                 tracing.annotate(conventions.usage(usage.input_tokens, usage.output_tokens))
@@ -214,10 +266,14 @@ class AgentLoop:
                     tracing.failed(result.error.type)
         return result
 
-    async def _run(self, run: _Run, request: AgentRequest, request_id: str) -> AgentResult:
+    async def _run(
+        self, run: _Run, request: AgentRequest, request_id: str, saved: Checkpoint | None
+    ) -> AgentResult:
         state = request.state or "undefined"
         checkpoints = self.checkpoints
-        saved = None if checkpoints is None else await checkpoints.load(request_id)
+        if saved is None and checkpoints is not None:
+            saved = await checkpoints.load(request_id)
+            run.goes_on_from(saved)
         try:
             if saved is None:
                 session = await self.sessions.open(request, request_id)
@@ -239,7 +295,7 @@ class AgentLoop:
             return await run.stop(Stop("no-such-session", str(exc)), state=state)
         async with session:
             result = await run.answer(session, saved)
-        if checkpoints is not None:
+        if checkpoints is not None and not result.suspended:
             # Answered: nothing for another replica to go on with. (A run cut off by an
             # exception keeps its checkpoint, for the request delivered again.)
             with anyio.CancelScope(shield=True):
@@ -250,7 +306,14 @@ class AgentLoop:
 class _Run:
     """One request's run of the loop: its chat, counters and events."""
 
-    def __init__(self, loop: AgentLoop, request: AgentRequest, emit: Emit, request_id: str) -> None:
+    def __init__(
+        self,
+        loop: AgentLoop,
+        request: AgentRequest,
+        emit: Emit,
+        request_id: str,
+        saved: Checkpoint | None = None,
+    ) -> None:
         self.loop = loop
         self.llm = loop.llm
         self.limits = loop.limits
@@ -261,13 +324,28 @@ class _Run:
         self.usage = Usage()
         #: The session a later request continues this one with, once it ends.
         self.held: str | None = None
+        #: The task the run became when it first suspended.
+        self.task: str | None = None
         self._text = TurnText(emit, loop.limits.answer_hold)
         self._progress = (
-            None if loop.checkpoints is None else RunProgress(loop.checkpoints, request_id)
+            None
+            if loop.checkpoints is None
+            else RunProgress(loop.checkpoints, request_id, request=request)
         )
+        self.goes_on_from(saved)
+
+    def goes_on_from(self, saved: Checkpoint | None) -> None:
+        """The run goes on from ``saved``: as far as it got, as the task it became."""
+        if saved is None:
+            return
+        self.iterations = saved.iterations
+        self.usage = Usage(saved.input_tokens, saved.output_tokens)
+        self.task = saved.task
+        if self._progress is not None:
+            self._progress.task = saved.task
 
     async def answer(self, session: AgentSession, saved: Checkpoint | None = None) -> AgentResult:
-        outcome: Answer | Stop
+        outcome: Answer | Stop | _Suspended
         started = time.monotonic()
         with anyio.move_on_after(self.limits.time_limit) as deadline:
             try:
@@ -277,8 +355,6 @@ class _Run:
                     )
                 else:
                     messages = list(saved.messages)
-                    self.iterations = saved.iterations
-                    self.usage = Usage(saved.input_tokens, saved.output_tokens)
                 outcome = await self._iterate(session, messages, saved)
             except LLMError as exc:
                 outcome = Stop("model-error", f"the model {self.llm.model!r} failed: {exc}")
@@ -289,12 +365,32 @@ class _Run:
                 f"the request ran out of time after {seconds:.1f} s (the limit is "
                 f"{self.limits.time_limit:g} s); tool calls in flight were cancelled",
             )
+        if isinstance(outcome, _Suspended):
+            return await self._suspended(session, outcome)
         self.held = await self.loop.sessions.keep(self.request, session)
         if isinstance(outcome, Stop):
             return await self.stop(outcome, state=session.state)
         unsent = self._text.unsent(outcome.text)
         await self.emit(self._final("answer", unsent, session.state))
         return self._result(session.state, answer=outcome.text)
+
+    async def _suspended(self, session: AgentSession, suspended: _Suspended) -> AgentResult:
+        """The run waits for a person, as its task: the session ends here without its
+        record (the run goes on in another), and the asker is told."""
+        session.suspend()
+        task = suspended.suspension.task_id
+        log.info("agent request %s suspended as task %s", self.request_id, task)
+        await self.emit(
+            events.suspended(task, suspended.suspension.message, suspended.first, session.state)
+        )
+        return AgentResult(
+            request_id=self.request_id,
+            state=session.state,
+            model=self.llm.model,
+            iterations=self.iterations,
+            usage=self.usage,
+            task=task,
+        )
 
     async def stop(self, stop: Stop, *, state: str) -> AgentResult:
         log.info("agent request %s ended without an answer: %s", self.request_id, stop.reason)
@@ -305,13 +401,16 @@ class _Run:
 
     async def _iterate(
         self, session: AgentSession, messages: list[dict[str, Any]], saved: Checkpoint | None
-    ) -> Answer | Stop:
+    ) -> Answer | Stop | _Suspended:
         model, provider = self.llm.model, provider_of(self.llm)
         metrics = self.loop.metrics
         if saved is not None and saved.pending is not None:
-            # The last turn's calls, as far as they were answered before the hand-over.
+            # The last turn's calls, as far as they were answered before the hand-over (or
+            # the suspension: then the asker saw each call's action already).
             pending = RunProgress.pending_calls(saved)
-            answered = await self._answer_calls(session, messages, pending, saved.answered)
+            answered = await self._answer_calls(
+                session, messages, pending, saved.answered, announced=saved.task is not None
+            )
             if answered is not None:
                 return answered
         for iteration in range(self.iterations + 1, self.limits.max_iterations + 1):
@@ -368,13 +467,18 @@ class _Run:
         messages: list[dict[str, Any]],
         calls: Sequence[ToolCall],
         answered: dict[str, CallOutcome],
-    ) -> Answer | None:
+        *,
+        announced: bool = False,
+    ) -> Answer | _Suspended | None:
         """Make a turn's calls (those not ``answered`` already) and add their observations
-        to the chat, checkpointing before, after each call and after all of them."""
+        to the chat, checkpointing before, after each call and after all of them; or
+        suspend the run when calls wait for a person."""
         if self._progress is not None:
             self._progress.chat = messages
         await self._checkpoint(session, messages, calls, answered)
-        outcomes = await self._call(session, calls, answered)
+        outcomes, waiting = await self._call(session, calls, answered, announced=announced)
+        if waiting:
+            return await self._suspend(session, messages, calls, answered, waiting)
         messages.extend(outcome.as_openai_message() for outcome in outcomes)
         await self._checkpoint(session, messages)
         return after_calls([Observed(o.ok, o.observation, o.after_execution) for o in outcomes])
@@ -390,6 +494,35 @@ class _Run:
             await self._progress.save(
                 session.held(), messages, self.iterations, self.usage, pending, answered
             )
+
+    async def _suspend(
+        self,
+        session: AgentSession,
+        messages: list[dict[str, Any]],
+        calls: Sequence[ToolCall],
+        answered: dict[str, CallOutcome],
+        waiting: Sequence[Approval],
+    ) -> _Suspended:
+        """Keep the run, its calls ``waiting`` for a person, as its task."""
+        suspensions = self.loop.suspensions
+        assert suspensions is not None
+        saved = checkpoint(
+            self.request_id,
+            session.held(),
+            messages,
+            self.iterations,
+            self.usage,
+            calls,
+            answered,
+            request=self.request,
+            task=self.task,
+        )
+        suspension = await suspensions.suspend(saved, waiting)
+        self.task = suspension.task_id
+        if self._progress is not None:
+            self._progress.task = suspension.task_id
+        first = min(waiting, key=lambda approval: approval.expires_at)
+        return _Suspended(suspension, first)
 
     async def _turn(self, session: AgentSession, messages: list[dict[str, Any]]) -> ModelTurn:
         """One model turn; streamed text goes out as thought or answer chunks as it comes."""
@@ -417,50 +550,68 @@ class _Run:
         return turn
 
     async def _call(
-        self, session: AgentSession, calls: Sequence[ToolCall], answered: dict[str, CallOutcome]
-    ) -> list[CallOutcome]:
-        """Run one turn's calls concurrently; report actions first, observations in call order.
+        self,
+        session: AgentSession,
+        calls: Sequence[ToolCall],
+        answered: dict[str, CallOutcome],
+        *,
+        announced: bool = False,
+    ) -> tuple[list[CallOutcome], list[Approval]]:
+        """Run one turn's calls concurrently; report actions first (unless ``announced``),
+        observations in call order. The outcomes, and the approvals of the calls that
+        stopped to wait for a person (when the run can suspend), in call order.
 
         Calls in ``answered`` (before a hand-over) are not made again; each new
         outcome is added to it and checkpointed as it comes.
         """
         fresh = [call for call in calls if call.id not in answered]
-        for call in fresh:
-            await self.emit(events.action(call, session.state))
+        if not announced:
+            for call in fresh:
+                await self.emit(events.action(call, session.state))
         outcomes: list[CallOutcome | None] = [answered.get(call.id) for call in calls]
         progress = self._progress
-
-        async def waiting(approval: Approval) -> ApprovalAnswer | None:
-            # The caller learns which approval the run waits on, and who may decide it.
-            await self.emit(events.waiting(approval, session.state))
-            return None
+        suspends = self.loop.suspensions is not None
+        waits: dict[str, Approval] = {}
 
         async def one(index: int, call: ToolCall) -> None:
-            if progress is None:
-                outcomes[index] = await session.call(call.name, call.arguments, call.id)
-                return
-            # The same bus call id on any replica: a call sent again after a hand-over
-            # is the same call to the service.
-            with sending_as(run_call_id(self.request_id, self.iterations, call.id)):
-                outcome = await session.call(call.name, call.arguments, call.id)
-            outcomes[index] = answered[call.id] = outcome
-            await self._checkpoint(session, progress.chat, calls, answered)
+            with anyio.CancelScope() as making:
+
+                async def waiting(approval: Approval) -> ApprovalAnswer | None:
+                    # The caller learns which approval the run waits on, and who may decide.
+                    await self.emit(events.waiting(approval, session.state))
+                    if suspends and approval.expires_at > time.time():
+                        # Nothing stays waiting here: the run suspends once the turn's
+                        # other calls are answered, and this call is made again later.
+                        waits[call.id] = approval
+                        making.cancel()
+                    return None
+
+                with listening(waiting):
+                    if progress is None:
+                        outcome = await session.call(call.name, call.arguments, call.id)
+                    else:
+                        # The same bus call id on any replica: a call sent again after a
+                        # hand-over is the same call to the service.
+                        with sending_as(run_call_id(self.request_id, self.iterations, call.id)):
+                            outcome = await session.call(call.name, call.arguments, call.id)
+                outcomes[index] = answered[call.id] = outcome
+                if progress is not None:
+                    await self._checkpoint(session, progress.chat, calls, answered)
 
         new = {call.id for call in fresh}
-        with listening(waiting):
-            if len(fresh) == 1:
-                await one(calls.index(fresh[0]), fresh[0])
-            elif fresh:
-                async with anyio.create_task_group() as group:
-                    for index, call in enumerate(calls):
-                        if call.id in new:
-                            group.start_soon(one, index, call)
+        if len(fresh) == 1:
+            await one(calls.index(fresh[0]), fresh[0])
+        elif fresh:
+            async with anyio.create_task_group() as group:
+                for index, call in enumerate(calls):
+                    if call.id in new:
+                        group.start_soon(one, index, call)
         done = [outcome for outcome in outcomes if outcome is not None]
         for outcome in done:
             if outcome.tool_call_id not in new:
                 continue  # reported before the hand-over
             await self.emit(events.observation(outcome))
-        return done
+        return done, [waits[call.id] for call in calls if call.id in waits]
 
     def _final(self, kind: Literal["answer", "error"], content: str, state: str) -> AgentEvent:
         return events.final(
@@ -482,6 +633,24 @@ class _Run:
             iterations=self.iterations,
             usage=self.usage,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class _Suspended:
+    """How a run stops when calls wait for a person: the task it became, and the approval
+    that expires first."""
+
+    suspension: Suspension
+    first: Approval
+
+
+def _request_of(saved: Checkpoint) -> AgentRequest:
+    if saved.request is None:
+        raise ValueError(
+            f"the checkpoint of agent request {saved.request_id} holds no request; only a "
+            "run that suspended goes on from its checkpoint alone"
+        )
+    return saved.request
 
 
 def provider_of(llm: LLM) -> str:

@@ -6,21 +6,30 @@ the same group, so each request is answered once and agents scale out like
 tool services) and publishes the :class:`~toolbus.domain.agent.wire.AgentEvent`
 stream to the response queue, each event carrying the request's ``id``
 property. :class:`AgentClient` sends requests and yields their events.
+
+A run that suspends while a call waits for a person
+(:mod:`~toolbus.application.agent.suspension`) frees its worker at once; the
+replica that goes on with it later sends its events to the same response
+queue under the same id (:meth:`AgentService.events_of`), taking one of the
+service's places (:attr:`AgentService.places`) meanwhile, so that the asker
+gets the rest of its answer from whichever replica.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
 from types import TracebackType
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from toolbus.application.agent.loop import AgentLoop
+from toolbus.application.agent.checkpoints import Checkpoint
+from toolbus.application.agent.loop import AgentLoop, AgentResult, Emit
 from toolbus.domain.agent.wire import (
     DEFAULT_REQUEST_QUEUE,
     DEFAULT_RESPONSE_QUEUE,
@@ -53,6 +62,9 @@ class AgentService:
 
     :meth:`stop` (SIGTERM in ``toolbus agent serve``) stops taking requests and
     lets those in flight finish for up to ``drain_timeout`` seconds.
+
+    ``concurrency`` bounds the runs in progress here: those of requests, and those
+    of suspended runs that go on here (:attr:`places`).
     """
 
     def __init__(
@@ -75,8 +87,11 @@ class AgentService:
         self.concurrency = concurrency
         self.group = group
         self.drain_timeout = drain_timeout
-        #: Requests answered so far (finished, whatever the outcome).
+        #: Requests answered so far (finished, whatever the outcome, or suspended).
         self.answered = 0
+        #: One place per run in progress: a request read takes one, and so does a
+        #: suspended run going on here (a request read meanwhile waits for its place).
+        self.places = anyio.CapacityLimiter(concurrency)
         self._stopping = False
         self._busy = 0
         self._reading: set[anyio.CancelScope] = set()
@@ -139,7 +154,8 @@ class AgentService:
                 return  # stopped while waiting; the read is cancel-safe, nothing is lost
             self._busy += 1
             try:
-                await self.handle(delivery)
+                async with self.places:  # shared with the suspended runs going on here
+                    await self.handle(delivery)
             finally:
                 with anyio.CancelScope(shield=True):
                     await delivery.ack()
@@ -150,23 +166,48 @@ class AgentService:
         if self._stopping and self._busy == 0 and self._drained is not None:
             self._drained.set()
 
+    def events_of(self, request_id: str) -> Emit:
+        """Where the events of request ``request_id`` go: the response queue, with its id."""
+
+        async def emit(event: AgentEvent) -> None:
+            await self.bus.publish(self.response_queue, encode_event(event), {"id": request_id})
+
+        return emit
+
     async def handle(self, delivery: Delivery) -> None:
         """Answer one request delivery (never raises for anything the request did)."""
         request_id = delivery.properties.get("id")
         if not request_id:
             log.warning("agent request without an 'id' property on %s dropped", self.request_queue)
             return
-
-        async def emit(event: AgentEvent) -> None:
-            await self.bus.publish(self.response_queue, encode_event(event), {"id": request_id})
-
+        emit = self.events_of(request_id)
         try:
             request = decode_request(delivery.body)
         except BadAgentRequest as exc:
             await emit(failure_event("bad-request", str(exc)))
             return
         try:
-            await self.loop.run(request, emit=emit, request_id=request_id)
+            await self._reporting(
+                request_id, emit, self.loop.run(request, emit=emit, request_id=request_id)
+            )
+        finally:
+            self.answered += 1
+
+    async def resume(self, saved: Checkpoint) -> AgentResult | None:
+        """Go on here with a suspended run from ``saved``, in one of this service's places,
+        its events to the response queue under its request id; how it ended (``None``
+        when the bus or a tool host failed under it: its asker was told)."""
+        request_id = saved.request_id
+        emit = self.events_of(request_id)
+        async with self.places:
+            return await self._reporting(request_id, emit, self.loop.resume(saved, emit=emit))
+
+    async def _reporting(
+        self, request_id: str, emit: Emit, run: Awaitable[AgentResult]
+    ) -> AgentResult | None:
+        """The run's result; ``None`` when it failed as a whole (the asker is told)."""
+        try:
+            return await run
         except Exception as exc:
             # The bus or a tool host failed under the loop. The type only: a
             # message may quote arguments or configuration.
@@ -180,8 +221,7 @@ class AgentService:
                 )
             except Exception:
                 log.warning("could not report the failure of agent request %s", request_id)
-        finally:
-            self.answered += 1
+            return None
 
 
 def failure_event(kind: str, message: str) -> AgentEvent:
@@ -254,11 +294,13 @@ class AgentClient:
 
     async def ask(
         self, request: AgentRequest, *, timeout: float | None = None, request_id: str | None = None
-    ) -> AsyncIterator[AgentEvent]:
+    ) -> AsyncGenerator[AgentEvent, None]:
         """Send ``request``; yield its events up to and including the last.
 
         ``timeout`` bounds the wait for each event (a ``TimeoutError`` naming the
-        agent queue when it passes); ``None`` waits as long as the agent runs.
+        agent queue when it passes); ``None`` waits as long as the agent runs. After an
+        ``approval`` or ``waiting`` event (a call waits for a person), the next event is
+        waited for until the approval it names expires, and ``timeout`` beyond.
         """
         if self._group is None:
             raise RuntimeError("use AgentClient in 'async with' before asking")
@@ -269,17 +311,22 @@ class AgentClient:
         self._waiting[request_id] = send
         try:
             await self.bus.publish(self.request_queue, encode_request(request), {"id": request_id})
+            wait = math.inf if timeout is None else timeout
             while True:
-                with anyio.move_on_after(math.inf if timeout is None else timeout) as waited:
+                with anyio.move_on_after(wait) as waited:
                     event = await receive.receive()
                 if waited.cancelled_caught:
                     raise TimeoutError(
-                        f"no event from the agent on {self.request_queue!r} for {timeout:g} s; "
+                        f"no event from the agent on {self.request_queue!r} for {wait:g} s; "
                         "check that an agent service is running on this broker"
                     )
                 yield event
                 if event.last:
                     return
+                wait = math.inf if timeout is None else timeout
+                if event.approval is not None:
+                    # A person decides first: as long as the approval may wait for them.
+                    wait += max(0.0, event.approval.expires_at - time.time())
         finally:
             del self._waiting[request_id]
             send.close()

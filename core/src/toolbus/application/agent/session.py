@@ -565,9 +565,21 @@ class AgentSession:
             output_tokens=output_tokens,
         )
 
-    async def close(self) -> None:
-        """End the session and write its audit record (once; later calls do nothing)."""
-        await self._completed(self._finish("completed", None))
+    async def close(self, *, cancelled: bool = False) -> None:
+        """End the session and write its audit record (once; later calls do nothing);
+        ``cancelled``: its request was cancelled (the record says so)."""
+        await self._completed(self._finish("cancelled" if cancelled else "completed", None))
+
+    def suspend(self) -> None:
+        """The request goes on later from :meth:`held`, maybe on another replica (its run
+        waits for a person): the session ends here and gives its place back, without an
+        audit record; the session that goes on writes the request's one record."""
+        if self._closed:
+            return
+        self._closed = True
+        self._calls.release(self._state)
+        if self._leave is not None:
+            self._leave()
 
     async def __aenter__(self) -> AgentSession:
         return self

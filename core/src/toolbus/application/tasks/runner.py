@@ -14,6 +14,13 @@ replica's runner finds them (their time ran out) and goes on with each through
 the door's *resume* for it (:meth:`TaskRunner.resumes`): the call waits again
 for the same approval, or waits for (or sends again) the same bus call.
 
+Work may also *suspend* its task (:meth:`TaskProgress.suspend`): it waits for
+someone (``input-required``) with nobody running it, and no worker waits for
+it either. The door wakes it once what it waits for happened
+(:meth:`TaskRunner.wake`), or its time is up; then the first replica to look
+goes on with it through the door's resume, as with a task whose replica
+stopped. An agent run waiting for a person's approval is such a task.
+
 A task is cancelled by its owner from any replica: the runner running it sees
 the task cancelled (at once on its own replica, at its next renewal on
 another) and cancels the work; a call on the bus is cancelled as the client
@@ -61,6 +68,8 @@ class TaskProgress:
     def __init__(self, runner: TaskRunner, task_id: str) -> None:
         self._runner = runner
         self.task_id = task_id
+        #: Whether the work suspended the task (:meth:`suspend`): its end is not written.
+        self.suspended = False
 
     async def waiting(self, message: str, approval_id: str | None = None) -> None:
         """The call waits for someone (``input-required``): ``message`` says for whom."""
@@ -94,6 +103,18 @@ class TaskProgress:
             return task.moved(now, "working", call=call)
 
         await self._runner._write(self.task_id, approved)
+
+    async def suspend(self, message: str, approval_id: str | None, until: float) -> None:
+        """The work stops here without ending the task: it waits for someone
+        (``input-required``; ``message`` says for whom) with nobody running it, until a
+        replica wakes it (:meth:`TaskRunner.wake`) or ``until`` passes; then a replica goes
+        on with it, through the door's resume. What the work returns after this is not
+        written."""
+        self.suspended = True
+        now = self._runner.clock()
+        await self._runner._write(
+            self.task_id, lambda task: task.suspend(now, until, message, approval_id)
+        )
 
     async def chunk(self) -> None:
         """One more chunk of the answer came."""
@@ -286,6 +307,8 @@ class TaskRunner:
         self._running.pop(task_id, None)
         if end is None:  # cancelled: by its owner, or the runner is stopping
             return
+        if progress.suspended:  # it waits, run by nobody, until it is woken
+            return
         now = self.clock()
         status: TaskStatus = "completed" if end.error is None else "failed"
         try:
@@ -355,6 +378,24 @@ class TaskRunner:
                 await self.sweep()
             except StateStoreError as exc:
                 log.warning("looking for tasks left by other replicas failed: %s", exc)
+
+    async def wake(self, task_id: str) -> bool:
+        """A suspended task (:meth:`TaskProgress.suspend`) goes on now: the first replica to
+        look for it takes it (this one, at once, unless another was quicker). ``False`` when
+        it is not suspended (running, taken, ended or gone)."""
+        now = self.clock()
+
+        def woken(task: Task) -> Task:
+            if not task.suspended(now):
+                raise TaskClosed(task.id, task.status)
+            return task.model_copy(update={"runner_until": 0.0})
+
+        try:
+            await self.book.change(task_id, woken)
+        except (TaskClosed, TaskNotFound):
+            return False
+        await self.sweep()
+        return True
 
     async def sweep(self) -> list[str]:
         """Go on with the tasks whose runner stopped; the ids taken."""

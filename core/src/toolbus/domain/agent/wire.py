@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 #: The kinds of event an agent request is answered with.
-ChunkType = Literal["thought", "action", "approval", "observation", "answer", "error"]
+ChunkType = Literal["thought", "action", "approval", "waiting", "observation", "answer", "error"]
 
 #: Where agent services read requests and send events, unless told otherwise.
 DEFAULT_REQUEST_QUEUE = "non-persistent://tg/request/agent"
@@ -82,6 +82,16 @@ class EventApproval(_Model):
     expires_at: float = 0.0
 
 
+class EventTask(_Model):
+    """The task a run became while it waits for a person: its ``id`` (read it with
+    ``toolbus tasks show ID``, or the gateway's ``/v1/tasks/{id}``), its ``status`` and
+    what it waits for (``message``: ``waiting for approval by ops``)."""
+
+    id: str
+    status: str = "input-required"
+    message: str = ""
+
+
 class EventUsage(_Model):
     input_tokens: int = 0
     output_tokens: int = 0
@@ -103,7 +113,10 @@ class AgentEvent(_Model):
     events say how the call came out in ``status``: ``ok``, ``error`` or ``refused``.
     An ``approval`` event says a call waits for a person (``approval``; its
     ``arguments`` as the approvers see them, secrets redacted); its
-    observation follows once it is decided.
+    observation follows once it is decided. A ``waiting`` event says the run waits for
+    those decisions without holding a worker: it became the ``task`` (and ``approval``
+    names the first approval it waits for); the run goes on, on whichever agent replica,
+    once one is decided, and its next events follow.
     """
 
     chunk_type: ChunkType
@@ -122,6 +135,7 @@ class AgentEvent(_Model):
     usage: EventUsage | None = None
     session: str | None = None
     approval: EventApproval | None = None
+    task: EventTask | None = None
 
     @property
     def last(self) -> bool:

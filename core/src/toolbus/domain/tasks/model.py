@@ -13,8 +13,10 @@ Statuses::
        └──────────────────────────────────────► completed | failed | cancelled
 
 ``input-required``: the call waits for someone's input (an approval, named by
-``approval_id``). ``completed``, ``failed`` and ``cancelled`` are final: a final
-task never moves again. Only its owner (and operators) may read or cancel it.
+``approval_id``); a *suspended* task waits so with nobody running it until it is
+woken (an agent run: :meth:`Task.suspended`). ``completed``, ``failed`` and
+``cancelled`` are final: a final task never moves again. Only its owner (and
+operators) may read or cancel it.
 """
 
 from __future__ import annotations
@@ -117,6 +119,18 @@ class Task(_Model):
     def orphaned(self, now: float) -> bool:
         """Whether nobody runs it any more: not final, and its runner stopped renewing."""
         return not self.final and self.runner_until < now
+
+    def suspended(self, now: float) -> bool:
+        """Whether it waits with nobody running it (an agent run that waits for a person):
+        not final, no runner, and not to be taken over before ``runner_until``."""
+        return not self.final and self.runner is None and self.runner_until >= now
+
+    def suspend(self, now: float, until: float, message: str, approval_id: str | None) -> Task:
+        """This task waiting for someone (``input-required``) with nobody running it, until
+        ``until`` at the latest (then a replica goes on with it); :class:`TaskClosed` if it
+        is final already."""
+        waiting = self.moved(now, "input-required", message=message, approval_id=approval_id)
+        return waiting.model_copy(update={"runner": None, "runner_until": until})
 
     def expires_at(self, now: float) -> float:
         """When the store may drop it: ``ttl`` after it ended (a running task is kept while
