@@ -1,3 +1,5 @@
+# One job: the run of one agent request, turn by turn, with its limits; its events,
+# checkpoints, streamed text and sessions are modules beside it.
 """The agent loop: a model, a session's tools, and turns until there is an answer.
 
 One :meth:`AgentLoop.run` answers one :class:`~toolbus.domain.agent.wire.AgentRequest`::
@@ -28,7 +30,10 @@ each model turn a ``chat`` span under it, beside the tool calls' ``execute_tool`
 spans (see :mod:`toolbus.application.tracing.conventions`).
 
 Limits: at most ``max_iterations`` model turns, and ``time_limit`` seconds of
-wall clock for the whole request; either ends it with an ``error`` event.
+wall clock for the whole request; either ends it with an ``error`` event. A
+front door's budgets (``[[budgets]]``) are asked before every model turn: a
+spent one ends the request with a ``budget-spent`` error. What each turn cost
+(``[costs]``) is added up, in the audit record and the last event.
 Cancelling ``run`` cancels the tool calls in flight; the audit record says
 ``cancelled``.
 
@@ -132,6 +137,8 @@ class AgentResult:
     model: str = ""
     iterations: int = 0
     usage: Usage = field(default_factory=Usage)
+    #: What the request's model turns and tool calls cost (``None``: nothing priced).
+    cost: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -259,6 +266,10 @@ class _Run:
         self.request_id = request_id
         self.iterations = 0
         self.usage = Usage()
+        #: What the model turns cost so far (``None``: the model has no price).
+        self.model_cost: float | None = None
+        #: What the whole request cost, once it ended.
+        self.cost: float | None = None
         #: The session a later request continues this one with, once it ends.
         self.held: str | None = None
         self._text = TurnText(emit, loop.limits.answer_hold)
@@ -279,6 +290,8 @@ class _Run:
                     messages = list(saved.messages)
                     self.iterations = saved.iterations
                     self.usage = Usage(saved.input_tokens, saved.output_tokens)
+                    agent = saved.session.agent
+                    self.model_cost = None if agent is None else agent.cost
                 outcome = await self._iterate(session, messages, saved)
             except LLMError as exc:
                 outcome = Stop("model-error", f"the model {self.llm.model!r} failed: {exc}")
@@ -290,6 +303,7 @@ class _Run:
                 f"{self.limits.time_limit:g} s); tool calls in flight were cancelled",
             )
         self.held = await self.loop.sessions.keep(self.request, session)
+        self.cost = session.cost
         if isinstance(outcome, Stop):
             return await self.stop(outcome, state=session.state)
         unsent = self._text.unsent(outcome.text)
@@ -315,6 +329,10 @@ class _Run:
             if answered is not None:
                 return answered
         for iteration in range(self.iterations + 1, self.limits.max_iterations + 1):
+            refused = await session.turn_allowed()
+            if refused is not None:
+                self._record_run(session, limit=refused.limit)
+                return Stop("budget-spent", refused.observation)
             with tracing.hop("client", None, conventions.model_turn, model, provider):
                 started = time.monotonic()
                 try:
@@ -340,12 +358,10 @@ class _Run:
                     )
             self.iterations = iteration
             self.usage += turn.usage
-            session.record_agent_run(
-                self.llm.model,
-                iteration,
-                input_tokens=self.usage.input_tokens,
-                output_tokens=self.usage.output_tokens,
-            )
+            cost = await session.turn_taken(self.llm.model, turn.usage)
+            if cost is not None:
+                self.model_cost = (self.model_cost or 0.0) + cost
+            self._record_run(session)
             decision = after_turn(
                 turn, iteration=iteration, max_iterations=self.limits.max_iterations
             )
@@ -360,6 +376,16 @@ class _Run:
             "max-iterations",
             f"the run used its {self.limits.max_iterations} iterations before it was "
             "handed over; no answer was given",
+        )
+
+    def _record_run(self, session: AgentSession, *, limit: str | None = None) -> None:
+        session.record_agent_run(
+            self.llm.model,
+            self.iterations,
+            input_tokens=self.usage.input_tokens,
+            output_tokens=self.usage.output_tokens,
+            cost=self.model_cost,
+            limit=limit,
         )
 
     async def _answer_calls(
@@ -464,7 +490,7 @@ class _Run:
 
     def _final(self, kind: Literal["answer", "error"], content: str, state: str) -> AgentEvent:
         return events.final(
-            kind, content, state, self.llm.model, self.iterations, self.usage, self.held
+            kind, content, state, self.llm.model, self.iterations, self.usage, self.held, self.cost
         )
 
     def _result(
@@ -481,6 +507,7 @@ class _Run:
             model=self.llm.model,
             iterations=self.iterations,
             usage=self.usage,
+            cost=self.cost,
         )
 
 

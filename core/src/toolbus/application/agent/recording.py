@@ -20,6 +20,7 @@ from toolbus.application.agent.audit import (
     ApprovalNote,
     AuditRecord,
     AuditSink,
+    CacheLookup,
     CallRecord,
     CallStatus,
     Refusal,
@@ -79,6 +80,9 @@ class SessionRecorder:
         applied: AppliedOptions | None = None,
         approval: ApprovalNote | None = None,
         policy: str | None = None,
+        limit: str | None = None,
+        cost: float | None = None,
+        cache: CacheLookup | None = None,
     ) -> None:
         """Note one call the session was asked to make (no arguments, ever)."""
         if invocation is not None:
@@ -101,8 +105,18 @@ class SessionRecorder:
                 after_execution=invocation.after_execution if invocation else None,
                 approval=approval,
                 policy=policy,
+                limit=limit,
+                cost=cost,
+                cache=cache,
             )
         )
+
+    def cost(self) -> float | None:
+        """What the session's calls and model turns cost so far; ``None``: nothing priced."""
+        costs = [call.cost for call in self.calls if call.cost is not None]
+        if self.agent is not None and self.agent.cost is not None:
+            costs.append(self.agent.cost)
+        return sum(costs) if costs else None
 
     def completed(
         self,
@@ -175,6 +189,7 @@ class SessionRecorder:
             calls=list(self.calls),
             access_denied=denial,
             agent=self.agent,
+            cost=self.cost(),
             outcome=outcome,
             error=error,
             started_at=timestamp(self.started_at),

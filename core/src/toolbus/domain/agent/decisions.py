@@ -21,6 +21,7 @@ StopReason = Literal[
     "state-refused",
     "too-many-sessions",
     "no-such-session",
+    "budget-spent",
 ]
 
 
