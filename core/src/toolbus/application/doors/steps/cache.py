@@ -1,0 +1,138 @@
+"""Cached answers of read-only tools, as a door's step: :class:`CacheStep`.
+
+A tool whose descriptor says ``"cache": "5m"`` (and which is declared
+read-only, ``annotations.readOnlyHint``) has each successful answer kept in the
+door's state store for that long, under a key made of
+
+* the tool's name and its configuration (the config values it is called with),
+* the arguments of the call, as the tool is sent them (argument options applied),
+* and whose calls it answers: the caller's user (``"scope": "user"``, the
+  default), or the groups the caller's session was granted (``"scope": "group"``);
+
+and a later call with the same key is answered with it, without calling the tool.
+
+The cache is the *last* step: a call reaches it only once every other step let
+it through (the session offered the tool to the caller's groups and state, the
+call policy allowed its arguments, a limit had room, a budget was not spent, a
+person approved it), so a cached answer is never given to a caller who could
+not have made the call; and one user's answer is never another's, since the
+user is in the key (or, with ``group``, the very groups that were granted).
+
+The door's store is sealed: a kept answer cannot be forged or moved to another
+key by whoever can write the store, and it holds its own expiry, so an old one
+put back is not used after its time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Callable
+from functools import partial
+from typing import Any, Literal
+
+from toolbus.application.agent.steps import (
+    PERMITTED,
+    CallAnswered,
+    CallEnded,
+    CallPermitted,
+    CallStep,
+    CheckedCall,
+)
+from toolbus.domain.config.descriptors import CachePolicy
+from toolbus.domain.config.registry import Registry
+from toolbus.domain.errors import StateStoreError
+from toolbus.ports import StateStore
+
+log = logging.getLogger("toolbus.doors")
+
+#: The state store namespace cached answers are kept in.
+NAMESPACE = "tool-answers"
+
+
+def cache_key(call: CheckedCall, policy: CachePolicy) -> str:
+    """Where the answer to ``call`` is kept: the tool's name and a digest of its
+    configuration, the call's arguments and whose calls the answer may answer."""
+    tool = call.tool
+    whose: dict[str, Any] = (
+        {"user": call.user} if policy.scope == "user" else {"groups": sorted(call.groups)}
+    )
+    identity = {
+        "tool": tool.name,
+        "config": dict(tool.config),
+        "arguments": dict(call.arguments),
+        "for": whose,
+    }
+    text = json.dumps(identity, sort_keys=True, separators=(",", ":"), default=str)
+    return f"{tool.name}/{hashlib.sha256(text.encode()).hexdigest()}"
+
+
+class CacheStep(CallStep):
+    """Answers calls of cached tools from the door's ``store``; see the module docs.
+
+    ``clock``: Unix seconds.
+    """
+
+    name: Literal["cache"] = "cache"
+
+    def __init__(self, store: StateStore, *, clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.clock = clock
+
+    def applies(self, registry: Registry) -> bool:
+        return any(tool.cache is not None for tool in registry.tools.values())
+
+    async def check(self, call: CheckedCall) -> CallPermitted | CallAnswered:
+        policy = call.tool.cache
+        if policy is None:
+            return PERMITTED
+        key = cache_key(call, policy)
+        try:
+            entry = await self.store.get(NAMESPACE, key)
+        except StateStoreError as exc:
+            log.warning(
+                "the cache of %r cannot be read, so the call is made: %s", call.tool.name, exc
+            )
+            return CallPermitted(cache="miss")
+        if entry is not None:
+            kept = _kept(entry.value, self.clock())
+            if kept is not None:
+                observation, after_execution = kept
+                return CallAnswered(self.name, observation, after_execution)
+        return CallPermitted(cache="miss", after=(partial(self._keep, key, policy),))
+
+    async def _keep(self, key: str, policy: CachePolicy, ended: CallEnded) -> None:
+        if ended.status != "ok" or ended.cached or ended.observation is None:
+            return
+        value = json.dumps(
+            {
+                "observation": ended.observation,
+                "after_execution": ended.after_execution,
+                "expires_at": self.clock() + policy.ttl,
+            },
+            separators=(",", ":"),
+        ).encode()
+        room = self.store.max_value_size
+        if room is not None and len(value) > room:
+            log.debug("an answer of %d bytes is too large to keep in the cache", len(value))
+            return
+        await self.store.put(NAMESPACE, key, value, ttl=policy.ttl)
+
+
+def _kept(value: bytes, now: float) -> tuple[str, str | None] | None:
+    """The answer a kept value holds, while it is good; ``None`` otherwise."""
+    try:
+        kept = json.loads(value)
+    except ValueError:
+        return None
+    if not isinstance(kept, dict):
+        return None
+    observation, after_execution = kept.get("observation"), kept.get("after_execution")
+    expires_at = kept.get("expires_at")
+    if not isinstance(observation, str) or not isinstance(expires_at, int | float):
+        return None
+    if expires_at <= now or not (after_execution is None or isinstance(after_execution, str)):
+        return None
+    return observation, after_execution
