@@ -31,6 +31,7 @@ from starlette.types import Message, Receive, Scope, Send
 from toolbus.application.identity.bearer import AuthFailure
 from toolbus.application.identity.credentials import bearer_token
 from toolbus_gateway.gateway import Gateway
+from toolbus_gateway.limited import limited_answer
 from toolbus_gateway.models import CallRequest, call_status, outcome_json
 from toolbus_gateway.security_headers import SECURITY_HEADERS
 from toolbus_gateway.tool_routes import one_call_session, timed_call
@@ -131,6 +132,12 @@ class DirectRoutes:
                 )
                 raise
             await self._send(send, CALL_ROUTE, answer.status_code, answer.body, answer.raw_headers)
+            return None
+        limited = limited_answer(gateway, outcome)
+        if limited is not None:
+            await self._send(
+                send, CALL_ROUTE, limited.status_code, bytes(limited.body), limited.raw_headers
+            )
             return None
         await self._send(
             send, CALL_ROUTE, call_status(outcome), outcome_json(outcome), [_JSON_HEADER]

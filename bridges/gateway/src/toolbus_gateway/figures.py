@@ -31,6 +31,7 @@ from pydantic import TypeAdapter
 
 from toolbus.application.agent.audit import AuditRecord
 from toolbus.ports import StateStore
+from toolbus_gateway.console_costs import CostRow
 from toolbus_gateway.stats import ToolRate
 
 log = logging.getLogger("toolbus.gateway")
@@ -56,6 +57,8 @@ REFUSALS = {
     "hook": "denied by a hook",
     "policy": "forbidden by the policy",
     "approval": "not approved",
+    "limit": "over a limit",
+    "budget": "budget spent",
 }
 
 
@@ -122,6 +125,7 @@ class ProcessFigures:
     rates: tuple[ToolRate, ...] = ()
     audit: tuple[AuditRow, ...] = ()
     event_streams: int = 0
+    costs: tuple[CostRow, ...] = ()
 
 
 _FIGURES: TypeAdapter[ProcessFigures] = TypeAdapter(ProcessFigures)

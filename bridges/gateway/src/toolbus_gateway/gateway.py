@@ -38,6 +38,7 @@ from toolbus.hooks import CodeHooks
 from toolbus.plugins import load_tool_plugins
 from toolbus.ports import Bus, StateStore
 from toolbus.runtime import opened_door, private_store, registry_from, shared_state, tool_types
+from toolbus_gateway.console_costs import CostRow, merged_costs
 from toolbus_gateway.console_feed import ConsoleChanges, RecentAudit
 from toolbus_gateway.events import Topic
 from toolbus_gateway.figures import (
@@ -321,6 +322,7 @@ class Gateway:
             rates=tuple(self.stats.rates()),
             audit=tuple(audit_row(record) for record in records),
             event_streams=self.open_streams,
+            costs=tuple(self.audit.costs.rows()),
         )
 
     @property
@@ -336,6 +338,10 @@ class Gateway:
         """The most recent audit rows, of every process."""
         own = [audit_row(record) for record in list(self.audit.records)[:AUDIT_ROWS]]
         return merged_audit([own, *(o.audit for o in self.other_processes)])
+
+    def cost_rows(self) -> list[CostRow]:
+        """What each user, tool and model cost, over every process."""
+        return merged_costs([self.audit.costs.rows(), *(o.costs for o in self.other_processes)])
 
     def event_streams(self) -> int:
         """Event streams open, on every process."""
@@ -384,7 +390,7 @@ class Gateway:
                         await shared.publish(own)
                         published, published_at = own, self.clock()
                     if len(self.console) and await self.refresh_figures(max_age=0):
-                        for panel in ("audit", "stats", "sessions"):
+                        for panel in ("audit", "stats", "sessions", "costs"):
                             self.changes.mark(panel)
                 except ToolbusError as exc:  # the store is away: the console shows the last
                     self._figures_log.warning(

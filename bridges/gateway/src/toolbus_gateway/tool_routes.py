@@ -28,6 +28,7 @@ from toolbus.domain.config.schemas import export_tools
 from toolbus.domain.errors import ToolCallError
 from toolbus_gateway.gateway import Gateway
 from toolbus_gateway.http_auth import api_caller, gateway_of
+from toolbus_gateway.limited import limited_answer
 from toolbus_gateway.models import (
     CallOutcomeView,
     CallRequest,
@@ -58,7 +59,10 @@ def one_call_session(gateway: Gateway, caller: Principal, body: CallRequest) -> 
     return gateway.door.open(caller.user, body.groups, body.state, counted=False)
 
 
-def answered(outcome: CallOutcome) -> Response:
+def answered(gateway: Gateway, outcome: CallOutcome) -> Response:
+    limited = limited_answer(gateway, outcome)
+    if limited is not None:
+        return limited
     return Response(
         outcome_json(outcome), status_code=call_status(outcome), media_type="application/json"
     )
@@ -120,7 +124,7 @@ async def call_tool(request: Request, caller: CallerDep, name: str, body: CallRe
     gateway = gateway_of(request)
     async with one_call_session(gateway, caller, body) as session:
         outcome = await timed_call(gateway, session, name, body.arguments, None)
-    return answered(outcome)
+    return answered(gateway, outcome)
 
 
 @router.post(
@@ -148,7 +152,7 @@ async def stream_tool(
     if isinstance(prepared, CallOutcome):
         leave()
         await session.close()
-        return answered(prepared)
+        return answered(gateway, prepared)
     return _streamed(gateway, session, prepared, leave)
 
 
