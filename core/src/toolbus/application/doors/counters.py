@@ -59,10 +59,11 @@ class _Lease:
     size: int = 1
     taken_at: float = 0.0
     expires: float = 0.0
-    #: Until when the counter refuses (as the store said), so that refused calls do
-    #: not each ask the store again.
+    #: Until when this process refuses from what the store last said (at most a lease's
+    #: time: calls given back meanwhile are seen after it), so that refused calls do not
+    #: each ask the store again; and when the store said a call could go.
     refused_until: float = 0.0
-    retry_after: float = 0.0
+    retry_at: float = 0.0
     lock: anyio.Lock = field(default_factory=anyio.Lock)
 
 
@@ -100,7 +101,7 @@ class Counters:
                 lease.credit -= 1
                 return _GRANTED
             if now < lease.refused_until:
-                return Taken(0, None, lease.refused_until - now)
+                return Taken(0, None, max(0.0, lease.retry_at - now))
         else:
             if len(self._held) >= KEPT:
                 self._forget(now)
@@ -129,9 +130,9 @@ class Counters:
     async def _lease(self, key: str, rate: Rate, lease: _Lease, now: float) -> Taken:
         """Ask the store for a lease (giving back what is left of the last one)."""
         largest = min(MAX_LEASE, rate.calls // SHARE) if self.leases else 1
-        if largest <= 1:
-            size = 1
-        elif lease.credit == 0 and now - lease.taken_at < 2 * LEASE_SECONDS:
+        if largest <= 1 or now - lease.taken_at >= 2 * LEASE_SECONDS:
+            size = 1  # a small limit, or calls that went quiet: one at a time
+        elif lease.credit == 0:
             size = min(largest, lease.size * 2)  # used up while calls keep coming
         else:
             size = max(1, min(largest, lease.size - lease.credit))  # what was used
@@ -140,8 +141,8 @@ class Counters:
         taken = await self._change(key, rate, size, unspent, taken_at)
         now = self.clock()
         if taken.granted == 0:
-            lease.refused_until = now + taken.retry_after
-            lease.retry_after = taken.retry_after
+            lease.refused_until = now + min(taken.retry_after, LEASE_SECONDS)
+            lease.retry_at = now + taken.retry_after
             lease.size = 1
             return taken
         lease.size = size
