@@ -514,11 +514,9 @@ class AgentSession:
         """The door's steps for one call, on the arguments the tool would be sent."""
         assert self._steps is not None
         state = self._state
-        applied = apply_options(
-            arguments,
-            tool.options,
-            {**self._calls.context(tool_call_id, state), "user": self.user},
-        )
+        if tool.options:
+            context = {**self._calls.context(tool_call_id, state), "user": self.user}
+            arguments = apply_options(arguments, tool.options, context).arguments
         return await self._steps.check(
             CheckedCall(
                 user=self.user,
@@ -527,7 +525,7 @@ class AgentSession:
                 request_id=self.request_id,
                 tool_call_id=tool_call_id,
                 tool=tool,
-                arguments=applied.arguments,
+                arguments=arguments,
                 registry=self.registry,
                 wait=wait,
             )

@@ -231,6 +231,8 @@ class CallSteps:
                     verdict = dataclasses.replace(verdict, approval=permitted.approval)
                 return verdict
             if isinstance(verdict, CallAnswered):
+                if permitted is PERMITTED:
+                    return verdict
                 return dataclasses.replace(verdict, permitted=permitted)
             if verdict is not PERMITTED:
                 permitted = permitted.then(verdict)

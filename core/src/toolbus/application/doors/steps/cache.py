@@ -26,12 +26,13 @@ put back is not used after its time.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import time
 from collections.abc import Callable
 from functools import partial
 from typing import Any, Literal
+
+import orjson
 
 from toolbus.application.agent.steps import (
     PERMITTED,
@@ -53,20 +54,21 @@ NAMESPACE = "tool-answers"
 
 
 def cache_key(call: CheckedCall, policy: CachePolicy) -> str:
-    """Where the answer to ``call`` is kept: the tool's name and a digest of its
+    """Where the answer to ``call`` is kept: the tool's name and a digest of its name and
     configuration, the call's arguments and whose calls the answer may answer."""
     tool = call.tool
-    whose: dict[str, Any] = (
-        {"user": call.user} if policy.scope == "user" else {"groups": sorted(call.groups)}
-    )
-    identity = {
-        "tool": tool.name,
-        "config": dict(tool.config),
-        "arguments": dict(call.arguments),
-        "for": whose,
-    }
-    text = json.dumps(identity, sort_keys=True, separators=(",", ":"), default=str)
-    return f"{tool.name}/{hashlib.sha256(text.encode()).hexdigest()}"
+    whose = ["user", call.user] if policy.scope == "user" else ["groups", sorted(call.groups)]
+    # Each part is JSON (which escapes every control character), so \0 between them
+    # keeps one split of the whole from reading as another.
+    digest = hashlib.sha256(_json([tool.name, dict(tool.config)]))
+    digest.update(b"\0" + _json(call.arguments))
+    digest.update(b"\0" + _json(whose))
+    return f"{tool.name}/{digest.hexdigest()}"
+
+
+def _json(value: Any) -> bytes:
+    """``value`` as JSON with its keys sorted: equal values, equal bytes."""
+    return orjson.dumps(value, default=str, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
 
 
 class CacheStep(CallStep):
@@ -106,14 +108,13 @@ class CacheStep(CallStep):
     async def _keep(self, key: str, policy: CachePolicy, ended: CallEnded) -> None:
         if ended.status != "ok" or ended.cached or ended.observation is None:
             return
-        value = json.dumps(
+        value = orjson.dumps(
             {
                 "observation": ended.observation,
                 "after_execution": ended.after_execution,
                 "expires_at": self.clock() + policy.ttl,
-            },
-            separators=(",", ":"),
-        ).encode()
+            }
+        )
         room = self.store.max_value_size
         if room is not None and len(value) > room:
             log.debug("an answer of %d bytes is too large to keep in the cache", len(value))
@@ -124,8 +125,8 @@ class CacheStep(CallStep):
 def _kept(value: bytes, now: float) -> tuple[str, str | None] | None:
     """The answer a kept value holds, while it is good; ``None`` otherwise."""
     try:
-        kept = json.loads(value)
-    except ValueError:
+        kept = orjson.loads(value)
+    except orjson.JSONDecodeError:
         return None
     if not isinstance(kept, dict):
         return None
