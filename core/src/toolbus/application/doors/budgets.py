@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from toolbus._internal.stored_json import lost_race
 from toolbus.application.agent.observations import budget_spent, limits_unavailable
 from toolbus.application.agent.steps import CallStopped
 from toolbus.domain.errors import StateStoreError
@@ -155,7 +156,9 @@ class Budgets:
     async def _add(self, budget: Budget, counter: str, amount: float) -> None:
         key = f"{budget.name}/{counter}"
         store = self.store
-        for _ in range(TRIES):
+        for tries in range(TRIES):
+            if tries:
+                await lost_race(tries)
             now = self.clock()
             window, ends_in = budget.period.window(now)
             entry = await store.get(NAMESPACE, key)

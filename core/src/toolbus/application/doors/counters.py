@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 import anyio
 
+from toolbus._internal.stored_json import lost_race
 from toolbus.domain.errors import StateStoreError
 from toolbus.domain.limits.rates import Rate, State, Taken, give_back, take
 from toolbus.ports import StateStore
@@ -167,7 +168,9 @@ class Counters:
         """Take ``want`` calls from the stored counter, giving back ``unspent`` taken at
         ``taken_at``, by compare-and-set."""
         store = self.store
-        for _ in range(TRIES):
+        for tries in range(TRIES):
+            if tries:
+                await lost_race(tries)
             now = self.clock()
             entry = await store.get(NAMESPACE, key)
             state = _read(entry.value) if entry is not None else None
