@@ -9,6 +9,8 @@ time must move.
 from __future__ import annotations
 
 import json
+import os
+import time
 from typing import Any
 
 import anyio
@@ -17,6 +19,7 @@ import pytest
 from tests.doors.limits_support import private_metrics, shop_door
 from toolbus.application.agent.audit import ListAuditSink
 from toolbus.application.doors.counters import LEASE_SECONDS, NAMESPACE, Counters
+from toolbus.application.sealing import SealKey, SealKeys, sealed
 from toolbus.domain.errors import ConfigError, StateStoreError
 from toolbus.domain.limits.rates import Rate
 from toolbus.plugins import connect_state
@@ -248,3 +251,24 @@ async def test_counting_fails_loudly_when_the_store_is_closed() -> None:
     await store.close()
     with pytest.raises(StateStoreError):
         await Counters(store).take("x/user=a", Rate(1, 60.0))
+
+
+async def test_a_count_forged_in_the_store_is_refused_not_obeyed() -> None:
+    raw = await connect_state("memory://limits-forged")
+    store = sealed(raw, SealKeys((SealKey("limits-test", os.urandom(32)),)))
+    audit = ListAuditSink()
+    # Whoever can write the store "uses up" alice's limit, to lock her out.
+    window = int(time.time() // 3600)
+    forged = json.dumps({"window": window, "count": 999, "previous": 999}).encode()
+    await raw.put(NAMESPACE, "buys/user=alice", forged)
+
+    async with (
+        shop_door(LIMITS, store=store, audit=audit) as (door, shop),
+        door.open("alice") as session,
+    ):
+        outcome = await session.call("buy")
+
+    assert outcome.ok and shop.reached("alice", "buy") == 1
+    assert [(event.namespace, event.key) for event in audit.events] == [
+        (NAMESPACE, "buys/user=alice")
+    ]
