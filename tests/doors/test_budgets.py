@@ -126,7 +126,7 @@ async def test_the_agent_stops_before_a_model_turn_its_budget_cannot_pay_for() -
     assert record.cost == pytest.approx(record.agent.cost)  # search has no price
     assert [c.refusal for c in record.calls] == [None, "budget"]
     for refused in ("model-turn", "tool-call"):
-        labels = {"limit": "daily", "refused": refused}
+        labels = {"name": "daily", "refused": refused}
         assert registry.get_sample_value("toolbus_limit_refusals_total", labels) == 1
 
 

@@ -210,7 +210,7 @@ async def test_a_call_past_a_limit_is_refused_named_timed_counted_and_audited() 
     assert (call.refusal, call.limit) == ("limit", "buys")
     assert (
         registry.get_sample_value(
-            "toolbus_limit_refusals_total", {"limit": "buys", "refused": "tool-call"}
+            "toolbus_limit_refusals_total", {"name": "buys", "refused": "tool-call"}
         )
         == 1
     )

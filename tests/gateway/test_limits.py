@@ -130,7 +130,7 @@ async def test_a_spent_budget_answers_429_until_its_period_starts_again(
     assert "(1 EUR every 1d) is spent" in body["message"]
     assert int(refused.headers["Retry-After"]) <= 86400
     assert metric(scraped, "toolbus_gateway_limited_requests_total", {"limit": "budgets"}) == 1
-    refusals = {"limit": "daily", "refused": "tool-call"}
+    refusals = {"name": "daily", "refused": "tool-call"}
     assert metric(scraped, "toolbus_limit_refusals_total", refusals) == 1
     assert metric(scraped, "toolbus_cost_total", {"kind": "tool", "name": "find"}) == 1.2
 

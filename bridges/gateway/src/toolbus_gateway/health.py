@@ -57,10 +57,8 @@ async def metrics(request: Request) -> Response:
 
 
 #: Labels that name configuration a caller may not be allowed to see (``name``: the tool
-#: or model a cost is of; ``limit``: a limit's or budget's name).
-NAMING_LABELS = frozenset(
-    {"tool", "service", "group", "state", "from_state", "to_state", "name", "limit"}
-)
+#: or model a cost is of, a limit's or budget's name).
+NAMING_LABELS = frozenset({"tool", "service", "group", "state", "from_state", "to_state", "name"})
 
 
 class Redacted:

@@ -237,7 +237,7 @@ def registered(target: Any) -> Instruments:
         "toolbus_limit_refusals_total",
         "Tool calls and model turns refused by a rate limit or a spent budget, by the limit's "
         "name ([[limits]], [[budgets]]) and what was refused (tool-call, model-turn)",
-        ["limit", "refused"],
+        ["name", "refused"],
     )
     costs = counter(
         "toolbus_cost_total",

@@ -297,7 +297,7 @@ class ToolbusMetrics:
 
     def limit_refused(self, limit: str, refused: str) -> None:
         """A limit or budget refused a ``tool-call`` or a ``model-turn``."""
-        self.instruments.limit_refusals.labels(limit=self._limit(limit), refused=refused).inc()
+        self.instruments.limit_refusals.labels(name=self._limit(limit), refused=refused).inc()
 
     def cost_spent(self, kind: str, name: str, amount: float) -> None:
         """A ``tool`` call or a ``model`` turn (``name``) cost ``amount``."""
