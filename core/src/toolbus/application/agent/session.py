@@ -47,6 +47,7 @@ A session a front door keeps between requests is plain data
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -93,8 +94,10 @@ from toolbus.domain.calls.arguments import apply_options
 from toolbus.domain.config.descriptors import ToolDescriptor
 from toolbus.domain.config.registry import WILDCARD, Availability, Registry, normalize_state
 from toolbus.domain.config.schemas import ExportFormat
-from toolbus.domain.errors import AccessDenied, StateRefused, UnknownTool
+from toolbus.domain.errors import AccessDenied, StateRefused, StateStoreError, UnknownTool
 from toolbus.domain.hooks.configured import HookConfig
+
+_log = logging.getLogger("toolbus.doors")
 
 
 class AgentSession:
@@ -614,7 +617,11 @@ class AgentSession:
             return None
         self._metrics.cost_spent("model", model, cost)
         if self._spending is not None and cost > 0:
-            await self._spending.charge(self.user, self.groups, cost)
+            try:
+                await self._spending.charge(self.user, self.groups, cost)
+            except StateStoreError as exc:
+                # The turn was taken and its answer stands; the budgets will miss this much.
+                _log.warning("the budgets could not be charged a model turn: %s", exc)
         return cost
 
     async def close(self) -> None:
