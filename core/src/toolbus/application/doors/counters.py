@@ -20,6 +20,14 @@ what a lease costs is that calls may be counted up to :data:`LEASE_SECONDS`
 before they are made, and that a replica may hold a share another replica's
 caller could have used (at most a sixteenth of the limit each). Limits under
 ``2 * SHARE`` calls are never leased: each call is counted in the store.
+
+A refusal is remembered for up to :data:`LEASE_SECONDS` too (with the time the
+store said to wait), so that a flood of refused calls does not ask the store
+once each; calls another replica gave back meanwhile are seen after it.
+
+Writers that lose a compare-and-set to one another wait a random moment before
+trying again (:func:`~toolbus._internal.stored_json.lost_race`), and give up
+with :class:`~toolbus.domain.errors.StateStoreError` after :data:`TRIES`.
 """
 
 from __future__ import annotations
