@@ -217,12 +217,15 @@ async def test_a_call_past_a_limit_is_refused_named_timed_counted_and_audited() 
 
 
 async def test_a_call_one_limit_refuses_is_not_counted_in_the_others() -> None:
-    async with shop_door(LIMITS) as (door, _shop), door.open("carol") as session:
+    # "searches" counts a buy before "buys" refuses it: the refused buy goes back to it.
+    settings = {"limits": list(reversed(LIMITS["limits"]))}
+    async with shop_door(settings) as (door, _shop), door.open("carol") as session:
         buys = [await session.call("buy") for _ in range(4)]  # the third on: "buys" says no
         searches = [await session.call("search") for _ in range(2)]
 
-    # Two buys counted in "searches" too; the refused ones were given back to it.
+    # Two buys counted in "searches"; the two refused were given back to it.
     assert [o.ok for o in buys] == [True, True, False, False]
+    assert [o.limit for o in buys[2:]] == ["buys", "buys"]
     assert [o.ok for o in searches] == [True, False]
     assert searches[1].limit == "searches"
 
