@@ -34,6 +34,7 @@ from toolbus.domain.config.registry import WILDCARD, Availability
 from toolbus.domain.errors import AccessDenied
 
 _audit_log = logging.getLogger(AUDIT_LOGGER)
+_NOTHING_MORE: dict[str, object] = {}
 
 
 class SessionRecorder:
@@ -87,6 +88,13 @@ class SessionRecorder:
         """Note one call the session was asked to make (no arguments, ever)."""
         if invocation is not None:
             applied = invocation.applied
+        # What most calls lack is left to its default: pydantic fills a default faster
+        # than it checks a None it is given.
+        given = (
+            _NOTHING_MORE
+            if limit is None and cost is None and cache is None
+            else {"limit": limit, "cost": cost, "cache": cache}
+        )
         # Validated: pydantic checks these few typed values in Rust faster than
         # model_construct copies them in Python.
         self.calls.append(
@@ -105,9 +113,7 @@ class SessionRecorder:
                 after_execution=invocation.after_execution if invocation else None,
                 approval=approval,
                 policy=policy,
-                limit=limit,
-                cost=cost,
-                cache=cache,
+                **given,
             )
         )
 
