@@ -374,6 +374,8 @@ CONCERN_ARROWS: dict[str, set[str]] = {
     },
     "toolbus.domain.identity": {"toolbus.domain.errors"},
     "toolbus.domain.tasks": {"toolbus.domain.errors"},
+    # how much callers may do: limits, budgets, prices, read from toolbus.toml
+    "toolbus.domain.limits": {"toolbus.domain.config", "toolbus.domain.errors"},
     "toolbus.domain.live": {
         "toolbus.domain.access",
         "toolbus.domain.calls",

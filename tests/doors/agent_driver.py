@@ -31,6 +31,7 @@ ERRORS = {
     "access-denied": "denied",
     "state-refused": "denied",
     "too-many-sessions": "limited",
+    "budget-spent": "limited",
 }
 
 

@@ -24,6 +24,7 @@ from toolbus.testing.doors import (
 )
 
 WORKFLOW = "dev.toolbus/workflow"
+RETRY_AFTER = "dev.toolbus/retry-after"
 
 
 def _result(result: Any) -> DoorAnswer:
@@ -32,6 +33,8 @@ def _result(result: Any) -> DoorAnswer:
     outcome = "ok"
     if result.is_error:
         outcome = "error" if text.startswith("Error:") else "refused"
+        if RETRY_AFTER in (result.meta or {}):
+            outcome = "limited"  # a limit or budget: the result says when to try again
     wire = json.dumps({"isError": bool(result.is_error), "content": texts})
     return DoorAnswer(outcome, text, wire)  # type: ignore[arg-type]
 

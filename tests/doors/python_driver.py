@@ -17,6 +17,8 @@ from toolbus.testing.doors import DoorAnswer, DoorCaller, DoorDriver, DoorSessio
 
 def _answer(outcome: Any) -> DoorAnswer:
     status = {"ok": "ok", "refused": "refused"}.get(outcome.status, "error")
+    if outcome.retry_after is not None:
+        status = "limited"  # a limit or budget: waiting helps
     wire = repr((outcome.status, outcome.observation, outcome.refusal, outcome.tool, outcome.name))
     return DoorAnswer(status, outcome.observation, wire)  # type: ignore[arg-type]
 

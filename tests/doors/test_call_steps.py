@@ -382,8 +382,19 @@ async def test_the_steps_toolbus_toml_describes_in_the_order_they_run(tmp_path: 
 
     steps = call_steps({"approvals": {"approvers": ["ops"]}}, engine=engine, store=store)
     plain = call_steps(None)
+    limited = call_steps(
+        {
+            "limits": [{"name": "few", "calls": 3, "every": "1m"}],
+            "costs": {"tools": {"*": 0.01}},
+            "budgets": [{"name": "daily", "amount": 1, "every": "1d"}],
+        },
+        engine=engine,
+        store=store,
+    )
 
-    assert [step.name for step in steps] == ["policy", "approval"]
+    # the cache last: a call only every other step let through is answered from it
+    assert [step.name for step in steps] == ["policy", "approval", "cache"]
+    assert [step.name for step in limited] == ["policy", "limit", "budget", "approval", "cache"]
     approval = steps[1]
     assert isinstance(approval, ApprovalStep) and approval.book is not None
     assert approval.policy is engine and approval.settings.approvers == ("ops",)

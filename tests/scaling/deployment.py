@@ -72,6 +72,8 @@ class Deployment:
     working: anyio.Event = field(default_factory=anyio.Event)
     release: anyio.Event = field(default_factory=anyio.Event)
     holding: bool = False
+    #: More of the replicas' toolbus.toml (its tables, appended).
+    extra_toml: str = ""
 
     def __post_init__(self) -> None:
         self.key = generate_key("Ed25519", kid=f"gateway-{self.suffix}")
@@ -98,6 +100,7 @@ class Deployment:
             f"[permissions.users]\nalice = {_toml_value(GROUPS)}\n\n"
             '[[credentials.api-keys]]\nuser = "alice"\nenv = "ALICE_KEY"\n\n'
             '[gateway]\nsign-key = "env:SIGN_KEY"\n'
+            f"\n{self.extra_toml}"
         )
 
     def queue(self, name: str) -> str:

@@ -19,6 +19,7 @@ from toolbus.application.identity.bearer import Principal
 from toolbus.domain.errors import UnknownTool
 from toolbus.domain.tasks import Task
 from toolbus_gateway.gateway import Gateway
+from toolbus_gateway.limited import limited_refusal
 from toolbus_gateway.models import call_status, outcome_json
 from toolbus_gateway.tasks import GatewayTasks, Preference
 
@@ -36,9 +37,16 @@ class Answer:
     headers: list[tuple[bytes, bytes]]
 
 
-def outcome_answer(outcome: CallOutcome, *, in_session: bool = False) -> Answer:
-    """A call's outcome: 200, or the status of its failure (a session's calls are always
-    200: the outcome is for its model)."""
+def outcome_answer(gateway: Gateway, outcome: CallOutcome, *, in_session: bool = False) -> Answer:
+    """A call's outcome: 200, or the status of its failure, ``429`` with ``Retry-After``
+    for a limit's or budget's refusal (a session's calls are always 200: the outcome is
+    for its model)."""
+    if not in_session:
+        refused = limited_refusal(gateway, outcome)
+        if refused is not None:
+            body, retry = refused
+            headers = [(b"content-type", JSON), (b"retry-after", str(retry).encode())]
+            return Answer(429, body, headers)
     status = 200 if in_session else call_status(outcome)
     return Answer(status, outcome_json(outcome), [(b"content-type", JSON)])
 
@@ -90,11 +98,11 @@ async def answer_call(
         assert gateway.door is not None
         session = gateway.door.open(caller.user, groups, state, counted=False)
     answered = await tasks.begin(session, name, arguments, None, preference)
-    return await settled(tasks, answered, preference)
+    return await settled(gateway, answered, preference)
 
 
 async def settled(
-    tasks: GatewayTasks,
+    gateway: Gateway,
     answered: CallOutcome | Task,
     preference: Preference,
     *,
@@ -104,7 +112,8 @@ async def settled(
     as the caller lets it (``Prefer: wait``) or, for a call that waits for a person,
     ``approval-wait``; then it is the task."""
     if isinstance(answered, CallOutcome):
-        return outcome_answer(answered, in_session=in_session)
+        return outcome_answer(gateway, answered, in_session=in_session)
+    tasks = tasks_of(gateway)
     if answered.status == "input-required" and not preference.respond_async:
         seconds = tasks.settings.approval_wait
         if preference.wait is not None:
@@ -113,5 +122,5 @@ async def settled(
         seconds = preference.wait or 0.0
     result = await tasks.settle(answered, seconds)
     if isinstance(result, CallOutcome):
-        return outcome_answer(result, in_session=in_session)
+        return outcome_answer(gateway, result, in_session=in_session)
     return task_answer(result, preference)

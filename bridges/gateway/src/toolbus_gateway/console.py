@@ -30,6 +30,7 @@ from toolbus.application.identity.credentials import Secret
 from toolbus.domain.errors import ApprovalClosed, ApprovalNotFound, NotAnApprover
 from toolbus_gateway import console_tasks
 from toolbus_gateway.asyncapi import CONSOLE_PATH as ASYNCAPI_PATH
+from toolbus_gateway.console_costs import costs_panel
 from toolbus_gateway.console_sessions import (
     COOKIE_PATH,
     LOGIN_CSRF_COOKIE,
@@ -386,6 +387,10 @@ def _rates(gateway: Gateway) -> str:
     )
 
 
+def _costs(gateway: Gateway) -> str:
+    return costs_panel(gateway.door, gateway.figures.cost_rows())
+
+
 def _status(gateway: Gateway) -> str:
     readiness = gateway.readiness()
     checks = " · ".join(f"{escape(k)}: {escape(v)}" for k, v in readiness.checks.items())
@@ -409,6 +414,7 @@ FRAGMENTS: dict[str, Callable[[Gateway], str]] = {
     "tools": _tools,
     "audit": _audit,
     "rates": _rates,
+    "costs": _costs,
 }
 #: Which panels an event refreshes.
 REFRESHES = {
@@ -419,6 +425,7 @@ REFRESHES = {
     "audit": ["audit"],
     "stats": ["rates"],
     "sessions": ["status"],
+    "costs": ["costs"],
 }
 
 
@@ -438,6 +445,7 @@ def _page(gateway: Gateway, caller: Principal, csrf: str, tasks: str = "") -> st
             _panel("Call rates", "rates", _rates(gateway)),
             _panel("State workflow", "workflow", _workflow(gateway), wide=True),
             _panel("Recent audit records", "audit", _audit(gateway), wide=True),
+            _panel("Costs", "costs", _costs(gateway)),
         ]
     )
     tools_panel = (

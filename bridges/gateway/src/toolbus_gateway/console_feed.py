@@ -8,6 +8,7 @@ from collections import deque
 import anyio
 
 from toolbus.application.agent.audit import AuditEntry, AuditRecord, LoggingAuditSink
+from toolbus_gateway.console_costs import CostTotals
 from toolbus_gateway.events import Event, Topic
 
 #: Audit records the console keeps for its "recent" table.
@@ -43,10 +44,12 @@ class ConsoleChanges:
 
 
 class RecentAudit:
-    """The audit sink of the gateway: the log, and the console's recent records."""
+    """The audit sink of the gateway: the log, and the console's recent records and cost
+    totals."""
 
     def __init__(self, changes: ConsoleChanges, keep: int = RECENT_AUDIT) -> None:
         self.records: deque[AuditRecord] = deque(maxlen=keep)
+        self.costs = CostTotals()
         self._log = LoggingAuditSink()
         self._changes = changes
 
@@ -55,3 +58,5 @@ class RecentAudit:
         if isinstance(record, AuditRecord):
             self.records.appendleft(record)
             self._changes.mark("audit")
+            if self.costs.add(record):
+                self._changes.mark("costs")

@@ -36,6 +36,7 @@ from toolbus.application.doors.keeping import SESSION
 from toolbus.application.doors.stored import StoredHolder
 from toolbus.domain.errors import ToolbusError
 from toolbus.ports import StateStore
+from toolbus_gateway.console_costs import CostRow, merged_costs
 from toolbus_gateway.stats import ToolRate
 
 log = logging.getLogger("toolbus.gateway")
@@ -64,6 +65,8 @@ REFUSALS = {
     "hook": "denied by a hook",
     "policy": "forbidden by the policy",
     "approval": "not approved",
+    "limit": "over a limit",
+    "budget": "budget spent",
 }
 
 
@@ -130,6 +133,7 @@ class ProcessFigures:
     rates: tuple[ToolRate, ...] = ()
     audit: tuple[AuditRow, ...] = ()
     event_streams: int = 0
+    costs: tuple[CostRow, ...] = ()
 
 
 _FIGURES: TypeAdapter[ProcessFigures] = TypeAdapter(ProcessFigures)
@@ -282,6 +286,10 @@ class WholeGateway:
         """The most recent audit rows, of every process."""
         return merged_audit([self._local().audit, *(o.audit for o in self.others)])
 
+    def cost_rows(self) -> list[CostRow]:
+        """What each user, tool and model cost, over every process."""
+        return merged_costs([self._local().costs, *(o.costs for o in self.others)])
+
     def event_streams(self) -> int:
         """Event streams open, on every process."""
         return self._local().event_streams + sum(o.event_streams for o in self.others)
@@ -331,7 +339,7 @@ class WholeGateway:
                         await shared.publish(own)
                         published, published_at = own, self.clock()
                     if watched() and await self.refresh(max_age=0):
-                        for panel in ("audit", "stats", "sessions"):
+                        for panel in ("audit", "stats", "sessions", "costs"):
                             changed(panel)
                 except ToolbusError as exc:  # the store is away: the console shows the last
                     self._log.warning(

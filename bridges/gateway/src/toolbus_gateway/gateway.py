@@ -336,6 +336,7 @@ class Gateway:
             rates=tuple(self.stats.rates()),
             audit=tuple(audit_row(record) for record in records),
             event_streams=self.open_streams,
+            costs=tuple(self.audit.costs.rows()),
         )
 
     async def _expire_sessions(self) -> None:

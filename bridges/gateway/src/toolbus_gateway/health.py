@@ -41,8 +41,8 @@ async def metrics(request: Request) -> Response:
     """The toolbus and gateway metrics in Prometheus' text format.
 
     By default (``metrics = "redacted"`` in ``[gateway]``) no credential is
-    needed and the series carry no tool, service, group or state names: they
-    are added up over them. With ``metrics = "operators"`` an operator's
+    needed and the series carry no tool, service, group, state or limit names:
+    they are added up over them. With ``metrics = "operators"`` an operator's
     credential is required and the series are whole.
     """
     gateway = gateway_of(request)
@@ -56,8 +56,9 @@ async def metrics(request: Request) -> Response:
     return Response(generate_latest(Redacted(registry)), media_type=CONTENT_TYPE_LATEST)
 
 
-#: Labels that name configuration a caller may not be allowed to see.
-NAMING_LABELS = frozenset({"tool", "service", "group", "state", "from_state", "to_state"})
+#: Labels that name configuration a caller may not be allowed to see (``name``: the tool
+#: or model a cost is of, a limit's or budget's name).
+NAMING_LABELS = frozenset({"tool", "service", "group", "state", "from_state", "to_state", "name"})
 
 
 class Redacted:

@@ -70,6 +70,13 @@ class CallOutcomeView(BaseModel):
     tool_call_id: str | None = None
     transition: Transition | None = None
     after_execution: str | None = None
+    #: What the call cost, when its tool has a price ([costs]).
+    cost: float | None = None
+    #: A cached answer stood in for the call.
+    cached: bool = False
+    #: For a call a limit or budget refused: which, and the seconds until it may pass.
+    limit: str | None = None
+    retry_after: float | None = None
 
 
 class OpenSession(_Body):
@@ -141,6 +148,10 @@ def outcome_view(outcome: CallOutcome) -> CallOutcomeView:
             tool=transition.tool, from_state=transition.from_state, to_state=transition.to_state
         ),
         after_execution=outcome.after_execution,
+        cost=outcome.cost,
+        cached=outcome.cached,
+        limit=outcome.limit,
+        retry_after=outcome.retry_after,
     )
 
 

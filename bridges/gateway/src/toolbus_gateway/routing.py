@@ -135,6 +135,11 @@ CALL_REFUSED: dict[int | str, dict[str, Any]] = {
         "CallOutcomeView",
         "ErrorAnswer",
     ),
+    429: _json(
+        "A rate limit ([[limits]]) or a spent budget ([[budgets]]) refused the call; "
+        "Retry-After says when it may pass",
+        "ErrorAnswer",
+    ),
     502: _json("The tool failed", "CallOutcomeView"),
 }
 

@@ -157,7 +157,7 @@ async def call_in_session(
             await gateway.session_events.call(
                 caller.user, session_id, result.model_dump(mode="json", by_alias=True)
             )
-    answer = await settled(tasks, answered, preference, in_session=True)
+    answer = await settled(gateway, answered, preference, in_session=True)
     return Response(
         answer.body,
         status_code=answer.status,

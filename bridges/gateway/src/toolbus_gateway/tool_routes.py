@@ -26,7 +26,7 @@ from toolbus.application.identity.bearer import Principal
 from toolbus.domain.config.registry import normalize_state
 from toolbus.domain.config.schemas import export_tools
 from toolbus.domain.errors import ToolCallError
-from toolbus_gateway.call_answers import answer_call
+from toolbus_gateway.call_answers import answer_call, outcome_answer
 from toolbus_gateway.gateway import Gateway
 from toolbus_gateway.http_auth import api_caller, gateway_of
 from toolbus_gateway.models import (
@@ -34,8 +34,6 @@ from toolbus_gateway.models import (
     CallRequest,
     Format,
     ToolList,
-    call_status,
-    outcome_json,
 )
 from toolbus_gateway.routing import (
     CALL_AS_TASK,
@@ -66,9 +64,12 @@ def one_call_session(gateway: Gateway, caller: Principal, body: CallRequest) -> 
     return gateway.door.open(caller.user, body.groups, body.state, counted=False)
 
 
-def answered(outcome: CallOutcome) -> Response:
+def answered(gateway: Gateway, outcome: CallOutcome) -> Response:
+    answer = outcome_answer(gateway, outcome)
     return Response(
-        outcome_json(outcome), status_code=call_status(outcome), media_type="application/json"
+        answer.body,
+        status_code=answer.status,
+        headers={k.decode(): v.decode() for k, v in answer.headers},
     )
 
 
@@ -171,7 +172,7 @@ async def stream_tool(
     if isinstance(prepared, CallOutcome):
         leave()
         await session.close()
-        return answered(prepared)
+        return answered(gateway, prepared)
     return _streamed(gateway, session, prepared, leave)
 
 

@@ -8,8 +8,11 @@ only if nobody wrote it meanwhile; a lost race reads again and retries.
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Callable
 from typing import Any, TypeVar
+
+import anyio
 
 from toolbus.domain.errors import StateStoreError
 from toolbus.ports import StateStore
@@ -18,6 +21,14 @@ T = TypeVar("T")
 
 #: Tries before a value other writers keep changing is given up on.
 TRIES = 64
+#: Seconds the first wait after a lost race may take at most (then doubling), and the most.
+FIRST_WAIT, MAX_WAIT = 0.001, 0.05
+
+
+async def lost_race(tries: int) -> None:
+    """Wait a random while (up to doubling bounds) after ``tries`` lost compare-and-sets, so
+    that writers racing for one key spread out instead of colliding again at once."""
+    await anyio.sleep(random.uniform(0, min(MAX_WAIT, FIRST_WAIT * 2**tries)))
 
 
 async def read_json(store: StateStore, namespace: str, key: str, default: T) -> T:

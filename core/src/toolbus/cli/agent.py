@@ -46,6 +46,7 @@ from toolbus.application.tracing.export import export_from_environment
 from toolbus.cli._agent_output import EventPrinter
 from toolbus.cli._app import app
 from toolbus.cli._help import CommandApp
+from toolbus.cli._limits import EXIT_LIMITED
 from toolbus.cli.plugin_api import (
     EXIT_FAILED,
     BrokerOption,
@@ -445,12 +446,13 @@ def ask(
     # With --no-wait, stdout carries the answer, or the task id of a run that waits.
     printer = EventPrinter(as_json=as_json, steps_on_stderr=no_wait)
     failed = False
+    limited = False  # a spent budget ended it: try again later
     # Said after the event loop ends: an exit raised inside the client's task group
     # would reach the terminal as an exception group.
     problem: tuple[str, str] | None = None  # (kind, message)
 
     async def main() -> None:
-        nonlocal failed, problem
+        nonlocal failed, limited, problem
         async with AsyncExitStack() as stack:
             bus = await connect(settings.broker, settings.broker_options)
             stack.push_async_callback(bus.close)
@@ -486,6 +488,9 @@ def ask(
                     async for event in events:
                         printer.show(event)
                         failed = failed or event.chunk_type == "error"
+                        limited = limited or (
+                            event.error is not None and event.error.type == "budget-spent"
+                        )
                         if no_wait and event.task is not None:
                             if not as_json:  # the JSON line holds it already
                                 typer.echo(event.task.id)
@@ -501,4 +506,4 @@ def ask(
             raise typer.Exit(EXIT_FAILED)
         fail(message, EXIT_FAILED)
     if failed:
-        raise typer.Exit(EXIT_FAILED)
+        raise typer.Exit(EXIT_LIMITED if limited else EXIT_FAILED)

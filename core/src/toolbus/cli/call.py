@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
+from toolbus.application.agent.steps import CallStopped
 from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.calls.tools import Tools
 from toolbus.application.doors.tasks import CLI_DOOR, call_task
@@ -18,6 +19,7 @@ from toolbus.application.sealing.doors import shared_url
 from toolbus.application.tasks import TaskBook
 from toolbus.cli._app import app
 from toolbus.cli._door_state import authenticated_user, door_state, with_store
+from toolbus.cli._limits import EXIT_LIMITED, limited_calls
 from toolbus.cli._live import DEFAULT_WAIT, LiveOption, WaitOption, follow, is_live, registry_with
 from toolbus.cli.plugin_api import (
     EXIT_FAILED,
@@ -190,15 +192,31 @@ def call(
             check_someone_serves(bus, registry, tool, settings.broker)
             text = {a.name for a in registry.tool(tool).arguments if a.type == "string"}
             arguments = parse_arguments(arg or [], json_arguments, text)
+            limits = await stack.enter_async_context(
+                limited_calls(settings, user, tuple(group or ()))
+            )
+            permitted = None
+            if limits is not None:
+                verdict = await limits.check(registry, tool, arguments)
+                if isinstance(verdict, CallStopped):
+                    fail(verdict.observation, EXIT_LIMITED)
+                permitted = verdict
+            reported = None
             try:
                 if stream:
                     async for chunk in tools.stream(tool, arguments, user=user, timeout=timeout):
                         typer.echo(chunk, nl=False)
                     typer.echo()
                 else:
-                    typer.echo(await tools.call(tool, arguments, user=user, timeout=timeout))
+                    result = await tools.invoke(tool, arguments, user=user, timeout=timeout)
+                    reported = result.cost
+                    typer.echo(result.observation)
             except ToolCallError as exc:
+                if limits is not None and permitted is not None:
+                    await limits.ended(permitted, registry.tool(tool).name, False, None)
                 fail(f"{exc.error_type}: {exc.message}", EXIT_FAILED)
+            if limits is not None and permitted is not None:
+                await limits.ended(permitted, registry.tool(tool).name, True, reported)
 
     run(main)
 

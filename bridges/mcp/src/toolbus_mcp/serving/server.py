@@ -42,6 +42,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import math
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import dataclass
@@ -78,6 +79,10 @@ log = logging.getLogger("toolbus.mcp")
 
 #: The ``_meta`` key a 2026-07-28 client names its workflow with.
 WORKFLOW_META_KEY = "dev.toolbus/workflow"
+#: In a tool result's ``_meta``: the seconds after which a call a rate limit or a spent
+#: budget refused may pass, and which limit refused it (the text says so too, for a model).
+RETRY_AFTER_META_KEY = "dev.toolbus/retry-after"
+LIMIT_META_KEY = "dev.toolbus/limit"
 #: Where the HTTP gate leaves the authenticated caller in the ASGI scope.
 CALLER_SCOPE_KEY = "toolbus.caller"
 #: Characters of a client's workflow name that count.
@@ -343,8 +348,14 @@ class BusMcpServer:
             await self.door.held.keep(held, session)
         if outcome.transition is not None:
             await workflow.notify_if_changed()
+        meta = None
+        if outcome.retry_after is not None:
+            meta = {
+                RETRY_AFTER_META_KEY: max(1, math.ceil(outcome.retry_after)),
+                LIMIT_META_KEY: outcome.limit,
+            }
         return mcp.CallToolResult(
-            content=[mcp.TextContent(text=outcome.observation)], is_error=not outcome.ok
+            content=[mcp.TextContent(text=outcome.observation)], is_error=not outcome.ok, _meta=meta
         )
 
     async def _listen(

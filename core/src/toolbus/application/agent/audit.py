@@ -28,10 +28,13 @@ AUDIT_LOGGER = "toolbus.audit"
 SessionOutcome = Literal["completed", "failed", "cancelled", "denied"]
 CallStatus = Literal["ok", "error", "refused", "failed", "cancelled"]
 #: Why a call was refused: not offered in this state, outside the session's groups,
-#: no such tool, a code hook's ``Deny``, the call policy (its arguments), or no
-#: person approved it (denied, or its time ran out). Callers are told ``unknown``
-#: for ``group``.
-Refusal = Literal["state", "group", "unknown", "hook", "policy", "approval"]
+#: no such tool, a code hook's ``Deny``, the call policy (its arguments), no person
+#: approved it (denied, or its time ran out), a rate limit, or a spent budget.
+#: Callers are told ``unknown`` for ``group``.
+Refusal = Literal["state", "group", "unknown", "hook", "policy", "approval", "limit", "budget"]
+#: Whether a cached answer stood in for the call (``hit``), or it was made and its
+#: answer kept (``miss``).
+CacheLookup = Literal["hit", "miss"]
 
 
 def timestamp(seconds: float) -> datetime:
@@ -98,6 +101,13 @@ class CallRecord(_Model):
     approval: ApprovalNote | None = None
     #: The policy that forbade the call (``refusal`` ``policy``), when it is named.
     policy: str | None = None
+    #: The limit or budget that refused the call (``refusal`` ``limit`` or ``budget``).
+    limit: str | None = None
+    #: What the call cost, when a price is configured for its tool (``[costs]``).
+    cost: float | None = None
+    #: For a tool whose answers are cached: ``hit`` (the cache answered, no call was
+    #: made) or ``miss`` (the call was made).
+    cache: CacheLookup | None = None
 
 
 class AccessDenial(_Model):
@@ -114,12 +124,16 @@ class AccessDenial(_Model):
 
 
 class AgentRun(_Model):
-    """What the agent loop did for a session: the model, its turns and the tokens used."""
+    """What the agent loop did for a session: the model, its turns and the tokens used,
+    what they cost (when the model has a price in ``[costs]``), and the budget that
+    refused its next turn, if one did."""
 
     model: str
     iterations: int
     input_tokens: int = 0
     output_tokens: int = 0
+    cost: float | None = None
+    limit: str | None = None
 
 
 class AuditRecord(_Model):
@@ -148,6 +162,9 @@ class AuditRecord(_Model):
     access_denied: AccessDenial | None = None
     #: Set when an agent loop ran the session (absent for sessions driven by hand).
     agent: AgentRun | None = None
+    #: What the session cost: its calls' and its model turns' costs added up (``None``
+    #: when nothing it did has a price).
+    cost: float | None = None
     outcome: SessionOutcome
     error: str | None = None
     started_at: datetime

@@ -1,3 +1,6 @@
+# One job: making the calls a session allows, and writing down each way one ends (the
+# tool's answer or error, a step's answer or refusal, the bus failing, a stream): the
+# outcomes and the record must be written alike for every way, so they are written here.
 """Making the calls a session allows: :class:`CallRunner`, and :class:`ToolStream`.
 
 An :class:`~toolbus.application.agent.session.AgentSession` decides what may
@@ -17,7 +20,13 @@ from typing import Any
 
 import anyio
 
-from toolbus.application.agent.audit import ApprovalNote, CallStatus, Refusal, StateTransition
+from toolbus.application.agent.audit import (
+    ApprovalNote,
+    CacheLookup,
+    CallStatus,
+    Refusal,
+    StateTransition,
+)
 from toolbus.application.agent.observations import (
     failed,
     not_in_state,
@@ -25,7 +34,13 @@ from toolbus.application.agent.observations import (
 )
 from toolbus.application.agent.outcomes import CallOutcome
 from toolbus.application.agent.recording import SessionRecorder
-from toolbus.application.agent.steps import CallStopped
+from toolbus.application.agent.steps import (
+    PERMITTED,
+    CallAnswered,
+    CallEnded,
+    CallPermitted,
+    CallStopped,
+)
 from toolbus.application.calls.client import CallResult
 from toolbus.application.calls.metrics import ToolbusMetrics
 from toolbus.application.calls.tools import Tools
@@ -34,6 +49,7 @@ from toolbus.domain.calls.arguments import apply_options
 from toolbus.domain.config.descriptors import ToolDescriptor
 from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import ToolCallError
+from toolbus.domain.limits.settings import Prices
 
 # A model may invent any name; the audit record keeps a bounded prefix of it.
 MAX_AUDITED_NAME = 64
@@ -68,8 +84,10 @@ class CallRunner:
         timer: Callable[[], float],
         state: Callable[[], str],
         advance: Callable[[ToolDescriptor], StateTransition | None],
+        prices: Prices | None = None,
     ) -> None:
         self.tools = tools
+        self.prices = prices
         self.registry = registry
         self.user = user
         self.request_id = request_id
@@ -100,9 +118,10 @@ class CallRunner:
         *,
         timeout: float | None = None,
         advance: bool = True,
-        approval: ApprovalNote | None = None,
+        permitted: CallPermitted = PERMITTED,
     ) -> CallOutcome:
         state, at, started = self.state(), self.clock(), self.timer()
+        approval = permitted.approval
         if approval is not None:
             self.metrics.call_checked(tool.name, approval.status)
         try:
@@ -117,11 +136,66 @@ class CallRunner:
                     registry=self.registry,
                 )
         except ToolCallError as exc:
-            return self.failed(tool, arguments, tool_call_id, exc, state, at, started, approval)
+            outcome = self.failed(
+                tool, arguments, tool_call_id, exc, state, at, started, approval, permitted.cache
+            )
         except BaseException as exc:
             self.broke(tool, tool_call_id, exc, state, at, started, approval)
             raise
-        return self.succeeded(tool, tool_call_id, invocation, state, at, started, advance, approval)
+        else:
+            outcome = self.succeeded(
+                tool,
+                tool_call_id,
+                invocation,
+                state,
+                at,
+                started,
+                advance,
+                approval,
+                permitted.cache,
+            )
+        if permitted.after:
+            await permitted.ended(ended(outcome))
+        return outcome
+
+    async def answered(
+        self,
+        tool: ToolDescriptor,
+        answer: CallAnswered,
+        tool_call_id: str | None,
+        *,
+        advance: bool = True,
+    ) -> CallOutcome:
+        """A step answered the call (the cache): no call made, an outcome as if it had been."""
+        state = self.state()
+        permitted = answer.permitted
+        self.metrics.cache_lookup(tool.name, "hit")
+        self.record.call(
+            tool.name,
+            tool_call_id,
+            "ok",
+            state,
+            self.clock(),
+            0.0,
+            None,
+            approval=permitted.approval,
+            cache="hit",
+        )
+        transition = self.advance(tool) if advance else None
+        outcome = CallOutcome(
+            name=tool.llm_name,
+            observation=answer.observation,
+            after_execution=answer.after_execution or tool.after_execution,
+            status="ok",
+            state=self.state(),
+            tool=tool.name,
+            tool_call_id=tool_call_id,
+            transition=transition,
+            cached=True,
+        )
+        if permitted.after:
+            await permitted.ended(ended(outcome))
+        return outcome
 
     def stream(
         self,
@@ -129,9 +203,19 @@ class CallRunner:
         arguments: dict[str, Any],
         tool_call_id: str | None,
         post_use: PostUse | None,
-        approval: ApprovalNote | None = None,
+        permitted: CallPermitted | CallAnswered = PERMITTED,
     ) -> ToolStream:
-        return ToolStream(self, tool, arguments, tool_call_id, post_use, approval)
+        return ToolStream(self, tool, arguments, tool_call_id, post_use, permitted)
+
+    def cost(self, tool: ToolDescriptor, reported: float | None = None) -> float | None:
+        """What a call of ``tool`` that reached it cost (``reported``: what it said), counted
+        in the metrics; ``None`` when it has no price."""
+        if self.prices is None:
+            return None
+        cost = self.prices.tool_call(tool.name, reported)
+        if cost is not None:
+            self.metrics.cost_spent("tool", tool.name, cost)
+        return cost
 
     # ------------------------------------------------------------------ how calls end
 
@@ -145,10 +229,14 @@ class CallRunner:
         at: float,
         started: float,
         approval: ApprovalNote | None = None,
+        cache: CacheLookup | None = None,
     ) -> CallOutcome:
         """The tool answered with an error: an outcome the model can act on."""
         seconds = self.timer() - started
         self.metrics.tool_call(tool.name, tool.service or tool.type, seconds, exc.error_type)
+        if cache is not None:
+            self.metrics.cache_lookup(tool.name, cache)
+        cost = self.cost(tool)
         applied = apply_options(arguments, tool.options, {})
         self.record.call(
             tool.name,
@@ -160,6 +248,8 @@ class CallRunner:
             exc.error_type,
             applied=applied,
             approval=approval,
+            cost=cost,
+            cache=cache,
         )
         return CallOutcome(
             name=tool.llm_name,
@@ -170,6 +260,7 @@ class CallRunner:
             tool_call_id=tool_call_id,
             error_type=exc.error_type,
             seconds=seconds,
+            cost=cost,
         )
 
     def broke(
@@ -211,9 +302,13 @@ class CallRunner:
         started: float,
         advance: bool,
         approval: ApprovalNote | None = None,
+        cache: CacheLookup | None = None,
     ) -> CallOutcome:
         seconds = self.timer() - started
         self.metrics.tool_call(tool.name, tool.service or tool.type, seconds, None)
+        if cache is not None:
+            self.metrics.cache_lookup(tool.name, cache)
+        cost = self.cost(tool, invocation.cost)
         self.record.call(
             tool.name,
             tool_call_id,
@@ -224,6 +319,8 @@ class CallRunner:
             None,
             invocation=invocation,
             approval=approval,
+            cost=cost,
+            cache=cache,
         )
         # Another call of this session may have moved the state while this one
         # ran; the transition starts from the state as it is now.
@@ -238,6 +335,7 @@ class CallRunner:
             tool_call_id=tool_call_id,
             transition=transition,
             seconds=seconds,
+            cost=cost,
         )
 
     # ------------------------------------------------------------------ calls that did not run
@@ -294,7 +392,7 @@ class CallRunner:
         self, tool: ToolDescriptor, stop: CallStopped, tool_call_id: str | None
     ) -> CallOutcome:
         """A door's call step stopped the call (the call policy forbade it, no person
-        approved it...): refused, recorded under the step's name."""
+        approved it, a limit...): refused, recorded under the step's name."""
         state = self.state()
         if stop.step == "policy":
             checked = "forbidden"
@@ -303,6 +401,8 @@ class CallRunner:
         else:
             checked = stop.step
         self.metrics.call_checked(tool.name, checked)
+        if stop.limit is not None:
+            self.metrics.limit_refused(stop.limit, "tool-call")
         self.record.call(
             tool.name,
             tool_call_id,
@@ -314,6 +414,7 @@ class CallRunner:
             stop.step,
             approval=stop.approval,
             policy=stop.policy,
+            limit=stop.limit,
         )
         return CallOutcome(
             name=tool.llm_name,
@@ -323,6 +424,8 @@ class CallRunner:
             tool=tool.name,
             tool_call_id=tool_call_id,
             refusal=stop.step,
+            limit=stop.limit,
+            retry_after=stop.retry_after,
         )
 
     def unusable(
@@ -350,7 +453,8 @@ class ToolStream:
     observation), as ``AgentSession.call`` would have returned it. A tool
     error raises its :class:`~toolbus.domain.errors.ToolCallError` after it is
     recorded; with post-use hooks installed, its message is what they made of it,
-    and the answer comes as one chunk, rewritten by them.
+    and the answer comes as one chunk, rewritten by them. A call a step answered
+    (a cached answer) streams that answer as one chunk.
     """
 
     def __init__(
@@ -360,10 +464,10 @@ class ToolStream:
         arguments: dict[str, Any],
         tool_call_id: str | None,
         post_use: PostUse | None,
-        approval: ApprovalNote | None = None,
+        permitted: CallPermitted | CallAnswered = PERMITTED,
     ) -> None:
         self._runner = runner
-        self._approval = approval
+        self._permitted = permitted
         self.tool = tool
         self.arguments = arguments
         self.tool_call_id = tool_call_id
@@ -372,10 +476,20 @@ class ToolStream:
         self.outcome: CallOutcome | None = None
 
     def __aiter__(self) -> AsyncIterator[str]:
-        return self._chunks()
+        if isinstance(self._permitted, CallAnswered):
+            return self._answered(self._permitted)
+        return self._chunks(self._permitted)
 
-    async def _chunks(self) -> AsyncIterator[str]:
+    async def _answered(self, answer: CallAnswered) -> AsyncIterator[str]:
+        outcome = await self._runner.answered(self.tool, answer, self.tool_call_id)
+        if self._post_use is not None:
+            outcome = await self._post_use(self.tool, self.arguments, outcome)
+        self.outcome = outcome
+        yield outcome.observation
+
+    async def _chunks(self, permitted: CallPermitted) -> AsyncIterator[str]:
         runner, tool, post = self._runner, self.tool, self._post_use
+        approval, cache = permitted.approval, permitted.cache
         state, at, started = runner.state(), runner.clock(), runner.timer()
         chunks: list[str] = []
         try:
@@ -401,21 +515,37 @@ class ToolStream:
                         yield chunk
         except ToolCallError as exc:
             outcome = runner.failed(
-                tool, self.arguments, self.tool_call_id, exc, state, at, started, self._approval
+                tool, self.arguments, self.tool_call_id, exc, state, at, started, approval, cache
             )
+            if permitted.after:
+                await permitted.ended(ended(outcome))
             self.outcome = outcome if post is None else await post(tool, self.arguments, outcome)
             if post is None:
                 raise
             raise ToolCallError(self.outcome.observation, error_type=exc.error_type) from None
         except BaseException as exc:
-            runner.broke(tool, self.tool_call_id, exc, state, at, started, self._approval)
+            runner.broke(tool, self.tool_call_id, exc, state, at, started, approval)
             raise
         applied = apply_options(self.arguments, tool.options, {})
         answer = CallResult("".join(chunks), tool.after_execution, applied)
         outcome = runner.succeeded(
-            tool, self.tool_call_id, answer, state, at, started, True, self._approval
+            tool, self.tool_call_id, answer, state, at, started, True, approval, cache
         )
+        if permitted.after:
+            await permitted.ended(ended(outcome))
         if post is not None:
             outcome = await post(tool, self.arguments, outcome)
             yield outcome.observation
         self.outcome = outcome
+
+
+def ended(outcome: CallOutcome) -> CallEnded:
+    """How a call that reached its tool (or the cache) ended, for the steps that asked."""
+    ok = outcome.ok
+    return CallEnded(
+        status="ok" if ok else "error",
+        observation=outcome.observation if ok else None,
+        after_execution=outcome.after_execution if ok else None,
+        cost=outcome.cost,
+        cached=outcome.cached,
+    )

@@ -84,6 +84,7 @@ def final(
     iterations: int,
     usage: Usage,
     session: str | None,
+    cost: float | None = None,
 ) -> AgentEvent:
     """The request's last event: the answer (or error), the state it ended in, what it
     cost, and the session a later request continues it with."""
@@ -97,6 +98,7 @@ def final(
         model=model,
         iterations=iterations,
         usage=EventUsage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens),
+        cost=cost,
         session=session,
     )
 

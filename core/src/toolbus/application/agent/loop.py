@@ -1,5 +1,6 @@
-# One job: one request's turns, from the question to its answer, its error or its
-# suspension; the run that goes on after a suspension or a hand-over is the same run.
+# One job: the run of one agent request, turn by turn, with its limits, to its answer,
+# its error or its suspension (the run that goes on after a suspension or a hand-over is
+# the same run); its events, checkpoints, streamed text and sessions are modules beside it.
 """The agent loop: a model, a session's tools, and turns until there is an answer.
 
 One :meth:`AgentLoop.run` answers one :class:`~toolbus.domain.agent.wire.AgentRequest`::
@@ -30,7 +31,10 @@ each model turn a ``chat`` span under it, beside the tool calls' ``execute_tool`
 spans (see :mod:`toolbus.application.tracing.conventions`).
 
 Limits: at most ``max_iterations`` model turns, and ``time_limit`` seconds of
-wall clock for the whole request; either ends it with an ``error`` event.
+wall clock for the whole request; either ends it with an ``error`` event. A
+front door's budgets (``[[budgets]]``) are asked before every model turn: a
+spent one ends the request with a ``budget-spent`` error. What each turn cost
+(``[costs]``) is added up, in the audit record and the last event.
 Cancelling ``run`` cancels the tool calls in flight; the audit record says
 ``cancelled``.
 
@@ -145,6 +149,8 @@ class AgentResult:
     usage: Usage = field(default_factory=Usage)
     #: The task the run became when it suspended (it waits for a person; no answer yet).
     task: str | None = None
+    #: What the request's model turns and tool calls cost (``None``: nothing priced).
+    cost: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -322,6 +328,10 @@ class _Run:
         self.request_id = request_id
         self.iterations = 0
         self.usage = Usage()
+        #: What the model turns cost so far (``None``: the model has no price).
+        self.model_cost: float | None = None
+        #: What the whole request cost, once it ended.
+        self.cost: float | None = None
         #: The session a later request continues this one with, once it ends.
         self.held: str | None = None
         #: The task the run became when it first suspended.
@@ -340,6 +350,8 @@ class _Run:
             return
         self.iterations = saved.iterations
         self.usage = Usage(saved.input_tokens, saved.output_tokens)
+        agent = saved.session.agent
+        self.model_cost = None if agent is None else agent.cost
         self.task = saved.task
         if self._progress is not None:
             self._progress.task = saved.task
@@ -368,6 +380,7 @@ class _Run:
         if isinstance(outcome, _Suspended):
             return await self._suspended(session, outcome)
         self.held = await self.loop.sessions.keep(self.request, session)
+        self.cost = session.cost
         if isinstance(outcome, Stop):
             return await self.stop(outcome, state=session.state)
         unsent = self._text.unsent(outcome.text)
@@ -414,6 +427,10 @@ class _Run:
             if answered is not None:
                 return answered
         for iteration in range(self.iterations + 1, self.limits.max_iterations + 1):
+            refused = await session.turn_allowed()
+            if refused is not None:
+                self._record_run(session, limit=refused.limit)
+                return Stop("budget-spent", refused.observation)
             with tracing.hop("client", None, conventions.model_turn, model, provider):
                 started = time.monotonic()
                 try:
@@ -439,12 +456,10 @@ class _Run:
                     )
             self.iterations = iteration
             self.usage += turn.usage
-            session.record_agent_run(
-                self.llm.model,
-                iteration,
-                input_tokens=self.usage.input_tokens,
-                output_tokens=self.usage.output_tokens,
-            )
+            cost = await session.turn_taken(self.llm.model, turn.usage)
+            if cost is not None:
+                self.model_cost = (self.model_cost or 0.0) + cost
+            self._record_run(session)
             decision = after_turn(
                 turn, iteration=iteration, max_iterations=self.limits.max_iterations
             )
@@ -459,6 +474,16 @@ class _Run:
             "max-iterations",
             f"the run used its {self.limits.max_iterations} iterations before it was "
             "handed over; no answer was given",
+        )
+
+    def _record_run(self, session: AgentSession, *, limit: str | None = None) -> None:
+        session.record_agent_run(
+            self.llm.model,
+            self.iterations,
+            input_tokens=self.usage.input_tokens,
+            output_tokens=self.usage.output_tokens,
+            cost=self.model_cost,
+            limit=limit,
         )
 
     async def _answer_calls(
@@ -615,7 +640,7 @@ class _Run:
 
     def _final(self, kind: Literal["answer", "error"], content: str, state: str) -> AgentEvent:
         return events.final(
-            kind, content, state, self.llm.model, self.iterations, self.usage, self.held
+            kind, content, state, self.llm.model, self.iterations, self.usage, self.held, self.cost
         )
 
     def _result(
@@ -632,6 +657,7 @@ class _Run:
             model=self.llm.model,
             iterations=self.iterations,
             usage=self.usage,
+            cost=self.cost,
         )
 
 

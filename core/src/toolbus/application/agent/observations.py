@@ -8,6 +8,7 @@ exist, so a caller learns nothing about tools it was not offered.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -114,3 +115,35 @@ def approval_expired(tool: ToolDescriptor, seconds: float) -> str:
 
 def approval_unavailable(tool: ToolDescriptor, why: str) -> str:
     return f"The call of {tool.llm_name!r} needs a person's approval, but {why}. No call was made."
+
+
+def wait_text(seconds: float) -> str:
+    """A wait as a person (or a model) reads it, rounded up: ``12 s``, ``5 min``, ``3 h 10 min``."""
+    whole = max(1, math.ceil(seconds))
+    if whole < 120:
+        return f"{whole} s"
+    minutes = math.ceil(whole / 60)
+    if minutes < 120:
+        return f"{minutes} min"
+    return f"{minutes // 60} h {minutes % 60} min"
+
+
+def limited(tool: ToolDescriptor, limit: str, allowed: str, retry_after: float) -> str:
+    """A rate limit refused the call: which, what it allows, when the call may pass."""
+    return (
+        f"The call of {tool.llm_name!r} was not made: the limit {limit!r} allows {allowed}, "
+        f"and they are used. Try again in {wait_text(retry_after)}, or go on without it."
+    )
+
+
+def budget_spent(what: str, budget: str, allowed: str, retry_after: float) -> str:
+    """A spent budget refused a call (``what``: ``the call of 'x'``) or a model turn."""
+    return (
+        f"{what[:1].upper()}{what[1:]} was not made: the budget {budget!r} ({allowed}) is "
+        f"spent. It starts again in {wait_text(retry_after)}."
+    )
+
+
+def limits_unavailable(what: str, why: str) -> str:
+    """Limits or budgets could not be counted (their store is away): refused, to be safe."""
+    return f"{what[:1].upper()}{what[1:]} was not made: {why}. Try again later."

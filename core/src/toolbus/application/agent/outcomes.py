@@ -17,11 +17,12 @@ class CallOutcome:
 
     ``status`` is ``"ok"``, ``"error"`` (the tool answered with an error, or
     the arguments were not a JSON object) or ``"refused"`` (not offered now;
-    ``refusal`` says why: ``"state"``, ``"group"`` or ``"unknown"``; or denied
-    by a code hook: ``refusal`` is ``None``, the observation is its reason). ``tool``
-    is the configured name of the tool called, ``None`` when ``name`` names no
-    tool the session may see. ``state`` is the session state after the call,
-    ``transition`` the change this call made, if any.
+    ``refusal`` says why: ``"state"``, ``"group"`` or ``"unknown"``; refused by
+    a door's step: ``"policy"``, ``"approval"``, ``"limit"`` or ``"budget"``; or
+    denied by a code hook: ``refusal`` is ``None``, the observation is its
+    reason). ``tool`` is the configured name of the tool called, ``None`` when
+    ``name`` names no tool the session may see. ``state`` is the session state
+    after the call, ``transition`` the change this call made, if any.
     """
 
     name: str
@@ -39,6 +40,14 @@ class CallOutcome:
     #: For calls that ran: seconds the tool took to answer (a wait for a person's
     #: approval before it is not in it); 0 for calls not made.
     seconds: float = 0.0
+    #: What the call cost, when its tool has a price (``[costs]``).
+    cost: float | None = None
+    #: For a call a limit or budget refused: which (``limit``), and the seconds after
+    #: which the same call may pass (``None``: waiting does not help).
+    limit: str | None = None
+    retry_after: float | None = None
+    #: A cached answer stood in for the call: no call was made.
+    cached: bool = False
 
     @property
     def ok(self) -> bool:

@@ -20,6 +20,7 @@ from toolbus.application.agent.audit import (
     ApprovalNote,
     AuditRecord,
     AuditSink,
+    CacheLookup,
     CallRecord,
     CallStatus,
     Refusal,
@@ -33,6 +34,7 @@ from toolbus.domain.config.registry import WILDCARD, Availability
 from toolbus.domain.errors import AccessDenied
 
 _audit_log = logging.getLogger(AUDIT_LOGGER)
+_NOTHING_MORE: dict[str, object] = {}
 
 
 class SessionRecorder:
@@ -79,10 +81,20 @@ class SessionRecorder:
         applied: AppliedOptions | None = None,
         approval: ApprovalNote | None = None,
         policy: str | None = None,
+        limit: str | None = None,
+        cost: float | None = None,
+        cache: CacheLookup | None = None,
     ) -> None:
         """Note one call the session was asked to make (no arguments, ever)."""
         if invocation is not None:
             applied = invocation.applied
+        # What most calls lack is left to its default: pydantic fills a default faster
+        # than it checks a None it is given.
+        given = (
+            _NOTHING_MORE
+            if limit is None and cost is None and cache is None
+            else {"limit": limit, "cost": cost, "cache": cache}
+        )
         # Validated: pydantic checks these few typed values in Rust faster than
         # model_construct copies them in Python.
         self.calls.append(
@@ -101,8 +113,16 @@ class SessionRecorder:
                 after_execution=invocation.after_execution if invocation else None,
                 approval=approval,
                 policy=policy,
+                **given,
             )
         )
+
+    def cost(self) -> float | None:
+        """What the session's calls and model turns cost so far; ``None``: nothing priced."""
+        costs = [call.cost for call in self.calls if call.cost is not None]
+        if self.agent is not None and self.agent.cost is not None:
+            costs.append(self.agent.cost)
+        return sum(costs) if costs else None
 
     def completed(
         self,
@@ -175,6 +195,7 @@ class SessionRecorder:
             calls=list(self.calls),
             access_denied=denial,
             agent=self.agent,
+            cost=self.cost(),
             outcome=outcome,
             error=error,
             started_at=timestamp(self.started_at),

@@ -24,12 +24,14 @@ from typing import Protocol
 from toolbus.application.agent.audit import AuditSink, LoggingAuditSink
 from toolbus.application.agent.caches import SNAPSHOT_HOOKS, SNAPSHOT_PERMISSIONS
 from toolbus.application.agent.code_hooks import NO_HOOKS, CompiledHooks
+from toolbus.application.agent.spending import Spending
 from toolbus.application.agent.steps import CallSteps
 from toolbus.application.calls.metrics import ToolbusMetrics, default_metrics
 from toolbus.application.calls.tools import Tools
 from toolbus.domain.access.permissions import Permissions, load_permissions
 from toolbus.domain.config.registry import Registry
 from toolbus.domain.hooks.configured import HookConfig, ToolCallHook, load_hooks
+from toolbus.domain.limits.settings import Prices
 
 #: Gives a place back (a session closed).
 Leave = Callable[[], None]
@@ -61,8 +63,13 @@ class SessionRules:
     #: Open sessions per user; a session takes a place while it is open.
     places: Places | None = None
     #: What each call passes before it is made, in order: a policy on its arguments,
-    #: approvals (``None``: nothing is checked per call).
+    #: limits, budgets, approvals, a cache (``None``: nothing is checked per call).
     steps: CallSteps | None = None
+    #: What calls and model turns cost (``[costs]``); ``None``: nothing is priced.
+    prices: Prices | None = None
+    #: The budgets a session's model turns pass and are charged to (its calls pass them
+    #: as a step); ``None``: no budget.
+    spending: Spending | None = None
 
     @staticmethod
     def states(states: Collection[str] | None) -> frozenset[str] | None:
@@ -106,6 +113,8 @@ class SessionParts:
     timeout: float | None
     places: Places | None
     steps: CallSteps | None
+    prices: Prices | None
+    spending: Spending | None
 
 
 def session_parts(
@@ -152,6 +161,8 @@ def session_parts(
         timeout=timeout if timeout is not None else rules.timeout,
         places=rules.places,
         steps=rules.steps,
+        prices=rules.prices,
+        spending=rules.spending,
     )
 
 

@@ -47,6 +47,7 @@ A session a front door keeps between requests is plain data
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -77,17 +78,26 @@ from toolbus.application.agent.observations import (
 from toolbus.application.agent.outcomes import CallOutcome
 from toolbus.application.agent.recording import SessionRecorder
 from toolbus.application.agent.rules import Leave, SessionRules, rules_of, session_parts
-from toolbus.application.agent.steps import PERMITTED, CallPermitted, CallStopped, CheckedCall
+from toolbus.application.agent.steps import (
+    PERMITTED,
+    CallAnswered,
+    CallPermitted,
+    CallStopped,
+    CheckedCall,
+)
 from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.calls.metrics import ToolbusMetrics
 from toolbus.application.calls.tools import Tools
 from toolbus.domain.access.permissions import Permissions
+from toolbus.domain.agent.turns import Usage
 from toolbus.domain.calls.arguments import apply_options
 from toolbus.domain.config.descriptors import ToolDescriptor
 from toolbus.domain.config.registry import WILDCARD, Availability, Registry, normalize_state
 from toolbus.domain.config.schemas import ExportFormat
-from toolbus.domain.errors import AccessDenied, StateRefused, UnknownTool
+from toolbus.domain.errors import AccessDenied, StateRefused, StateStoreError, UnknownTool
 from toolbus.domain.hooks.configured import HookConfig
+
+_log = logging.getLogger("toolbus.doors")
 
 
 class AgentSession:
@@ -195,6 +205,8 @@ class AgentSession:
         self.hooks: tuple[HookConfig, ...] = parts.hooks
         self._code = parts.code_hooks
         self._steps = parts.steps
+        self._prices = parts.prices
+        self._spending = parts.spending
         self._metrics = parts.metrics
         self._clock = clock
         self._timer = timer
@@ -228,6 +240,7 @@ class AgentSession:
             timer=timer,
             state=lambda: self._state,
             advance=self._advance,
+            prices=parts.prices,
         )
         try:
             #: The groups tools are filtered with: the request after defaulting.
@@ -288,6 +301,11 @@ class AgentSession:
     def calls(self) -> int:
         """Calls the session was asked to make so far (its record holds each)."""
         return len(self._record.calls)
+
+    @property
+    def cost(self) -> float | None:
+        """What its calls and model turns cost so far (``[costs]``); ``None``: nothing priced."""
+        return self._record.cost()
 
     def tools(self, format: ExportFormat = "openai") -> list[dict[str, Any]]:
         """The tools offered now, as an LLM API takes them: ``openai``, ``mcp`` or ``anthropic``.
@@ -401,7 +419,7 @@ class AgentSession:
             if isinstance(decision, Deny):
                 return self._calls.denied(tool, decision.reason, tool_call_id)
             parsed = decision
-        permitted = PERMITTED
+        permitted: CallPermitted | CallAnswered = PERMITTED
         if self._steps is not None:
             verdict = await self._checked_call(tool, parsed, tool_call_id, wait=True)
             if isinstance(verdict, CallStopped):
@@ -415,11 +433,7 @@ class AgentSession:
             return rewritten
 
         return self._calls.stream(
-            tool,
-            parsed,
-            tool_call_id,
-            post_use if code.on_post_tool_use else None,
-            permitted.approval,
+            tool, parsed, tool_call_id, post_use if code.on_post_tool_use else None, permitted
         )
 
     def _check_open(self) -> None:
@@ -468,16 +482,26 @@ class AgentSession:
             if isinstance(decision, Deny):
                 return self._calls.denied(tool, decision.reason, tool_call_id)
             arguments = decision
-        approval = None
-        if self._steps is not None:
+        if self._steps is None:
+            outcome = await self._calls.invoke(
+                tool, arguments, tool_call_id, timeout=timeout, advance=advance
+            )
+        else:
             # A hook's call (advance=False) fetches context: it never waits for a person.
             verdict = await self._checked_call(tool, arguments, tool_call_id, wait=advance)
             if isinstance(verdict, CallStopped):
                 return self._calls.stopped(tool, verdict, tool_call_id)
-            approval = verdict.approval
-        outcome = await self._calls.invoke(
-            tool, arguments, tool_call_id, timeout=timeout, advance=advance, approval=approval
-        )
+            if isinstance(verdict, CallAnswered):
+                outcome = await self._calls.answered(tool, verdict, tool_call_id, advance=advance)
+            else:
+                outcome = await self._calls.invoke(
+                    tool,
+                    arguments,
+                    tool_call_id,
+                    timeout=timeout,
+                    advance=advance,
+                    permitted=verdict,
+                )
         if code.on_post_tool_use:
             outcome = await code.post_tool_use(self, tool, arguments, outcome)
         return outcome
@@ -489,15 +513,13 @@ class AgentSession:
         tool_call_id: str | None,
         *,
         wait: bool,
-    ) -> CallPermitted | CallStopped:
+    ) -> CallPermitted | CallStopped | CallAnswered:
         """The door's steps for one call, on the arguments the tool would be sent."""
         assert self._steps is not None
         state = self._state
-        applied = apply_options(
-            arguments,
-            tool.options,
-            {**self._calls.context(tool_call_id, state), "user": self.user},
-        )
+        if tool.options:
+            context = {**self._calls.context(tool_call_id, state), "user": self.user}
+            arguments = apply_options(arguments, tool.options, context).arguments
         return await self._steps.check(
             CheckedCall(
                 user=self.user,
@@ -506,7 +528,7 @@ class AgentSession:
                 request_id=self.request_id,
                 tool_call_id=tool_call_id,
                 tool=tool,
-                arguments=applied.arguments,
+                arguments=arguments,
                 registry=self.registry,
                 wait=wait,
             )
@@ -551,9 +573,17 @@ class AgentSession:
     # ------------------------------------------------------------- ending
 
     def record_agent_run(
-        self, model: str, iterations: int, *, input_tokens: int = 0, output_tokens: int = 0
+        self,
+        model: str,
+        iterations: int,
+        *,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cost: float | None = None,
+        limit: str | None = None,
     ) -> None:
-        """Note the agent loop's model, turns and token usage for the audit record.
+        """Note the agent loop's model, turns, token usage and their cost for the audit
+        record; ``limit``: the budget that refused its next turn.
 
         An agent loop calls it after every model turn, so that a session that is
         cancelled or times out still records what it cost.
@@ -563,7 +593,36 @@ class AgentSession:
             iterations=iterations,
             input_tokens=input_tokens,
             output_tokens=output_tokens,
+            cost=cost,
+            limit=limit,
         )
+
+    async def turn_allowed(self) -> CallStopped | None:
+        """Whether the next model turn may be taken: ``None``, or the refusal of a spent
+        budget (``[[budgets]]``), counted. An agent loop asks before every turn."""
+        if self._spending is None:
+            return None
+        stopped = await self._spending.check(self.user, self.groups)
+        if stopped is not None and stopped.limit is not None:
+            self._metrics.limit_refused(stopped.limit, "model-turn")
+        return stopped
+
+    async def turn_taken(self, model: str, usage: Usage) -> float | None:
+        """A model turn of ``model`` used ``usage``: what it cost (``[costs]``; ``None``: no
+        price), counted in the metrics and charged to the budgets."""
+        if self._prices is None:
+            return None
+        cost = self._prices.model_turn(model, usage.input_tokens, usage.output_tokens)
+        if cost is None:
+            return None
+        self._metrics.cost_spent("model", model, cost)
+        if self._spending is not None and cost > 0:
+            try:
+                await self._spending.charge(self.user, self.groups, cost)
+            except StateStoreError as exc:
+                # The turn was taken and its answer stands; the budgets will miss this much.
+                _log.warning("the budgets could not be charged a model turn: %s", exc)
+        return cost
 
     async def close(self, *, cancelled: bool = False) -> None:
         """End the session and write its audit record (once; later calls do nothing);

@@ -8,13 +8,18 @@ and the door gives its sessions its steps, in order, as one
 :class:`CallSteps` (in its :class:`~toolbus.application.agent.rules.SessionRules`).
 Before every call the session runs them:
 
-* a step answers :class:`CallPermitted` (the call goes on to the next step)
-  or :class:`CallStopped` (the call is refused with an observation the model
-  reads, recorded under the step's name; the steps after it do not run);
+* a step answers :class:`CallPermitted` (the call goes on to the next step),
+  :class:`CallStopped` (the call is refused with an observation the model
+  reads, recorded under the step's name; the steps after it do not run), or
+  :class:`CallAnswered` (the call is answered without being made: a cached
+  answer; the steps after it do not run);
 * what permitting steps add (a person must approve the call first; the
-  approval it waited for) accumulates: each step sees what the steps before
-  it decided (:attr:`CheckedCall.permitted`), and the session is given the
-  sum, whose approval reaches the audit record.
+  approval it waited for; what to do once the call has ended) accumulates:
+  each step sees what the steps before it decided (:attr:`CheckedCall.permitted`),
+  and the session is given the sum, whose approval reaches the audit record;
+* a step that needs to see how the call ended (to charge its cost, to keep
+  its answer) adds an :data:`AfterCall` to what it permits; the session calls
+  each with the :class:`CallEnded` once the tool answered (or the cache did).
 
 A door with no steps that apply to a configuration gives its sessions
 ``None``: nothing runs per call.
@@ -23,15 +28,42 @@ A door with no steps that apply to a configuration gives its sessions
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
-from toolbus.application.agent.audit import ApprovalNote, Refusal
+from toolbus.application.agent.audit import ApprovalNote, CacheLookup, Refusal
 from toolbus.domain.access.policy import ApproveFirst
 from toolbus.domain.config.descriptors import ToolDescriptor
 from toolbus.domain.config.registry import Registry
-from toolbus.domain.errors import Problem
+from toolbus.domain.errors import Problem, StateStoreError
+
+log = logging.getLogger("toolbus.doors")
+
+#: The names of a door's steps (a stopping step's name is also its ``Refusal``).
+StepName = Literal["policy", "approval", "limit", "budget", "cache"]
+
+
+@dataclass(frozen=True, slots=True)
+class CallEnded:
+    """How a call that passed the steps ended, for the steps that asked (:data:`AfterCall`).
+
+    ``status`` is ``ok`` or ``error`` (the tool answered with an error); calls
+    that fail on the bus, or are cancelled, end no step's business. ``observation``
+    and ``after_execution`` are the tool's answer (``ok`` only); ``cost`` what the
+    call cost (``[costs]``); ``cached``: a cached answer stood in for the call.
+    """
+
+    status: Literal["ok", "error"]
+    observation: str | None = None
+    after_execution: str | None = None
+    cost: float | None = None
+    cached: bool = False
+
+
+#: What a step does once a call it permitted has ended.
+AfterCall = Callable[[CallEnded], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,11 +72,15 @@ class CallPermitted:
 
     ``approve_first``: a person must approve the call before it is made (a call
     policy's answer; the approvals step acts on it); ``approval``: the approval
-    the call waited for, recorded with the call.
+    the call waited for, recorded with the call; ``after``: what to do once the
+    call has ended (each step's, in order); ``cache``: ``miss``, the call was
+    looked up in the cache and is made.
     """
 
     approval: ApprovalNote | None = None
     approve_first: ApproveFirst | None = None
+    after: tuple[AfterCall, ...] = ()
+    cache: CacheLookup | None = None
 
     def then(self, later: CallPermitted) -> CallPermitted:
         """This and what a later step added; the later one's word wins where both speak."""
@@ -57,7 +93,18 @@ class CallPermitted:
             approve_first=(
                 later.approve_first if later.approve_first is not None else self.approve_first
             ),
+            after=self.after + later.after,
+            cache=later.cache if later.cache is not None else self.cache,
         )
+
+    async def ended(self, ended: CallEnded) -> None:
+        """Tell the steps that asked how the call ended. A step that fails (its store
+        away) is logged: the call has been answered, and its answer stands."""
+        for after in self.after:
+            try:
+                await after(ended)
+            except (StateStoreError, ValueError) as exc:
+                log.warning("after a call, a call step could not do its part: %s", exc)
 
 
 #: A step's plain yes: nothing added.
@@ -81,6 +128,23 @@ class CallStopped:
     approval: ApprovalNote | None = None
     policy: str | None = None
     retry_after: float | None = None
+    #: The limit or budget that stopped it (steps ``limit`` and ``budget``).
+    limit: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CallAnswered:
+    """The call is answered without being made: ``observation`` (and ``after_execution``)
+    are its answer, as the tool gave it to an earlier call (the cache step's).
+
+    ``permitted`` is what the steps before it decided (the runner fills it in):
+    their approval is recorded, and their :data:`AfterCall` s are told.
+    """
+
+    step: StepName
+    observation: str
+    after_execution: str | None = None
+    permitted: CallPermitted = PERMITTED
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,10 +176,11 @@ class CallStep(Protocol):
     inherits the defaults of everything but :meth:`check`.
     """
 
-    name: Refusal
+    name: StepName
 
-    async def check(self, call: CheckedCall) -> CallPermitted | CallStopped:
-        """Let the call go on (adding what later steps and the record need), or stop it."""
+    async def check(self, call: CheckedCall) -> CallPermitted | CallStopped | CallAnswered:
+        """Let the call go on (adding what later steps and the record need), stop it, or
+        answer it."""
         ...
 
     def applies(self, registry: Registry) -> bool:
@@ -154,9 +219,9 @@ class CallSteps:
     def problems(self, registry: Registry) -> list[Problem]:
         return [problem for step in self.steps for problem in step.problems(registry)]
 
-    async def check(self, call: CheckedCall) -> CallPermitted | CallStopped:
-        """Each step in turn: the first that stops the call ends the run; else what every
-        step permitted it with."""
+    async def check(self, call: CheckedCall) -> CallPermitted | CallStopped | CallAnswered:
+        """Each step in turn: the first that stops or answers the call ends the run; else
+        what every step permitted it with."""
         permitted = call.permitted
         for step in self.steps:
             verdict = await step.check(call)
@@ -165,6 +230,10 @@ class CallSteps:
                     # Refused after it was approved: the record keeps the approval.
                     verdict = dataclasses.replace(verdict, approval=permitted.approval)
                 return verdict
+            if isinstance(verdict, CallAnswered):
+                if permitted is PERMITTED:
+                    return verdict
+                return dataclasses.replace(verdict, permitted=permitted)
             if verdict is not PERMITTED:
                 permitted = permitted.then(verdict)
                 call = dataclasses.replace(call, permitted=permitted)

@@ -50,7 +50,16 @@ class Answering(Protocol):
 class Reply:
     """Publishes one call's answer: redacts secrets, remembers what it sent."""
 
-    __slots__ = ("after_execution", "answered", "call_id", "host", "record", "secrets", "sent")
+    __slots__ = (
+        "after_execution",
+        "answered",
+        "call_id",
+        "cost",
+        "host",
+        "record",
+        "secrets",
+        "sent",
+    )
 
     def __init__(self, host: Answering, call_id: str, record: bool) -> None:
         self.host = host
@@ -62,6 +71,8 @@ class Reply:
         #: Values injected from the environment: never to appear on the bus or in logs.
         self.secrets: list[str] = []
         self.after_execution: str | None = None
+        #: What the call cost, as the tool said (a stream's ``ToolResult`` chunks).
+        self.cost: float | None = None
 
     def redact(self, text: str) -> str:
         for secret in self.secrets:
@@ -70,13 +81,21 @@ class Reply:
         return text
 
     async def send(
-        self, text: str, after_execution: str | None = None, *, end_of_stream: bool = True
+        self,
+        text: str,
+        after_execution: str | None = None,
+        *,
+        end_of_stream: bool = True,
+        cost: float | None = None,
     ) -> None:
         if self.secrets:
             text = self.redact(text)
         properties = {wire.PROP_ID: self.call_id}
-        if after_execution is not None and end_of_stream:
-            properties[wire.PROP_AFTER_EXECUTION] = after_execution
+        if end_of_stream:
+            if after_execution is not None:
+                properties[wire.PROP_AFTER_EXECUTION] = after_execution
+            if cost is not None:
+                properties[wire.PROP_COST] = wire.cost_property(cost)
         body = wire.encode_response(text, end_of_stream=end_of_stream)
         try:
             await self._publish(body, properties)
@@ -166,7 +185,9 @@ async def send_result(
     if isinstance(result, str):
         await reply.send(result)
     elif isinstance(result, ToolResult):
-        await reply.send(wire.observation_text(result.content), result.after_execution)
+        await reply.send(
+            wire.observation_text(result.content), result.after_execution, cost=result.cost
+        )
     elif (inspect.isasyncgen(result) or isinstance(result, AsyncIterator)) and (
         join_stream or (config is not None and _asks_joined(config))
     ):
@@ -178,6 +199,7 @@ async def send_result(
         async for chunk in result:
             if isinstance(chunk, ToolResult):
                 reply.after_execution = chunk.after_execution
+                reply.cost = chunk.cost if chunk.cost is not None else reply.cost
                 chunk = chunk.content
             text = wire.observation_text(chunk)
             if held is not None:
@@ -188,7 +210,7 @@ async def send_result(
             await reply.send(rest, end_of_stream=False)
         # The end is a message of its own: a generator cannot tell us its last
         # chunk in advance, and holding chunks back would defeat streaming.
-        await reply.send("", reply.after_execution)
+        await reply.send("", reply.after_execution, cost=reply.cost)
     else:
         await reply.send(wire.observation_text(result))
 
@@ -203,9 +225,10 @@ async def _send_joined(reply: Reply, chunks: AsyncIterator[Any]) -> None:
     async for chunk in chunks:
         if isinstance(chunk, ToolResult):
             reply.after_execution = chunk.after_execution
+            reply.cost = chunk.cost if chunk.cost is not None else reply.cost
             chunk = chunk.content
         texts.append(wire.observation_text(chunk))
-    await reply.send("".join(texts), reply.after_execution)
+    await reply.send("".join(texts), reply.after_execution, cost=reply.cost)
 
 
 def _asks_joined(config: Mapping[str, Any]) -> bool:

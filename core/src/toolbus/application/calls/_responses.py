@@ -33,6 +33,7 @@ class Waiter:
     __slots__ = (
         "after_execution",
         "chunks",
+        "cost",
         "deadline",
         "error",
         "finished",
@@ -49,6 +50,8 @@ class Waiter:
         self.deadline = deadline
         self.chunks: deque[str] = deque()
         self.after_execution: str | None = None
+        #: What the call cost, as the service said on its last response.
+        self.cost: float | None = None
         self.error: ToolCallError | None = None
         self.finished = False
         self.timed_out = False
@@ -140,7 +143,10 @@ class ResponseListener:
             return
         waiter.deliver(response)
         if response.end_of_stream:
-            waiter.after_execution = delivery.properties.get(wire.PROP_AFTER_EXECUTION)
+            properties = delivery.properties
+            waiter.after_execution = properties.get(wire.PROP_AFTER_EXECUTION)
+            if wire.PROP_COST in properties:
+                waiter.cost = wire.read_cost(properties[wire.PROP_COST])
         if response.end_of_stream or response.error_type is not None:  # the call's last
             ended = self.ended
             ended[call_id] = None

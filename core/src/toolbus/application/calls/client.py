@@ -85,6 +85,8 @@ class CallResult:
     applied: AppliedOptions | None = None
     #: The W3C trace id the call ran under ("" when not known).
     trace_id: str = ""
+    #: What the call cost, as the service said (its ``cost`` property); ``None``: it did not.
+    cost: float | None = None
 
 
 class ToolServiceClient:
@@ -244,7 +246,7 @@ class ToolServiceClient:
             service, request_queue, response_queue, user, config, arguments, timeout, properties,
             generation,
         )  # fmt: skip
-        return CallResult("".join(waiter.chunks), waiter.after_execution)
+        return CallResult("".join(waiter.chunks), waiter.after_execution, cost=waiter.cost)
 
     async def call(
         self,

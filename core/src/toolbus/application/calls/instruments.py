@@ -81,6 +81,9 @@ class Instruments:
     dead_letters: Any
     unpublished_answers: Any
     refused_records: Any
+    limit_refusals: Any
+    costs: Any
+    cache_lookups: Any
 
 
 #: Instruments that record nothing.
@@ -230,6 +233,24 @@ def registered(target: Any) -> Instruments:
         "its seal keys (forged, altered, moved, or sealed with a key it lacks), by namespace",
         ["namespace"],
     )
+    limit_refusals = counter(
+        "toolbus_limit_refusals_total",
+        "Tool calls and model turns refused by a rate limit or a spent budget, by the limit's "
+        "name ([[limits]], [[budgets]]) and what was refused (tool-call, model-turn)",
+        ["name", "refused"],
+    )
+    costs = counter(
+        "toolbus_cost_total",
+        "What tool calls and model turns cost, in the currency of [costs], by kind (tool, "
+        "model) and the tool's or model's name",
+        ["kind", "name"],
+    )
+    cache_lookups = counter(
+        "toolbus_cache_lookups_total",
+        "Calls of tools whose answers are cached, by tool and result: hit (a cached answer "
+        "stood in, no call was made) or miss (the call was made)",
+        ["tool", "result"],
+    )
     return Instruments(
         requests=requests,
         group_availability=group_availability,
@@ -252,4 +273,7 @@ def registered(target: Any) -> Instruments:
         dead_letters=dead_letters,
         unpublished_answers=unpublished_answers,
         refused_records=refused_records,
+        limit_refusals=limit_refusals,
+        costs=costs,
+        cache_lookups=cache_lookups,
     )

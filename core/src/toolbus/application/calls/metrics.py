@@ -53,6 +53,7 @@ KNOWN_OUTCOMES = KNOWN_ERROR_TYPES | {
     "model-error",
     "state-refused",
     "too-many-sessions",
+    "budget-spent",
 }
 OK = "ok"
 ERROR = "error"
@@ -99,6 +100,7 @@ class ToolbusMetrics:
         self._error_type = _Bounded(KNOWN_ERROR_TYPES)
         self._outcome = _Bounded(KNOWN_OUTCOMES)
         self._model = _Bounded()
+        self._limit = _Bounded()
         self._extra_groups: frozenset[str] = frozenset()
         self._extra_states: frozenset[str] = frozenset()
         self._last_registry: Registry | None = None
@@ -170,6 +172,10 @@ class ToolbusMetrics:
     def know_models(self, *models: str) -> None:
         """Models and providers the process uses (an agent loop's): they may be label values."""
         self._model = _Bounded(self._model.known | set(models))
+
+    def know_limits(self, *names: str) -> None:
+        """The names of a door's limits and budgets: they may be label values."""
+        self._limit = _Bounded(self._limit.known | set(names))
 
     def _labelled(self, metric: Any, *values: str) -> Any:
         """``metric.labels(*values)`` (in the metric's label order), kept for the next time.
@@ -288,6 +294,19 @@ class ToolbusMetrics:
     def answer_unpublished(self, service: str, outcome: str) -> None:
         """A service host could not publish an answer: ``handed-back`` or ``lost``."""
         self.instruments.unpublished_answers.labels(service=service, outcome=outcome).inc()
+
+    def limit_refused(self, limit: str, refused: str) -> None:
+        """A limit or budget refused a ``tool-call`` or a ``model-turn``."""
+        self.instruments.limit_refusals.labels(name=self._limit(limit), refused=refused).inc()
+
+    def cost_spent(self, kind: str, name: str, amount: float) -> None:
+        """A ``tool`` call or a ``model`` turn (``name``) cost ``amount``."""
+        bounded = self._tool(name) if kind == "tool" else self._model(name)
+        self._labelled(self.instruments.costs, kind, bounded).inc(amount)
+
+    def cache_lookup(self, tool: str, result: str) -> None:
+        """A cached tool's call was answered from the cache (``hit``) or made (``miss``)."""
+        self._labelled(self.instruments.cache_lookups, self._tool(tool), result).inc()
 
     def record_refused(self, namespace: str) -> None:
         """A door refused a record of its state store (namespaces are the door's own: bounded)."""

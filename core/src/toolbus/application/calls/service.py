@@ -18,6 +18,7 @@ thread so that they never block the event loop.
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, NotRequired, get_type_hints
@@ -38,11 +39,15 @@ class ToolResult:
 
     ``"terminate"`` makes this observation the agent's final answer; ``"suspend"``
     lets the agent loop go on. Return it instead of a plain value when the
-    service, not the configuration, knows which applies.
+    service, not the configuration, knows which applies. ``cost`` is what the
+    call cost (an upstream API's charge, say), in the deployment's currency: it
+    travels as the response's ``cost`` property, and counts where the operator
+    prices the tool ``"reported"`` (docs/limits.md).
     """
 
     content: Any
     after_execution: str | None = None
+    cost: float | None = None
 
     def __post_init__(self) -> None:
         if self.after_execution not in (None, *AFTER_EXECUTION_VALUES):
@@ -50,6 +55,11 @@ class ToolResult:
                 f"after_execution must be one of {AFTER_EXECUTION_VALUES}, "
                 f"not {self.after_execution!r}"
             )
+        cost = self.cost
+        if cost is not None and (
+            isinstance(cost, bool) or not isinstance(cost, int | float) or not 0 <= cost < math.inf
+        ):
+            raise ValueError(f"cost must be a finite number, 0 or more, not {cost!r}")
 
 
 #: A config value a tool may set (``"join-stream": true``) to have a streaming

@@ -131,7 +131,7 @@ class Tools:
                     descriptor.after_execution,
                 )
             after_execution = descriptor.after_execution
-        return CallResult(result.observation, after_execution, applied, trace.trace_id)
+        return CallResult(result.observation, after_execution, applied, trace.trace_id, result.cost)
 
     async def call(
         self,

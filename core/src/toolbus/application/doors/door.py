@@ -11,10 +11,11 @@ through it::
 so that each session gets, the same way at every door: the permissions
 (:mod:`toolbus.application.doors.policy`), the entry states, configured hooks
 and code hooks, per-user limits, the audit sinks and the metrics, the steps
-each call passes (the call policy on its arguments, approvals:
-:mod:`toolbus.application.doors.steps`), and its calls signed by the door's
-client. Sessions a door keeps between requests (gateway sessions, MCP
-workflows, agent conversations) are its :attr:`FrontDoor.held`
+each call passes (the call policy on its arguments, rate limits, budgets,
+approvals, cached answers: :mod:`toolbus.application.doors.steps`), the prices
+of calls and model turns, and its calls signed by the door's client. Sessions a
+door keeps between requests (gateway sessions, MCP workflows, agent
+conversations) are its :attr:`FrontDoor.held`
 (:mod:`toolbus.application.doors.keeping`), resumed per request.
 """
 
@@ -45,6 +46,7 @@ from toolbus.application.agent.steps import CallStep, CallSteps
 from toolbus.application.calls.metrics import ToolbusMetrics, default_metrics
 from toolbus.application.calls.tools import Tools
 from toolbus.application.doors.approvals import ApprovalBook
+from toolbus.application.doors.budgets import Budgets
 from toolbus.application.doors.holding import (
     InProcessHolder,
     SessionHolder,
@@ -55,12 +57,15 @@ from toolbus.application.doors.policy import AccessPolicy
 from toolbus.application.doors.settings import DoorSettings, parse_door_settings
 from toolbus.application.doors.steps import call_steps
 from toolbus.application.doors.steps.approvals import ApprovalStep
+from toolbus.application.doors.steps.budgets import BudgetStep
+from toolbus.application.doors.steps.limits import LimitStep
 from toolbus.application.identity.documents import DocumentVerifier
 from toolbus.application.sealing import RefusedRecord
 from toolbus.domain.config.registry import Registry, normalize_state
 from toolbus.domain.errors import AccessDenied, ConfigError, Problem
 from toolbus.domain.hooks.configured import SECTION as HOOKS_SECTION
 from toolbus.domain.hooks.configured import HookConfig, load_hooks
+from toolbus.domain.limits.settings import Prices, parse_limit_settings
 
 log = logging.getLogger("toolbus.doors")
 
@@ -91,7 +96,9 @@ class FrontDoor:
             (:func:`~toolbus.application.doors.steps.call_steps` builds them from
             the operator's files); default the steps of no settings (approvals a
             tool's descriptor asks for are refused: there is no store). The door
-            closes them.
+            closes them. Its budgets step's budgets are asked before every model
+            turn too.
+        prices: what calls and model turns cost (``[costs]``); ``None``: nothing is priced.
     """
 
     def __init__(
@@ -107,8 +114,10 @@ class FrontDoor:
         timeout: float | None = None,
         holder: SessionHolder | None = None,
         steps: Sequence[CallStep] | None = None,
+        prices: Prices | None = None,
     ) -> None:
         self.tools = tools
+        self.prices = prices
         self.hooks = hooks
         self.policy = policy
         self.settings = settings or DoorSettings.model_validate({})
@@ -131,6 +140,14 @@ class FrontDoor:
         #: The sessions the door keeps between requests.
         self.held = HeldSessions(self)
         self.steps = CallSteps(call_steps(None) if steps is None else steps)
+        #: The budgets sessions pass (their model turns; their calls, as a step).
+        self.budgets: Budgets | None = None
+        for step in self.steps.steps:
+            if isinstance(step, BudgetStep):
+                self.budgets = step.budgets
+                self.metrics.know_limits(*(budget.name for budget in step.budgets.budgets))
+            elif isinstance(step, LimitStep):
+                self.metrics.know_limits(*(limit.name for limit in step.limits))
         try:
             self._steps_on(tools.registry, starting=True)
         except ConfigError:
@@ -178,6 +195,7 @@ class FrontDoor:
             hooks = load_hooks(local, settings)
         if steps is None:
             steps = call_steps(settings)
+        options.setdefault("prices", parse_limit_settings(settings).prices)
         return cls(tools, policy=policy, settings=table, hooks=hooks, steps=steps, **options)
 
     def refused_record(self, refused: RefusedRecord) -> None:
@@ -255,6 +273,8 @@ class FrontDoor:
                 metrics=self.metrics,
                 timeout=self.timeout,
                 steps=self._steps_on(registry, starting=False),
+                prices=self.prices,
+                spending=self.budgets,
             )
             counted = dataclasses.replace(base, places=self.sessions)
             self.metrics.observe_registry(

@@ -22,6 +22,7 @@ StopReason = Literal[
     "too-many-sessions",
     "no-such-session",
     "cancelled",
+    "budget-spent",
 ]
 
 

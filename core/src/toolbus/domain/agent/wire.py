@@ -104,7 +104,8 @@ class AgentEvent(_Model):
     chunks; ``end_of_message`` marks its last. The request's last event has
     ``end_of_dialog`` and ``end_of_stream`` set (the same thing, under
     TrustGraph's name and toolbus's), and carries the final ``state``, the
-    ``model``, the ``iterations`` made and the token ``usage``; when the
+    ``model``, the ``iterations`` made and the token ``usage``, and ``cost``,
+    what its model turns and tool calls cost when they have prices; when the
     request ended in a state a new request may not start in, also the
     ``session`` to name to continue from there.
 
@@ -133,6 +134,7 @@ class AgentEvent(_Model):
     model: str | None = None
     iterations: int | None = None
     usage: EventUsage | None = None
+    cost: float | None = None
     session: str | None = None
     approval: EventApproval | None = None
     task: EventTask | None = None

@@ -38,6 +38,9 @@ PROP_TRACEPARENT = "traceparent"
 PROP_TRACESTATE = "tracestate"
 PROP_DEADLINE = "deadline"  # absolute Unix time in seconds, as a decimal string
 PROP_AFTER_EXECUTION = "after-execution"
+#: What the call cost, as the service says on its last response: a decimal string,
+#: in the currency the deployment's prices are in.
+PROP_COST = "cost"
 # Argument name -> environment variable name, resolved by the service (options.envs).
 PROP_ENV_ARGS = "env-args"
 #: Who the call is for, when the body has no ``user`` (the 2.4 generation's requests).
@@ -52,6 +55,22 @@ GENERATIONS = (GENERATION_2_1, GENERATION_2_4)
 NEWEST_GENERATION = GENERATION_2_4
 
 GENERIC_ERROR = "tool-service-error"
+
+
+def cost_property(cost: float) -> str:
+    """A cost as the ``cost`` property carries it (``repr``: no digit lost)."""
+    return repr(float(cost))
+
+
+def read_cost(text: str | None) -> float | None:
+    """The cost a ``cost`` property says: a finite number, 0 or more; ``None`` otherwise."""
+    if not text or len(text) > 64:
+        return None
+    try:
+        cost = float(text)
+    except ValueError:
+        return None
+    return cost if 0.0 <= cost < float("inf") else None
 
 
 # Named tuples rather than frozen dataclasses: one of each is made per call, and

@@ -14,16 +14,19 @@ from toolbus.domain.config.descriptors import (
     AFTER_EXECUTION_VALUES,
     ANNOTATION_HINTS,
     APPLICABLE_STATES_KEYS,
+    CACHE_SCOPES,
     DEFAULT_GROUP,
     JSON_SCHEMA_TYPES,
     TASK_SUPPORT_VALUES,
     TOOL_FIELDS,
     TOOL_SERVICE_TYPE,
     ApprovalRule,
+    CachePolicy,
     ServiceDescriptor,
     ToolArgument,
     ToolDescriptor,
 )
+from toolbus.domain.config.durations import parse_duration
 from toolbus.domain.config.parsing import describe
 
 _ARGUMENT_FIELDS = frozenset({"name", "type", "description", "required"})
@@ -159,6 +162,53 @@ def _annotations(value: Any, where: str, problems: Problems) -> dict[str, bool]:
         else:
             found[key] = hint
     return found
+
+
+_CACHE_FORMS = '"5m" (a duration), or {"ttl": "5m", "scope": "user" or "group"}'
+
+
+def _cache(
+    value: Any, annotations: Mapping[str, bool], where: str, problems: Problems
+) -> CachePolicy | None:
+    """``cache``: a duration, or an object with the duration and whose calls share it.
+
+    Only a read-only tool's answers may stand in for a call: answering a call that
+    changes something from a cache would drop the change.
+    """
+    if value is None:
+        return None
+    before = len(problems)
+    scope: Any = "user"
+    ttl: Any = value
+    if isinstance(value, dict):
+        unknown = sorted(set(value) - {"ttl", "scope"})
+        if unknown:
+            problems.add(where, "cache", f"unknown key(s) {unknown}; a cache takes {_CACHE_FORMS}")
+        ttl, scope = value.get("ttl"), value.get("scope", "user")
+        if scope not in CACHE_SCOPES:
+            problems.add(
+                where,
+                "cache.scope",
+                f"{describe(scope)} is not a cache scope; use 'user' (a user's calls share "
+                "answers, the default) or 'group' (calls made with the same groups do)",
+            )
+    seconds = 0.0
+    try:
+        seconds = parse_duration(ttl)
+    except ValueError as exc:
+        field_name = "cache.ttl" if isinstance(value, dict) else "cache"
+        problems.add(where, field_name, f"{exc}; a cache takes {_CACHE_FORMS}")
+    if annotations.get("readOnlyHint") is not True:
+        problems.add(
+            where,
+            "cache",
+            "only a read-only tool's answers are cached (an answer from the cache would "
+            'skip what a call changes); declare it with "annotations": {"readOnlyHint": '
+            "true}, or remove cache",
+        )
+    if len(problems) > before:
+        return None
+    return CachePolicy(seconds, str(scope))
 
 
 def _applicable_states(
@@ -309,6 +359,7 @@ def check_tool(
 
     approval = _approval(raw.get("approval"), where, problems)
     annotations = _annotations(raw.get("annotations"), where, problems)
+    cache = _cache(raw.get("cache"), annotations, where, problems)
     task_support = raw.get("task-support", "optional")
     if task_support not in TASK_SUPPORT_VALUES:
         problems.add(
@@ -348,4 +399,5 @@ def check_tool(
         annotations=annotations,
         task_support=str(task_support),
         additional_arguments=additional is True,
+        cache=cache,
     )

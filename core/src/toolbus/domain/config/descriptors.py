@@ -43,6 +43,7 @@ TOOL_FIELDS = frozenset(
         "annotations",
         "task-support",
         "additional-arguments",
+        "cache",
     }
     | set(APPLICABLE_STATES_KEYS)
 )
@@ -54,6 +55,9 @@ AFTER_EXECUTION_VALUES = ("suspend", "terminate")
 TASK_SUPPORT_VALUES = ("optional", "required", "forbidden")
 #: The hints of MCP's tool annotations a descriptor's ``annotations`` may give.
 ANNOTATION_HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+#: Whose calls a cached result answers: the same user's (the default), or calls made
+#: with the same groups.
+CACHE_SCOPES = ("user", "group")
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +108,20 @@ class ApprovalRule:
 
 
 @dataclass(frozen=True, slots=True)
+class CachePolicy:
+    """A tool's ``cache``: a successful call's answer answers the same call again for
+    ``ttl`` seconds, without calling the tool.
+
+    ``scope`` says whose calls are the same: ``user`` (the same user's, the
+    default) or ``group`` (calls made with the same granted groups, by any user).
+    Only a tool declared read-only (``annotations.readOnlyHint``) may be cached.
+    """
+
+    ttl: float
+    scope: str = "user"
+
+
+@dataclass(frozen=True, slots=True)
 class ToolDescriptor:
     """Tier 2: a tool as the agent and the LLM see it.
 
@@ -142,6 +160,9 @@ class ToolDescriptor:
     task_support: str = "optional"
     #: ``additional-arguments``: calls may give arguments the tool does not declare.
     additional_arguments: bool = False
+    #: ``cache``: how long a successful call's answer answers the same call again, and
+    #: for whom; ``None``: every call is made.
+    cache: CachePolicy | None = None
     #: The argument names a call may give: the declared ones and those ``options``
     #: names; ``None`` with ``additional_arguments`` (any name).
     accepted_arguments: frozenset[str] | None = field(init=False, hash=False)

@@ -35,10 +35,12 @@ from __future__ import annotations
 
 from toolbus.testing.doors.cases import DoorConformance
 from toolbus.testing.doors.deployment import (
+    BUDGET_NAME,
     CARD,
     CONFIG,
     DENY_REASON,
     ENTRY_STATES,
+    LIMIT_NAME,
     MAX_PER_USER,
     PERMITTED,
     POLICIES,
@@ -66,10 +68,12 @@ from toolbus.testing.doors.drivers import (
 
 __all__ = [
     "APPROVAL_TIMEOUT",
+    "BUDGET_NAME",
     "CARD",
     "CONFIG",
     "DENY_REASON",
     "ENTRY_STATES",
+    "LIMIT_NAME",
     "MAX_PER_USER",
     "PERMITTED",
     "POLICIES",

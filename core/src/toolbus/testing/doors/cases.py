@@ -21,9 +21,12 @@ from toolbus.application.calls.host import running
 from toolbus.plugins import connect
 from toolbus.testing.doors.deployment import (
     APPROVAL_TIMEOUT,
+    BUDGET_NAME,
     CARD,
     CONFIG,
     DENY_REASON,
+    LIMIT_NAME,
+    LIMITED_CALLS,
     MAX_PER_USER,
     POLICIES,
     POLICY_REASON,
@@ -139,6 +142,7 @@ class DoorConformance:
             "hold",
             "refund",
             "restock",
+            "catalog",
         }
         assert operator.outcome == "ok", operator
         assert "admin-reset" in operator.tools
@@ -244,6 +248,63 @@ class DoorConformance:
         assert refused.outcome == "refused", refused
         assert door_setup.shop.reached("bob", "delete") == 0
         assert escalated is not None and escalated.outcome == "denied", escalated
+
+    # ------------------------------------------------------------------ limits, budgets, cache
+
+    async def test_a_call_past_a_rate_limit_is_refused_saying_when_to_try_again(
+        self, door: DoorDriver, door_setup: DoorSetup
+    ) -> None:
+        caller = DoorCaller("leo")
+        allowed = [await door.call(caller, "lookup") for _ in range(LIMITED_CALLS)]
+        refused = await door.call(caller, "lookup")
+
+        assert [a.outcome for a in allowed] == ["ok"] * LIMITED_CALLS, allowed
+        # "limited" where the protocol says so (HTTP 429, an MCP result's retry time), a
+        # refusal the model reads in the agent loop; the words say when, at every door.
+        assert refused.outcome in ("limited", "refused"), f"{door.name} answered {refused}"
+        assert LIMIT_NAME in refused.text and "Try again in" in refused.text, refused
+        assert door_setup.shop.reached("leo", "lookup") == LIMITED_CALLS
+        await eventually_audited(
+            door,
+            "leo",
+            lambda r: any(c.refusal == "limit" and c.limit == LIMIT_NAME for c in r.calls),
+        )
+
+    async def test_a_spent_budget_refuses_the_next_call(
+        self, door: DoorDriver, door_setup: DoorSetup
+    ) -> None:
+        caller = DoorCaller("mia")
+        spending = [await door.call(caller, "lookup") for _ in range(3)]  # 0.4 each, of 1.0
+        refused = await door.call(caller, "lookup")
+
+        assert [a.outcome for a in spending] == ["ok"] * 3, spending
+        assert refused.outcome in ("limited", "refused"), f"{door.name} answered {refused}"
+        assert BUDGET_NAME in refused.text and "starts again in" in refused.text, refused
+        assert door_setup.shop.reached("mia", "lookup") == 3
+        # The call refused, or (in the agent loop) the model turn before it.
+        records = await eventually_audited(
+            door,
+            "mia",
+            lambda r: (
+                any(c.refusal == "budget" and c.limit == BUDGET_NAME for c in r.calls)
+                or (r.agent is not None and r.agent.limit == BUDGET_NAME)
+            ),
+        )
+        assert sum(c.cost or 0 for r in records for c in r.calls) >= 1.0
+
+    async def test_a_cached_answer_answers_its_user_again_and_never_another_user(
+        self, door: DoorDriver, door_setup: DoorSetup
+    ) -> None:
+        first = await door.call(DoorCaller("nia"), "catalog", {"item": "atlas"})
+        again = await door.call(DoorCaller("nia"), "catalog", {"item": "atlas"})
+        other = await door.call(DoorCaller("otto"), "catalog", {"item": "atlas"})
+
+        assert first.outcome == again.outcome == other.outcome == "ok", (first, again, other)
+        assert "nia" in again.text and "otto" in other.text and "nia" not in other.text
+        # The second call of nia's was answered from the cache; otto's reached the tool.
+        # (Audited as a hit when the session ends: a door holding it writes that later.)
+        assert door_setup.shop.reached("nia", "catalog") == 1
+        assert door_setup.shop.reached("otto", "catalog") == 1
 
     # ------------------------------------------------------------------ refusals that do not reveal
 

@@ -30,6 +30,10 @@ USERS = (
     "ivan",
     "judy",
     "ken",
+    "leo",
+    "mia",
+    "nia",
+    "otto",
     "ops",
 )
 #: Groups each user may request; ``ops`` may request every group.
@@ -48,6 +52,11 @@ POLICY_REASON = "Nobody may look up the vault"
 APPROVAL_TIMEOUT = 1
 #: What the call policy says of a ``restock`` that is not a dry run.
 REHEARSAL_REASON = "Restocking is rehearsed first"
+#: The rate limit ``leo``'s calls of ``lookup`` meet: this many an hour.
+LIMIT_NAME, LIMITED_CALLS = "door-conformance-lookups", 2
+#: The budget ``mia`` spends: ``lookup`` costs :data:`LOOKUP_PRICE`, so the third call
+#: spends it and the fourth is refused.
+BUDGET_NAME, LOOKUP_PRICE, BUDGET = "door-conformance-budget", 0.4, 1.0
 #: The call policy every door reads, when Cedar is installed: all calls, but the
 #: vault's, and restocking only as a dry run (``true``, a JSON Boolean).
 POLICIES = f"""permit(principal, action == Action::"call", resource);
@@ -141,6 +150,8 @@ CONFIG: dict[str, Any] = {
                 {"name": "dry_run", "type": "boolean", "description": "Rehearse only"},
             ]
         },
+        # Read-only, its answers cached for five minutes (per user).
+        "catalog": _tool("catalog", "catalog", annotations={"readOnlyHint": True}, cache="5m"),
     },
 }
 
@@ -173,6 +184,22 @@ def toolbus_toml(broker: str) -> str:
         approvers = ["ops"]
         tools = ["refund"]
         timeout = {APPROVAL_TIMEOUT}
+
+        [[limits]]
+        name = "{LIMIT_NAME}"
+        calls = {LIMITED_CALLS}
+        every = "1h"
+        tools = ["lookup"]
+        users = ["leo"]
+
+        [costs]
+        tools = {{ lookup = {LOOKUP_PRICE} }}
+
+        [[budgets]]
+        name = "{BUDGET_NAME}"
+        amount = {BUDGET}
+        every = "1d"
+        users = ["mia"]
 
         [permissions]
         fallback = []

@@ -20,9 +20,10 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
+from typing import Literal
 
 from toolbus.application.agent.asking import current_listener, current_reply
-from toolbus.application.agent.audit import ApprovalNote, Refusal
+from toolbus.application.agent.audit import ApprovalNote
 from toolbus.application.agent.observations import (
     approval_denied,
     approval_expired,
@@ -72,7 +73,7 @@ class ApprovalStep(CallStep):
         clock: Unix seconds.
     """
 
-    name: Refusal = "approval"
+    name: Literal["approval"] = "approval"
 
     def __init__(
         self,

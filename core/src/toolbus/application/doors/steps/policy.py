@@ -9,7 +9,8 @@ ask a person first, which the approvals step after it acts on
 
 from __future__ import annotations
 
-from toolbus.application.agent.audit import Refusal
+from typing import Literal
+
 from toolbus.application.agent.observations import forbidden
 from toolbus.application.agent.steps import (
     PERMITTED,
@@ -27,7 +28,7 @@ from toolbus.ports import PolicyEngine
 class PolicyStep(CallStep):
     """Asks ``engine`` about every call; see the module docs."""
 
-    name: Refusal = "policy"
+    name: Literal["policy"] = "policy"
 
     def __init__(self, engine: PolicyEngine) -> None:
         self.engine = engine
