@@ -143,6 +143,8 @@ class Deployment:
     approvals: dict[str, Any] = field(
         default_factory=lambda: {"approvers": ["ops"], "tools": ["refund"], "timeout": 60}
     )
+    #: The replicas' ``[[limits]]``.
+    limits: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def tasks(self) -> TaskBook:
@@ -155,7 +157,9 @@ class Deployment:
     async def replica(self, concurrency: int = 1, stack: AsyncExitStack | None = None) -> Replica:
         """A replica, for the deployment's life (or ``stack``'s)."""
         stack = stack or self.stack
-        settings = {"permissions": PERMISSIONS, "approvals": self.approvals}
+        settings: dict[str, Any] = {"permissions": PERMISSIONS, "approvals": self.approvals}
+        if self.limits:
+            settings["limits"] = self.limits
         audit = ListAuditSink()
         door = FrontDoor.from_files(
             self.kit.tools(load_registry(snapshot())),
@@ -513,3 +517,24 @@ async def test_an_asker_waits_for_a_call_waiting_in_place_as_long_as_its_approva
                 events = [event async for event in client.ask(request, timeout=1)]
     assert [e.chunk_type for e in events] == ["action", "approval", "observation", "answer"]
     assert events[2].status == "refused"  # expired, after 2 s: more than the 1 s timeout
+
+
+async def test_a_call_that_waited_counts_once_in_its_limit_when_its_run_goes_on() -> None:
+    # One refund an hour: the approved refund, made when its run goes on, is that one.
+    limits = [{"name": "refunds", "calls": 1, "every": "1h", "tools": ["refund"]}]
+    plays = {"refund order 7": refund("order 7"), "refund order 9": refund("order 9")}
+    async with deployment(plays, limits=limits) as d:
+        replica = await d.replica()
+        with anyio.fail_after(30):
+            async with asking(d.kit) as (asker, group):
+                group.start_soon(asker.ask, "refund order 7")
+                await asker.waiting_for("refund order 7")
+                [approval] = await replica.approvals.pending()
+                await replica.approvals.decide(approval.id, "ops", True, via="api-key")
+                await asker.answered("refund order 7")
+                await asker.ask("refund order 9")  # the hour's one refund is used
+
+        assert d.tools.runs == {"refund order 7": 1}
+        [observed] = [e for e in asker.events["refund order 9"] if e.chunk_type == "observation"]
+        assert "the limit 'refunds' allows 1 call every 1h" in observed.content
+        assert await replica.approvals.pending() == []  # nobody was asked about order 9

@@ -83,12 +83,13 @@ def call_steps(
     steps: list[CallStep] = []
     if engine is not None:
         steps.append(PolicyStep(engine))
+    approval = ApprovalStep(approvals, book, policy=engine)
     if limits.limits and store is not None:
-        steps.append(LimitStep(limits.limits, Counters(store)))
+        steps.append(LimitStep(limits.limits, Counters(store), approval))
     if limits.budgets and limits.prices is not None and store is not None:
         budgets = Budgets(limits.budgets, store, currency=limits.prices.currency)
         steps.append(BudgetStep(budgets))
-    steps.append(ApprovalStep(approvals, book, policy=engine))
+    steps.append(approval)
     if store is not None:
         steps.append(CacheStep(store))
     return tuple(steps)

@@ -112,6 +112,26 @@ class ApprovalStep(CallStep):
             if team not in self.settings.teams
         ]
 
+    def demands(self, call: CheckedCall) -> bool:
+        """Whether ``call`` waits for a person's approval before it is made."""
+        return demanded(call.tool, call.permitted.approve_first, self.settings) is not None
+
+    async def asked_before(self, call: CheckedCall) -> bool:
+        """Whether ``call`` goes on after waiting for a person: the approval it asked for
+        then (its run suspended, or its task went to another replica) is still there to
+        be decided or used. The steps before this one let it through then, and counted it.
+        """
+        if self.book is None or not self.demands(call):
+            return False
+        digest = approval_key(
+            call.user, call.request_id, call.tool_call_id, call.tool.name, call.arguments
+        )
+        try:
+            found, _ = await self._find(call, self.book, digest)
+        except (ApprovalsFull, ApprovalNotFound, StateStoreError):
+            return False  # asked as a new call, which this step refuses or asks anew
+        return found is not None
+
     async def check(self, call: CheckedCall) -> CallPermitted | CallStopped:
         demand = demanded(call.tool, call.permitted.approve_first, self.settings)
         if demand is None:

@@ -7,7 +7,9 @@ counts against one limit. A call any limit has no room for is refused, with
 the limit's name and the seconds until it would pass (``retry_after``: a door
 answers ``429`` with ``Retry-After``); the calls the other limits granted it
 are given back. A limit counts a call once the call policy before it allowed
-it; a call refused after it (no approval) stays counted.
+it; a call refused after it (no approval) stays counted. A call that waited for
+a person and goes on later (its agent run suspended, its task taken by another
+replica) is made again, and finds its approval: it was counted when it came.
 
 When the store cannot be reached, calls a limit counts are refused: a limit an
 outage would lift is no limit.
@@ -28,6 +30,7 @@ from toolbus.application.agent.steps import (
     CheckedCall,
 )
 from toolbus.application.doors.counters import Counters
+from toolbus.application.doors.steps.approvals import ApprovalStep
 from toolbus.domain.config.durations import duration_text
 from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import StateStoreError
@@ -46,13 +49,20 @@ _Counted = tuple[tuple[str, Limit], ...]
 
 
 class LimitStep(CallStep):
-    """The ``[[limits]]`` of a door, counted in ``counters``; see the module docs."""
+    """The ``[[limits]]`` of a door, counted in ``counters``; see the module docs.
+
+    ``approvals``: the door's approvals step, which tells a call going on after it
+    waited for a person (counted then) from a new one.
+    """
 
     name: Literal["limit"] = "limit"
 
-    def __init__(self, limits: Sequence[Limit], counters: Counters) -> None:
+    def __init__(
+        self, limits: Sequence[Limit], counters: Counters, approvals: ApprovalStep | None = None
+    ) -> None:
         self.limits = tuple(limits)
         self.counters = counters
+        self.approvals = approvals
         self._counted: dict[tuple[str, tuple[str, ...], str], _Counted] = {}
 
     def applies(self, registry: Registry) -> bool:
@@ -74,6 +84,14 @@ class LimitStep(CallStep):
 
     async def check(self, call: CheckedCall) -> CallPermitted | CallStopped:
         counted = self.counted(call.user, call.groups, call.tool.name)
+        approvals = self.approvals
+        if (
+            counted
+            and approvals is not None
+            and approvals.demands(call)
+            and await approvals.asked_before(call)
+        ):
+            return PERMITTED  # counted when it first came, before it waited
         counters = self.counters
         if len(counted) == 1 and counters.leased(counted[0][0]):
             return PERMITTED  # what most calls of a large limit find: a lease to spend
