@@ -39,6 +39,14 @@ async def named(observer: redis.asyncio.Redis, name: str) -> int:
     return sum(1 for client in await observer.client_list() if client.get("name") == name)
 
 
+async def named_by_use(observer: redis.asyncio.Redis, name: str) -> tuple[int, int]:
+    """The connections named ``name``: (those for commands, those subscribed). A key
+    followed (``watch``) takes a connection of its own, as Redis pub/sub does."""
+    clients = [c for c in await observer.client_list() if c.get("name") == name]
+    subscribed = sum(1 for c in clients if int(c.get("sub", 0)) + int(c.get("psub", 0)) > 0)
+    return len(clients) - subscribed, subscribed
+
+
 async def until_named(observer: redis.asyncio.Redis, name: str, count: int) -> None:
     """Wait until the server counts ``count`` connections named ``name`` (a closed
     connection leaves the server's list when the server has read its end)."""
@@ -114,7 +122,9 @@ async def test_an_agent_service_with_approvals_keeps_one_connection_to_its_store
     model_server: ModelServer,
     tmp_path: Path,
 ) -> None:
-    """Its conversations and run checkpoints, and its door's approvals, in one store."""
+    """Its conversations, run checkpoints, suspended runs and tasks, and its door's
+    approvals, in one store: connections for commands from one pool, and one for each
+    key it follows (the pending approvals, the open tasks)."""
     from tests.nats.server import NatsServer
 
     name = f"agent-{uuid.uuid4().hex[:8]}"
@@ -133,5 +143,11 @@ async def test_an_agent_service_with_approvals_keeps_one_connection_to_its_store
         argv += ["--request-queue", f"non-persistent://tg/request/agent-{suffix}"]
         argv += ["--response-queue", f"non-persistent://tg/response/agent-{suffix}"]
         async with door_process(argv, cwd=tmp_path, environment={}, ready="serving agent"):
-            assert await named(server_clients, name) == 1
+            with anyio.fail_after(10):  # its watches subscribe as it starts
+                while (found := await named_by_use(server_clients, name))[1] < 2:  # noqa: ASYNC110 - the server's count
+                    await anyio.sleep(0.02)
+            commands, subscribed = found
+            # Its parts work at once (the task runner's sweep, the two watches' reads),
+            # so the one store's pool may hold a connection for each.
+            assert (subscribed, 1 <= commands <= 3) == (2, True), found
         await until_named(server_clients, name, 0)
