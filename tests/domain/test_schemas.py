@@ -80,6 +80,7 @@ def test_json_schema_returns_a_fresh_copy() -> None:
                 "name": "tell_joke",
                 "description": "Tell a joke on a given topic",
                 "inputSchema": SCHEMA,
+                "execution": {"taskSupport": "optional"},
             },
         ),
         (

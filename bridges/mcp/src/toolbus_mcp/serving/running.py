@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -14,17 +14,23 @@ from anyio.abc import TaskStatus
 
 from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.calls.tools import Tools
+from toolbus.application.doors.door import FrontDoor
 from toolbus.application.identity.credentials import CredentialTable, load_credentials
 from toolbus.application.identity.signing import CallSigner
 from toolbus.application.live.registry import LiveRegistry
+from toolbus.application.sealing.doors import shared_url
+from toolbus.application.tasks import TaskBook, TaskRunner
 from toolbus.cli.plugin_api import redact_url
 from toolbus.domain.config.registry import Registry
-from toolbus.domain.errors import ConfigError, Problem
+from toolbus.domain.errors import ApprovalClosed, ApprovalNotFound, ConfigError, Problem
+from toolbus.domain.tasks import Task
 from toolbus.hooks import CodeHooks
 from toolbus.plugins import ToolPlugin, connect, load_tool_plugins
+from toolbus.ports import StateStore
 from toolbus.runtime import opened_door, plugins_in_process, registry_from, tool_types
 from toolbus.settings import Settings, load_settings
 from toolbus_mcp.serving.server import BusMcpServer, McpCaller
+from toolbus_mcp.serving.tasks import DEFAULT_TASK_AFTER, McpTasks
 from toolbus_mcp.serving.transports import serve_http, serve_stdio
 
 
@@ -47,6 +53,8 @@ class ServeOptions:
     no_access_control: bool = False
     #: Answer HTTP requests with one JSON body rather than an event stream (--json-response).
     json_response: bool = False
+    #: Seconds an optional tool's call answers in place before it becomes a task (--task-after).
+    task_after: float = DEFAULT_TASK_AFTER
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
@@ -132,11 +140,16 @@ async def serve_bus(options: ServeOptions, until: Callable[[], Awaitable[object]
             if warning is not None:
                 print(f"warning: {warning}", file=sys.stderr, flush=True)
         server = BusMcpServer(door, live=live, caller=caller)
+        assert door.store is not None  # opened_door opens every door's store
         if caller is not None:
             # The first tools/list checks the groups and state; refuse them before serving.
             server.admit(caller)
         try:
-            async with anyio.create_task_group() as tasks:
+            async with (
+                door_tasks(door, door.store, shared=shared_url(settings.state)) as runner,
+                anyio.create_task_group() as tasks,
+            ):
+                McpTasks(server, runner, task_after=options.task_after)
                 await tasks.start(server.follow_changes)
                 if credentials is None:
                     # Over stdio the client may also end it, by closing stdin.
@@ -164,6 +177,25 @@ async def serve_bus(options: ServeOptions, until: Callable[[], Awaitable[object]
         finally:
             with anyio.CancelScope(shield=True):
                 await server.close()
+
+
+@asynccontextmanager
+async def door_tasks(
+    door: FrontDoor, store: StateStore, *, shared: bool
+) -> AsyncIterator[TaskRunner]:
+    """The runner of the door's tasks, kept in ``store`` (the door's state store;
+    ``shared``: other replicas share it, and go on with the tasks this one leaves
+    when it stops)."""
+    approvals = door.book
+
+    async def withdraw(task: Task) -> None:
+        # A task whose call will not be made no longer waits for its approval.
+        if approvals is not None and task.approval_id is not None:
+            with suppress(ApprovalClosed, ApprovalNotFound):
+                await approvals.expire(task.approval_id)
+
+    async with TaskRunner(TaskBook(store), shared=shared, on_abandoned=withdraw) as runner:
+        yield runner
 
 
 async def _until_done(

@@ -46,7 +46,7 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as mcp
@@ -61,6 +61,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolbus.application.agent.asking import listening, replying
+from toolbus.application.agent.outcomes import CallOutcome
 from toolbus.application.agent.session import AgentSession
 from toolbus.application.doors.door import WORKFLOW, FrontDoor
 from toolbus.application.doors.holding import Held, HeldAlready, HeldKey, InProcessHolder
@@ -72,6 +73,10 @@ from toolbus.domain.errors import AccessDenied, LimitReached, UnknownTool
 from toolbus.ports import WatchableStateStore
 from toolbus_mcp.serving.approvals import ClientAsker, InputNeeded, reply_of
 from toolbus_mcp.serving.arguments import ArgumentCheck
+from toolbus_mcp.serving.progress import call_reporting, notifying, progress_token
+
+if TYPE_CHECKING:
+    from toolbus_mcp.serving.tasks import McpTasks
 
 log = logging.getLogger("toolbus.mcp")
 
@@ -225,6 +230,8 @@ class BusMcpServer:
         self.clock = door.clock if clock is None else clock
         self._workflows: dict[HeldKey, Workflow] = {}
         self._arguments = ArgumentCheck()
+        #: The tasks extension, once installed (:class:`~toolbus_mcp.serving.tasks.McpTasks`).
+        self.tasks: McpTasks | None = None
         self._changes = anyio.Event()
         if live is not None:
             live.on_change(lambda _registry: self._changes.set())
@@ -235,9 +242,11 @@ class BusMcpServer:
             cache_hints={"tools/list": CacheHint(ttl_ms=0, scope="private")},
             get_tool_input_schema=self._input_schema,
             on_list_tools=self._list_tools,
-            on_call_tool=self._call_tool,
             on_subscriptions_listen=self._listen,
         )
+        # Registered as a plain handler: its results include the tasks extension's
+        # CreateTaskResult, which the typed hook does not name.
+        self.server.add_request_handler("tools/call", mcp.CallToolRequestParams, self._call_tool)
 
     @property
     def idle_timeout(self) -> float:
@@ -270,12 +279,24 @@ class BusMcpServer:
             found = self._workflows[key] = Workflow(self, key)
         return found
 
-    async def _workflow_for(self, ctx: ServerRequestContext[Any, Any]) -> Workflow:
-        request = ctx.request
-        scope: Mapping[str, Any] = getattr(request, "scope", None) or {}
+    def caller_of(self, ctx: ServerRequestContext[Any, Any]) -> McpCaller:
+        """Who makes this request: the HTTP gate's caller, or the stdio server's one."""
+        scope: Mapping[str, Any] = getattr(ctx.request, "scope", None) or {}
         caller = scope.get(CALLER_SCOPE_KEY) or self.caller
         if not isinstance(caller, McpCaller):
             raise RuntimeError("an HTTP MCP request reached the bus without passing the gate")
+        return caller
+
+    async def notify_moved(self, key: HeldKey) -> None:
+        """Tell the clients of workflow ``key`` here that a call moved it (their tools may
+        have changed)."""
+        workflow = self._workflows.get(key)
+        if workflow is not None:
+            await workflow.notify_if_changed()
+
+    async def _workflow_for(self, ctx: ServerRequestContext[Any, Any]) -> Workflow:
+        request = ctx.request
+        caller = self.caller_of(ctx)
         legacy = ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
         if legacy:
             headers = getattr(request, "headers", None) or {}
@@ -322,29 +343,55 @@ class BusMcpServer:
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: mcp.CallToolRequestParams
-    ) -> mcp.CallToolResult | mcp.InputRequiredResult:
+    ) -> mcp.CallToolResult | mcp.InputRequiredResult | dict[str, Any]:
         workflow = await self._workflow_for(ctx)
         # One call at a time per workflow, so that its state moves in order.
         async with workflow.lock:
             workflow, held, session = await self._resumed(ctx, workflow)
             arguments = params.arguments or {}
-            self._arguments.check(session, params.name, arguments)
-            reply = reply_of(params)
-            try:
-                with (
-                    _continued(ctx),
-                    listening(ClientAsker(ctx, session.user)),
-                    replying(reply) if reply is not None else nullcontext(),
-                ):
-                    outcome = await session.call(params.name, arguments)
-            except InputNeeded as needed:  # asked before anything ran: nothing to keep
-                return needed.result()
-            await self.door.keep(held, session)
+            refusal = self._arguments.refusal(session, params.name, arguments)
+            if refusal is not None:
+                return refusal
+            tasks = self.tasks
+            outcome: CallOutcome | None = None
+            if tasks is None or not tasks.wanted(ctx, session, params.name):
+                made = await self._call_here(ctx, session, params)
+                if isinstance(made, mcp.InputRequiredResult):
+                    return made  # asked before anything ran: nothing to keep
+                outcome = made
+                await self.door.keep(held, session)
+        if outcome is None:  # a task makes the call, beside the workflow's other calls
+            assert tasks is not None
+            with _continued(ctx):
+                return await tasks.start(workflow, session, params.name, arguments)
         if outcome.transition is not None:
             await workflow.notify_if_changed()
         return mcp.CallToolResult(
             content=[mcp.TextContent(text=outcome.observation)], is_error=not outcome.ok
         )
+
+    async def _call_here(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        session: AgentSession,
+        params: mcp.CallToolRequestParams,
+    ) -> CallOutcome | mcp.InputRequiredResult:
+        """The call, made while the request waits: streamed to the client as progress
+        notifications when it asked for them."""
+        arguments = params.arguments or {}
+        reply = reply_of(params)
+        token = progress_token(ctx)
+        try:
+            with (
+                _continued(ctx),
+                listening(ClientAsker(ctx, session.user)),
+                replying(reply) if reply is not None else nullcontext(),
+            ):
+                if token is None:
+                    return await session.call(params.name, arguments)
+                return await call_reporting(session, params.name, arguments, notifying(ctx, token))
+        except InputNeeded as needed:
+            return needed.result()
 
     async def _listen(
         self, ctx: ServerRequestContext[Any, Any], params: mcp.SubscriptionsListenRequestParams

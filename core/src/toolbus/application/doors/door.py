@@ -66,6 +66,7 @@ from toolbus.domain.config.registry import Registry, normalize_state
 from toolbus.domain.errors import AccessDenied, ConfigError, Problem
 from toolbus.domain.hooks.configured import SECTION as HOOKS_SECTION
 from toolbus.domain.hooks.configured import HookConfig, load_hooks
+from toolbus.ports import StateStore
 
 log = logging.getLogger("toolbus.doors")
 
@@ -154,6 +155,9 @@ class FrontDoor:
         #: (the version they reached, the session), reused while nothing moves them.
         self._live: dict[HeldKey, tuple[int, AgentSession]] = {}
         self.steps = CallSteps(call_steps(None) if steps is None else steps)
+        #: The state store the door keeps its state in (its tasks, approvals), when the
+        #: operator's files opened one for it (:func:`toolbus.runtime.opened_door`).
+        self.store: StateStore | None = None
         try:
             self._steps_on(tools.registry, starting=True)
         except ConfigError:

@@ -58,6 +58,8 @@ def _mcp(tool: ToolDescriptor) -> dict[str, Any]:
         "name": tool.llm_name,
         "description": tool.description,
         "inputSchema": json_schema(tool),
+        # Whether its calls may, must or never run as tasks (``task-support``).
+        "execution": {"taskSupport": tool.task_support},
     }
 
 
@@ -81,7 +83,7 @@ def export_tools(tools: Iterable[ToolDescriptor], format: ExportFormat) -> list[
     """The tools as an LLM API expects its tool list, named by their ``llm_name``.
 
     * ``openai``: ``{"type": "function", "function": {"name", "description", "parameters"}}``
-    * ``mcp``: ``{"name", "description", "inputSchema"}``
+    * ``mcp``: ``{"name", "description", "inputSchema", "execution"}``
     * ``anthropic``: ``{"name", "description", "input_schema"}``
     """
     exporter = _EXPORTERS.get(format)
