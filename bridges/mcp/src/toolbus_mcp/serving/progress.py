@@ -24,28 +24,24 @@ from toolbus.domain.errors import ToolCallError
 log = logging.getLogger("toolbus.mcp")
 
 
-def progress_token(ctx: ServerRequestContext[Any, Any]) -> str | int | None:
-    """The progress token the request's ``_meta`` carries, if any."""
+def wants_progress(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """Whether the request's ``_meta`` carries a progress token."""
     meta: Mapping[str, Any] = ctx.meta if isinstance(ctx.meta, Mapping) else {}
     token = meta.get("progressToken", meta.get("progress_token"))
-    if isinstance(token, bool) or not isinstance(token, str | int):
-        return None
-    return token
+    return isinstance(token, str | int) and not isinstance(token, bool)
 
 
 #: Told of each chunk of a streamed answer: how many so far, and the chunk.
 OnChunk = Callable[[int, str], Awaitable[None]]
 
 
-def notifying(ctx: ServerRequestContext[Any, Any], token: str | int) -> OnChunk:
-    """An :data:`OnChunk` sending each chunk to the client as ``notifications/progress``."""
-    related = None if ctx.request_id is None else str(ctx.request_id)
+def notifying(ctx: ServerRequestContext[Any, Any]) -> OnChunk:
+    """An :data:`OnChunk` telling the client of each chunk (``notifications/progress``
+    against the request's progress token)."""
 
     async def notify(count: int, chunk: str) -> None:
         try:
-            await ctx.session.send_progress_notification(
-                token, float(count), message=chunk, related_request_id=related
-            )
+            await ctx.session.report_progress(float(count), message=chunk)
         except Exception as exc:  # the client went away: the call still ends as it ends
             log.debug("could not send a progress notification: %s", exc)
 

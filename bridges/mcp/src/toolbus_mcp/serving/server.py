@@ -73,7 +73,7 @@ from toolbus.domain.errors import AccessDenied, LimitReached, UnknownTool
 from toolbus.ports import WatchableStateStore
 from toolbus_mcp.serving.approvals import ClientAsker, InputNeeded, reply_of
 from toolbus_mcp.serving.arguments import ArgumentCheck
-from toolbus_mcp.serving.progress import call_reporting, notifying, progress_token
+from toolbus_mcp.serving.progress import call_reporting, notifying, wants_progress
 
 if TYPE_CHECKING:
     from toolbus_mcp.serving.tasks import McpTasks
@@ -380,16 +380,15 @@ class BusMcpServer:
         notifications when it asked for them."""
         arguments = params.arguments or {}
         reply = reply_of(params)
-        token = progress_token(ctx)
         try:
             with (
                 _continued(ctx),
                 listening(ClientAsker(ctx, session.user)),
                 replying(reply) if reply is not None else nullcontext(),
             ):
-                if token is None:
+                if not wants_progress(ctx):
                     return await session.call(params.name, arguments)
-                return await call_reporting(session, params.name, arguments, notifying(ctx, token))
+                return await call_reporting(session, params.name, arguments, notifying(ctx))
         except InputNeeded as needed:
             return needed.result()
 
