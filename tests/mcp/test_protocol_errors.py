@@ -214,3 +214,50 @@ async def test_json_response_answers_calls_with_one_json_body(
     assert answer.headers["content-type"].startswith(media_type)
     assert '"isError":false' in answer.text
     assert not modern.is_error
+
+
+async def test_header_values_are_compared_without_their_surrounding_whitespace(
+    mcp_url: str,
+) -> None:
+    # uvicorn parses with httptools here, which keeps trailing whitespace; HTTP says it is
+    # not part of a value. Raw bytes: HTTP clients refuse to send such headers.
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {
+                "name": "knowledge-query",
+                "arguments": {"question": "who?"},
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                    "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+                },
+            },
+        }
+    ).encode()
+    port = int(mcp_url.rsplit(":", 1)[1].split("/")[0])
+    head = (
+        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+        f"Authorization:  Bearer {ALICE_TOKEN} \t\r\n"
+        "Toolbus-Groups: read-only,knowledge \r\n"
+        "Content-Type: application/json\r\n"
+        f"Accept: {ACCEPT}\r\n"
+        "MCP-Protocol-Version: 2026-07-28 \r\n"
+        "Mcp-Method: tools/call\t\r\n"
+        "Mcp-Name: knowledge-query \r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
+    async with await anyio.connect_tcp("127.0.0.1", port) as stream:
+        await stream.send(head.encode() + body)
+        answer = b""
+        with anyio.fail_after(30):
+            try:
+                while True:
+                    answer += await stream.receive()
+            except anyio.EndOfStream:
+                pass
+    status = answer.split(b"\r\n", 1)[0]
+    assert status == b"HTTP/1.1 200 OK", answer[:600]
+    assert b'"isError":false' in answer and b"Company X" in answer

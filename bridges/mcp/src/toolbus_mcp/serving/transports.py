@@ -1,6 +1,8 @@
 """Running a :class:`~toolbus_mcp.serving.server.BusMcpServer` over stdio or streamable HTTP.
 
-Over HTTP every request passes :class:`CallerGate` before MCP sees it:
+Over HTTP every request's header values lose their surrounding whitespace
+(:class:`~toolbus_mcp.serving.headers.HttpFieldValues`, as HTTP defines them),
+then pass :class:`CallerGate` before MCP sees it:
 
 * ``Authorization: Bearer KEY`` must be an API key of the credential table
   (:mod:`toolbus.application.identity.credentials`; no key, or an unknown
@@ -41,6 +43,7 @@ from toolbus._internal.heap import settle_heap
 from toolbus._internal.web_server import CommandServer, bind, cannot_listen
 from toolbus.application.identity.credentials import CredentialTable, bearer_token
 from toolbus.domain.errors import AccessDenied, ConfigError, ToolbusError
+from toolbus_mcp.serving.headers import HttpFieldValues
 from toolbus_mcp.serving.malformed import MalformedRequests
 from toolbus_mcp.serving.server import CALLER_SCOPE_KEY, BusMcpServer, McpCaller
 
@@ -176,7 +179,7 @@ def http_app(
     app = server.server.streamable_http_app(
         streamable_http_path=MCP_PATH, host=host, json_response=json_response
     )
-    return CallerGate(MalformedRequests(app), server, credentials)
+    return HttpFieldValues(CallerGate(MalformedRequests(app), server, credentials))
 
 
 async def serve_http(
