@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 import anyio
+import httpx
 import mcp_types
 import pytest
 from mcp import Client
@@ -156,6 +157,20 @@ async def test_a_tool_error_is_a_completed_task_whose_result_is_an_error(
     assert "the job failed, as it always does" in final["result"]["content"][0]["text"]
 
 
+async def test_a_call_the_door_cannot_make_is_a_failed_task_with_a_json_rpc_error(
+    kit: ToolTestKit,
+) -> None:
+    async with serving(kit) as (server, _), tasks_client(server) as client:
+        await kit.bus.close()  # the bus fails under the door: no tool can answer
+        created = await call_raw(client, "failing_job", {})
+        final = await until_final(client, created["taskId"])
+
+    assert final["status"] == "failed" and "result" not in final
+    assert final["error"]["code"] == mcp_types.INTERNAL_ERROR
+    assert final["error"]["message"].startswith("the call failed inside the door (ref ")
+    assert final["statusMessage"] == final["error"]["message"]
+
+
 async def test_cancelling_a_task_stops_it_and_is_acknowledged_again_once_it_ended(
     kit: ToolTestKit,
 ) -> None:
@@ -263,3 +278,43 @@ async def test_stream_chunks_reach_the_client_as_progress_notifications(
 
     assert seen == [(1.0, "0/100 "), (2.0, "50/100 "), (3.0, "100/100 ")]
     assert result.content[0].text == plain.content[0].text == "0/100 50/100 100/100 "
+
+
+async def test_a_tasks_request_whose_mcp_name_header_names_another_task_is_refused(
+    kit: ToolTestKit,
+) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    table = CredentialTable([ApiKey.of("alice", ALICE_TOKEN)])
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS: {}}},
+    }
+    headers = {
+        "Authorization": f"Bearer {ALICE_TOKEN}",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tasks/get",
+    }
+    async with serving(kit) as (server, _), anyio.create_task_group() as group:
+        server.caller = None
+        await group.start(
+            lambda task_status: serve_http(server, table, port=port, task_status=task_status)
+        )
+        async with http_client(url, ALICE_TOKEN, extensions=[advertise(TASKS)]) as client:
+            created = await call_raw(client, "failing_job", {})
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tasks/get",
+            "params": {"taskId": created["taskId"], "_meta": meta},
+        }
+        async with httpx.AsyncClient(timeout=30) as http:
+            misnamed = await http.post(url, json=body, headers={**headers, "Mcp-Name": "other"})
+            named = await http.post(
+                url, json=body, headers={**headers, "Mcp-Name": created["taskId"]}
+            )
+        group.cancel_scope.cancel()
+
+    assert '"code":-32020' in misnamed.text and "Mcp-Name" in misnamed.text
+    assert created["taskId"] in named.text and '"error"' not in named.text

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 import mcp_types as mcp
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import MCP_NAME_HEADER, decode_header_value
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field, ValidationError
 
@@ -265,6 +266,13 @@ class McpTasks:
     async def _owned(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> Task:
         if not declared(ctx):
             raise missing_extension(ctx.method)
+        headers = getattr(ctx.request, "headers", None)
+        if headers is not None and decode_header_value(headers.get(MCP_NAME_HEADER)) != task_id:
+            # Load balancers route on Mcp-Name: a request it misnames must not be served.
+            raise MCPError(
+                mcp.HEADER_MISMATCH,
+                "the Mcp-Name header does not match the request body's 'taskId' parameter",
+            )
         owner = self.server.caller_of(ctx).user
         try:
             return await self.book.owned(owner, task_id)
