@@ -420,12 +420,31 @@ class McpToolset:
                     await anyio.sleep_forever()
                 except SubscriptionLost:
                     pass
+                else:
+                    # The server ended the stream itself. One that still answers merely
+                    # keeps no stream open: serve on without change notifications.
+                    if await self._answers(client):
+                        log.info(
+                            "MCP toolset %r: its server ended the change notifications",
+                            self.name,
+                        )
+                        await anyio.sleep_forever()
                 self._lost.set()
 
             tasks.start_soon(relist)
             tasks.start_soon(listen)
             await self._lost.wait()
             tasks.cancel_scope.cancel()
+
+    async def _answers(self, client: Client) -> bool:
+        """Whether the server still answers (its tools listed again, within the connect
+        timeout)."""
+        try:
+            with anyio.fail_after(self.connect_timeout):
+                await self._all_tools(client)
+        except Exception:
+            return False
+        return True
 
     async def _relist(self, client: Client) -> None:
         try:
