@@ -46,7 +46,7 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import dataclass
 from importlib import metadata
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import anyio
 import mcp_types as mcp
@@ -74,9 +74,6 @@ from toolbus.ports import WatchableStateStore
 from toolbus_mcp.serving.approvals import ClientAsker, InputNeeded, reply_of
 from toolbus_mcp.serving.arguments import ArgumentCheck
 from toolbus_mcp.serving.progress import call_reporting, notifying, wants_progress
-
-if TYPE_CHECKING:
-    from toolbus_mcp.serving.tasks import McpTasks
 
 log = logging.getLogger("toolbus.mcp")
 
@@ -107,6 +104,18 @@ def workflow_key(caller: McpCaller, name: str) -> HeldKey:
     """
     groups = None if caller.groups is None else list(caller.groups)
     return HeldKey(caller.user, WORKFLOW, json.dumps([groups, name[:MAX_WORKFLOW_NAME]]))
+
+
+class CallTasks(Protocol):
+    """What makes calls tasks: the tasks extension (:mod:`toolbus_mcp.serving.tasks`)."""
+
+    def wanted(
+        self, ctx: ServerRequestContext[Any, Any], session: AgentSession, name: str
+    ) -> bool: ...
+
+    async def start(
+        self, workflow: Workflow, session: AgentSession, name: str, arguments: Mapping[str, Any]
+    ) -> mcp.CallToolResult | dict[str, Any]: ...
 
 
 class Workflow:
@@ -231,7 +240,7 @@ class BusMcpServer:
         self._workflows: dict[HeldKey, Workflow] = {}
         self._arguments = ArgumentCheck()
         #: The tasks extension, once installed (:class:`~toolbus_mcp.serving.tasks.McpTasks`).
-        self.tasks: McpTasks | None = None
+        self.tasks: CallTasks | None = None
         self._changes = anyio.Event()
         if live is not None:
             live.on_change(lambda _registry: self._changes.set())

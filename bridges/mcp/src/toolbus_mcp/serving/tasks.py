@@ -36,7 +36,7 @@ import time
 from collections.abc import Mapping
 from contextlib import suppress
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import mcp_types as mcp
 from mcp.server.context import ServerRequestContext
@@ -64,9 +64,7 @@ from toolbus.domain.errors import (
 from toolbus.domain.tasks import Task, TaskCall, TaskError
 from toolbus_mcp.serving.approvals import VIA, answer_of, can_ask, form
 from toolbus_mcp.serving.progress import call_reporting
-
-if TYPE_CHECKING:
-    from toolbus_mcp.serving.server import BusMcpServer, Workflow
+from toolbus_mcp.serving.server import BusMcpServer, Workflow
 
 log = logging.getLogger("toolbus.mcp")
 
