@@ -12,11 +12,11 @@ from toolbus.domain.calls.naming import sanitize_toolname
 from toolbus.domain.config._fields import Problems, did_you_mean, required_text, string_list
 from toolbus.domain.config.descriptors import (
     AFTER_EXECUTION_VALUES,
-    TASK_SUPPORT_VALUES,
     ANNOTATION_HINTS,
     APPLICABLE_STATES_KEYS,
     DEFAULT_GROUP,
     JSON_SCHEMA_TYPES,
+    TASK_SUPPORT_VALUES,
     TOOL_FIELDS,
     TOOL_SERVICE_TYPE,
     ApprovalRule,
