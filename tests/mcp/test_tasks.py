@@ -9,6 +9,7 @@ a client that asked for progress as progress notifications.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -318,3 +319,58 @@ async def test_a_tasks_request_whose_mcp_name_header_names_another_task_is_refus
 
     assert '"code":-32020' in misnamed.text and "Mcp-Name" in misnamed.text
     assert created["taskId"] in named.text and '"error"' not in named.text
+
+
+async def test_a_listen_stream_tells_the_caller_of_its_tasks_changes(kit: ToolTestKit) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    table = CredentialTable([ApiKey.of("alice", ALICE_TOKEN)])
+
+    def listen(task_ids: list[str], extensions: dict[str, Any]) -> dict[str, Any]:
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"extensions": extensions},
+        }
+        return {
+            "jsonrpc": "2.0",
+            "id": "listen-1",
+            "method": "subscriptions/listen",
+            "params": {"notifications": {"taskIds": task_ids}, "_meta": meta},
+        }
+
+    headers = {
+        "Authorization": f"Bearer {ALICE_TOKEN}",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "subscriptions/listen",
+    }
+    frames: list[dict[str, Any]] = []
+    async with serving(kit) as (server, _), anyio.create_task_group() as group:
+        server.caller = None
+        await group.start(
+            lambda task_status: serve_http(server, table, port=port, task_status=task_status)
+        )
+        async with http_client(url, ALICE_TOKEN, extensions=[advertise(TASKS)]) as client:
+            created = await call_raw(client, "slow_compute", {"seconds": 1})
+        async with httpx.AsyncClient(timeout=30) as http:
+            refused = await http.post(url, json=listen([created["taskId"]], {}), headers=headers)
+            body = listen([created["taskId"], "f" * 32], {TASKS: {}})
+            async with http.stream("POST", url, json=body, headers=headers) as stream:
+                with anyio.fail_after(20):
+                    async for line in stream.aiter_lines():
+                        if line.startswith("data:"):
+                            frames.append(json.loads(line.removeprefix("data:")))
+                            if frames[-1].get("params", {}).get("status") == "completed":
+                                break
+        group.cancel_scope.cancel()
+
+    assert '"code":-32021' in refused.text
+    ack, *told = frames
+    assert ack["method"] == "notifications/subscriptions/acknowledged"
+    assert ack["params"]["notifications"]["taskIds"] == [created["taskId"]]  # not another's
+    assert {frame["method"] for frame in told} == {"notifications/tasks"}
+    assert {frame["params"]["taskId"] for frame in told} == {created["taskId"]}
+    subscription = "io.modelcontextprotocol/subscriptionId"
+    assert {frame["params"]["_meta"][subscription] for frame in told} == {"listen-1"}
+    final = told[-1]["params"]
+    assert final["result"]["content"][0]["text"] == "computed nothing in 1s"

@@ -42,7 +42,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import dataclass
 from importlib import metadata
@@ -116,6 +116,16 @@ class CallTasks(Protocol):
     async def start(
         self, workflow: Workflow, session: AgentSession, name: str, arguments: Mapping[str, Any]
     ) -> mcp.CallToolResult | dict[str, Any]: ...
+
+    async def listen(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        params: mcp.SubscriptionsListenRequestParams,
+        inner: Callable[
+            [ServerRequestContext[Any, Any], mcp.SubscriptionsListenRequestParams],
+            Awaitable[mcp.SubscriptionsListenResult],
+        ],
+    ) -> mcp.SubscriptionsListenResult: ...
 
 
 class Workflow:
@@ -405,6 +415,8 @@ class BusMcpServer:
         self, ctx: ServerRequestContext[Any, Any], params: mcp.SubscriptionsListenRequestParams
     ) -> mcp.SubscriptionsListenResult:
         workflow = await self._workflow_for(ctx)
+        if self.tasks is not None:  # the stream may follow tasks too
+            return await self.tasks.listen(ctx, params, workflow.listen)
         return await workflow.listen(ctx, params)
 
     def _input_schema(self, name: str) -> Mapping[str, Any] | None:

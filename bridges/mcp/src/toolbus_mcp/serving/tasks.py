@@ -25,7 +25,8 @@ with the approval form as its ``inputRequests``; the client answers it with
 task with ``isError: true``, as the call's result would be; ``failed`` (with a
 JSON-RPC error) is kept for calls the door itself could not make.
 ``tasks/result`` and ``tasks/list``, which the extension removed, are answered
-as unknown methods (``-32601``).
+as unknown methods (``-32601``). A ``subscriptions/listen`` stream that names
+``taskIds`` is sent ``notifications/tasks`` as the caller's tasks among them change.
 """
 
 from __future__ import annotations
@@ -33,13 +34,17 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import suppress
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal, cast
 
+import anyio
 import mcp_types as mcp
 from mcp.server.context import ServerRequestContext
+from mcp.server.session import ServerSession
+from mcp.server.subscriptions import SUBSCRIPTION_ID_META_KEY
 from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import MCP_NAME_HEADER, decode_header_value
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -80,6 +85,14 @@ POLL_INTERVAL_MS = 1000
 DOOR_FAILURE = "internal-error"
 #: The prefix of an approval's key in a task's ``inputRequests``.
 APPROVAL_KEY = "approval-"
+#: Tasks one ``subscriptions/listen`` stream follows at most.
+MAX_FOLLOWED = 100
+
+#: A ``subscriptions/listen`` handler.
+Listen = Callable[
+    [ServerRequestContext[Any, Any], mcp.SubscriptionsListenRequestParams],
+    Awaitable[mcp.SubscriptionsListenResult],
+]
 
 
 class TaskParams(mcp.RequestParams):
@@ -319,6 +332,58 @@ class McpTasks:
             await self.runner.cancel(task.owner, task.id)
         return {}
 
+    # ------------------------------------------------------------- notifications
+
+    async def listen(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        params: mcp.SubscriptionsListenRequestParams,
+        inner: Listen,
+    ) -> mcp.SubscriptionsListenResult:
+        """``subscriptions/listen``: the stream ``inner`` serves, and ``notifications/tasks``
+        for the caller's tasks among the ``taskIds`` asked for, at each change of theirs."""
+        wanted = (params.notifications.model_extra or {}).get("taskIds")
+        if wanted is None:
+            return await inner(ctx, params)
+        if not declared(ctx):
+            raise missing_extension("task status notifications (taskIds)")
+        if not isinstance(wanted, list) or not all(isinstance(i, str) for i in wanted):
+            raise MCPError(mcp.INVALID_PARAMS, "notifications.taskIds must be a list of task ids")
+        owner = self.server.caller_of(ctx).user
+        # Another's task, or none, is left out of the acknowledgement, as tasks/get refuses it.
+        followed = [
+            task_id
+            for task_id in dict.fromkeys(wanted[:MAX_FOLLOWED])
+            if (task := await self.book.get(task_id)) is not None and task.owner == owner
+        ]
+        acknowledged = anyio.Event()
+        session = _NamingTasks(ctx.session, followed, acknowledged)
+        async with anyio.create_task_group() as tasks:
+            for task_id in followed:
+                tasks.start_soon(self._tell, ctx, task_id, acknowledged)
+            try:
+                result = await inner(replace(ctx, session=cast(ServerSession, session)), params)
+            finally:
+                tasks.cancel_scope.cancel()
+        return result
+
+    async def _tell(
+        self, ctx: ServerRequestContext[Any, Any], task_id: str, acknowledged: anyio.Event
+    ) -> None:
+        """Send the task as it changes, on the listen stream, until it ended."""
+        await acknowledged.wait()  # the acknowledgement is the stream's first frame
+        meta = {SUBSCRIPTION_ID_META_KEY: ctx.request_id}
+        async for task in self.book.changes(task_id):
+            if task is None:
+                return
+            shown = {**await self.detailed(task, ctx), "_meta": meta}
+            notification = TaskStatusNotification(params=shown)
+            await ctx.session.send_notification(
+                cast(Any, notification), related_request_id=ctx.request_id
+            )
+            if task.final:
+                return
+
     # ------------------------------------------------------------- views
 
     async def detailed(
@@ -360,6 +425,42 @@ class McpTasks:
                 mode="json", by_alias=True, exclude_none=True
             )
         }
+
+
+class TaskStatusNotification(mcp.Notification[dict[str, Any], Literal["notifications/tasks"]]):
+    """``notifications/tasks``: a task as ``tasks/get`` would show it now."""
+
+    method: Literal["notifications/tasks"] = "notifications/tasks"
+
+
+class _NamingTasks:
+    """The listen request's session, whose acknowledgement also names the tasks followed."""
+
+    def __init__(
+        self, session: ServerSession, task_ids: list[str], acknowledged: anyio.Event
+    ) -> None:
+        self._session = session
+        self._task_ids = task_ids
+        self._acknowledged = acknowledged
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._session, name)
+
+    async def send_notification(self, notification: Any, related_request_id: Any = None) -> None:
+        if isinstance(notification, mcp.SubscriptionsAcknowledgedNotification):
+            honored = notification.params.notifications.model_dump(by_alias=True, exclude_none=True)
+            params = notification.params.model_copy(
+                update={
+                    "notifications": mcp.SubscriptionFilter.model_validate(
+                        {**honored, "taskIds": self._task_ids}
+                    )
+                }
+            )
+            notification = notification.model_copy(update={"params": params})
+            await self._session.send_notification(notification, related_request_id)
+            self._acknowledged.set()
+            return
+        await self._session.send_notification(notification, related_request_id)
 
 
 def _envelope(task: Task) -> dict[str, Any]:
