@@ -6,7 +6,8 @@ revision has no session: the caller's workflow (its state) is found by user,
 groups and the client's workflow key, in the store every replica shares, so
 ten calls alternating replicas keep moving one workflow, and SIGKILLing a
 replica loses nothing. A client listening for changes on one replica is told
-when a call through the other one moved its workflow.
+when a call through the other one moved its workflow. An MCP task is answered
+and cancelled through either replica, and survives the one it started on.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pytest
 from mcp.client.extension import advertise
 
 from tests.mcp.support import http_client, next_change
-from tests.mcp.tasks_client import TASKS, call_raw, task_get, until_final
+from tests.mcp.tasks_client import TASKS, call_raw, task_cancel, task_get, until_final
 from tests.nats.cluster import NatsCluster
 from tests.scaling.balancer import round_robin
 from tests.scaling.deployment import ALICE_KEY, GROUPS, TEN_CALLS, Deployment
@@ -99,6 +100,10 @@ async def test_a_task_survives_the_replica_it_started_on(
         assert created["resultType"] == "task", created
         await deployment.working.wait()
         seen = await task_get(on_right, created["taskId"])  # any replica answers for it
+        # Another task of the same call, cancelled through the other replica.
+        doomed = await call_raw(on_left, "work", {"n": 2})
+        await task_cancel(on_right, doomed["taskId"])
+        cancelled = await task_get(on_left, doomed["taskId"])
 
         left.process.send_signal(signal.SIGKILL)  # the replica running it dies
         await left.process.wait()
@@ -107,5 +112,6 @@ async def test_a_task_survives_the_replica_it_started_on(
         final = await until_final(on_right, created["taskId"], seconds=60)
 
     assert seen["status"] == "working"
+    assert cancelled["status"] == "cancelled"
     assert final["status"] == "completed", final
     assert final["result"]["content"][0]["text"] == "work 1"
