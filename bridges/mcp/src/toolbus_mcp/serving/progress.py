@@ -26,8 +26,10 @@ log = logging.getLogger("toolbus.mcp")
 
 def wants_progress(ctx: ServerRequestContext[Any, Any]) -> bool:
     """Whether the request's ``_meta`` carries a progress token."""
-    meta: Mapping[str, Any] = ctx.meta if isinstance(ctx.meta, Mapping) else {}
-    token = meta.get("progressToken", meta.get("progress_token"))
+    meta = ctx.meta
+    if not meta:  # most requests: no _meta, or none of this
+        return False
+    token = meta.get("progress_token", meta.get("progressToken"))
     return isinstance(token, str | int) and not isinstance(token, bool)
 
 

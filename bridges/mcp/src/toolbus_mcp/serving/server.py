@@ -374,10 +374,23 @@ class BusMcpServer:
             tasks = self.tasks
             outcome: CallOutcome | None = None
             if tasks is None or not tasks.wanted(ctx, session, params.name):
-                made = await self._call_here(ctx, session, params)
-                if isinstance(made, mcp.InputRequiredResult):
-                    return made  # asked before anything ran: nothing to keep
-                outcome = made
+                # Made while the request waits: streamed to the client as progress
+                # notifications when it asked for them.
+                reply = reply_of(params)
+                try:
+                    with (
+                        _continued(ctx),
+                        listening(ClientAsker(ctx, session.user)),
+                        replying(reply) if reply is not None else nullcontext(),
+                    ):
+                        if wants_progress(ctx):
+                            outcome = await call_reporting(
+                                session, params.name, arguments, notifying(ctx)
+                            )
+                        else:
+                            outcome = await session.call(params.name, arguments)
+                except InputNeeded as needed:  # asked before anything ran: nothing to keep
+                    return needed.result()
                 await self.door.keep(held, session)
         if outcome is None:  # a task makes the call, beside the workflow's other calls
             assert tasks is not None
@@ -388,28 +401,6 @@ class BusMcpServer:
         return mcp.CallToolResult(
             content=[mcp.TextContent(text=outcome.observation)], is_error=not outcome.ok
         )
-
-    async def _call_here(
-        self,
-        ctx: ServerRequestContext[Any, Any],
-        session: AgentSession,
-        params: mcp.CallToolRequestParams,
-    ) -> CallOutcome | mcp.InputRequiredResult:
-        """The call, made while the request waits: streamed to the client as progress
-        notifications when it asked for them."""
-        arguments = params.arguments or {}
-        reply = reply_of(params)
-        try:
-            with (
-                _continued(ctx),
-                listening(ClientAsker(ctx, session.user)),
-                replying(reply) if reply is not None else nullcontext(),
-            ):
-                if not wants_progress(ctx):
-                    return await session.call(params.name, arguments)
-                return await call_reporting(session, params.name, arguments, notifying(ctx))
-        except InputNeeded as needed:
-            return needed.result()
 
     async def _listen(
         self, ctx: ServerRequestContext[Any, Any], params: mcp.SubscriptionsListenRequestParams
