@@ -254,6 +254,31 @@ async def test_a_task_waiting_for_its_caller_s_approval_asks_for_it_in_its_input
     assert final["result"]["content"][0]["text"] == "deleted a.txt"
 
 
+async def test_cancelling_a_task_that_waits_for_approval_withdraws_the_approval(
+    kit: ToolTestKit,
+) -> None:
+    async def never(context: Any, params: Any) -> mcp_types.ElicitResult:
+        raise AssertionError("not asked by elicitation")
+
+    async with (
+        serving(kit) as (server, _),
+        tasks_client(server, elicitation_callback=never) as client,
+    ):
+        created = await call_raw(client, "confirm_delete", {"filename": "b.txt"})
+        with anyio.fail_after(10):
+            waiting = await task_get(client, created["taskId"])
+            while waiting["status"] != "input_required":
+                await anyio.sleep(0.05)
+                waiting = await task_get(client, created["taskId"])
+        [key] = waiting["inputRequests"]
+        await task_cancel(client, created["taskId"])
+        book = server.door.book
+        assert book is not None
+        approval = await book.get(key.removeprefix("approval-"))
+
+    assert approval is not None and approval.status == "expired"  # nobody can approve it now
+
+
 async def test_stream_chunks_reach_the_client_as_progress_notifications(
     kit: ToolTestKit,
 ) -> None:
