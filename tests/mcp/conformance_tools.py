@@ -61,6 +61,37 @@ async def with_progress() -> AsyncIterator[str]:
             await anyio.sleep(0.05)
 
 
+@tool_service("conformance-schema")
+async def schema_keywords(arguments: dict[str, Any]) -> str:
+    return f"got {sorted(arguments)}"
+
+
+#: The input schema of the suite's JSON Schema 2020-12 scenario, root keywords and all.
+JSON_SCHEMA_2020_12: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "$defs": {
+        "address": {
+            "$anchor": "addressDef",
+            "type": "object",
+            "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
+        }
+    },
+    "properties": {
+        "name": {"type": "string"},
+        "address": {"$ref": "#/$defs/address"},
+        "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+        "phone": {"type": "string"},
+        "email": {"type": "string"},
+    },
+    "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+    "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+    "then": {"required": ["phone"]},
+    "else": {"required": ["email"]},
+    "additionalProperties": False,
+}
+
+
 SERVICES: tuple[FunctionToolService, ...] = (
     greet,
     slow_compute,
@@ -69,6 +100,7 @@ SERVICES: tuple[FunctionToolService, ...] = (
     simple_text,
     error_handling,
     with_progress,
+    schema_keywords,
 )
 
 
@@ -119,6 +151,13 @@ def snapshot() -> dict[str, Any]:
         _tool("test_simple_text", simple_text, "Answers a simple text", [], "forbidden"),
         _tool("test_error_handling", error_handling, "Answers an error", [], "forbidden"),
         _tool("test_tool_with_progress", with_progress, "Reports progress", [], "forbidden"),
+        {
+            "type": "tool-service",
+            "name": "json_schema_2020_12_tool",
+            "description": "Takes arguments a JSON Schema 2020-12 describes",
+            "service": schema_keywords.id,
+            "input-schema": JSON_SCHEMA_2020_12,
+        },
     ]
     return {
         "tool-service": {service.id: service.descriptor() for service in SERVICES},

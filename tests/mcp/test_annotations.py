@@ -37,3 +37,22 @@ def test_destructive_tools_need_approval_as_mcp_defines_them() -> None:
     assert not any("approval" in d for d in toolset_tools("files", tools).values())
     every = toolset_tools("files", tools, approve="all")
     assert all(d["approval"] == "always" for d in every.values())
+
+
+def test_an_imported_tool_keeps_its_server_s_input_schema_root_keywords_and_all() -> None:
+    schema = {
+        "type": "object",
+        "$defs": {"city": {"type": "string"}},
+        "properties": {"where": {"$ref": "#/$defs/city"}},
+        "additionalProperties": False,
+    }
+    broken = {"type": "object", "properties": {"where": "a string"}}  # not a schema per name
+    tools = [
+        mcp.Tool(name="kept", input_schema=schema),
+        mcp.Tool(name="derived", input_schema=broken),
+    ]
+
+    found = {d["mcp-tool"]: d for d in toolset_tools("maps", tools).values()}
+
+    assert found["kept"]["input-schema"] == schema and "arguments" not in found["kept"]
+    assert "input-schema" not in found["derived"]  # arguments from what can be read of it

@@ -82,15 +82,6 @@ NOT_APPLICABLE: dict[str, str] = {
     "http-custom-header-server-validation": (
         "a tool descriptor has no x-mcp-header annotations to mirror arguments into headers"
     ),
-    "json-schema-2020-12": (
-        "a tool's input schema is built from its descriptor's arguments, one property each: "
-        "the root keywords the scenario checks ($schema, $defs, allOf, if/then/else, "
-        "additionalProperties) have no place in a descriptor"
-    ),
-    "json-schema-2020-12-preservation": (
-        "an imported tool's schema becomes descriptor arguments: each property keeps its "
-        "keywords, the root keywords ($schema, $defs, additionalProperties) are lost"
-    ),
     "server-sse-polling": (
         "pending in the suite; it calls a tool that closes its stream mid-call, which a "
         "bus tool cannot"

@@ -42,6 +42,7 @@ TOOL_FIELDS = frozenset(
         "approval",
         "annotations",
         "task-support",
+        "input-schema",
     }
     | set(APPLICABLE_STATES_KEYS)
 )
@@ -139,12 +140,17 @@ class ToolDescriptor:
     #: ``task-support``: whether its calls may (``optional``), must (``required``) or never
     #: (``forbidden``) run as tasks.
     task_support: str = "optional"
+    #: ``input-schema``: the whole JSON Schema of its arguments, shown as it is (its
+    #: ``arguments`` are then derived from it); ``None``: built from ``arguments``.
+    input_schema: Mapping[str, Any] | None = field(default=None, hash=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "llm_name", sanitize_toolname(self.name))
         _freeze(self, "config")
         _freeze(self, "raw")
         _freeze(self, "annotations")
+        if self.input_schema is not None:
+            _freeze(self, "input_schema")
 
 
 def _freeze(instance: object, attribute: str) -> None:
