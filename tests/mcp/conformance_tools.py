@@ -151,6 +151,13 @@ def snapshot() -> dict[str, Any]:
         _tool("test_simple_text", simple_text, "Answers a simple text", [], "forbidden"),
         _tool("test_error_handling", error_handling, "Answers an error", [], "forbidden"),
         _tool("test_tool_with_progress", with_progress, "Reports progress", [], "forbidden"),
+        _tool(
+            "test_headers",
+            greet,
+            "Greets a person, the name mirrored in a header",
+            [{"name": "name", **text, "description": "whom", "x-mcp-header": "Name"}],
+            "forbidden",
+        ),
         {
             "type": "tool-service",
             "name": "json_schema_2020_12_tool",

@@ -79,9 +79,6 @@ NOT_APPLICABLE: dict[str, str] = {
             "tools-call-with-logging",
         )
     },
-    "http-custom-header-server-validation": (
-        "a tool descriptor has no x-mcp-header annotations to mirror arguments into headers"
-    ),
     "server-sse-polling": (
         "pending in the suite; it calls a tool that closes its stream mid-call, which a "
         "bus tool cannot"
