@@ -42,11 +42,11 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import mcp_types as mcp
@@ -61,6 +61,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolbus.application.agent.asking import listening, replying
+from toolbus.application.agent.outcomes import CallOutcome
 from toolbus.application.agent.session import AgentSession
 from toolbus.application.doors.door import FrontDoor
 from toolbus.application.doors.holding import Held, HeldAlready, HeldKey, InProcessHolder
@@ -73,6 +74,7 @@ from toolbus.domain.errors import AccessDenied, LimitReached, UnknownTool
 from toolbus.ports import WatchableStateStore
 from toolbus_mcp.serving.approvals import ClientAsker, InputNeeded, reply_of
 from toolbus_mcp.serving.arguments import ArgumentCheck
+from toolbus_mcp.serving.progress import call_reporting, notifying, wants_progress
 
 log = logging.getLogger("toolbus.mcp")
 
@@ -103,6 +105,28 @@ def workflow_key(caller: McpCaller, name: str) -> HeldKey:
     """
     groups = None if caller.groups is None else list(caller.groups)
     return HeldKey(caller.user, WORKFLOW, json.dumps([groups, name[:MAX_WORKFLOW_NAME]]))
+
+
+class TasksExtension(Protocol):
+    """What makes calls tasks: the tasks extension (:mod:`toolbus_mcp.serving.tasks`)."""
+
+    def wanted(
+        self, ctx: ServerRequestContext[Any, Any], session: AgentSession, name: str
+    ) -> bool: ...
+
+    async def start(
+        self, workflow: Workflow, session: AgentSession, name: str, arguments: Mapping[str, Any]
+    ) -> mcp.CallToolResult | dict[str, Any]: ...
+
+    async def listen(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        params: mcp.SubscriptionsListenRequestParams,
+        inner: Callable[
+            [ServerRequestContext[Any, Any], mcp.SubscriptionsListenRequestParams],
+            Awaitable[mcp.SubscriptionsListenResult],
+        ],
+    ) -> mcp.SubscriptionsListenResult: ...
 
 
 class Workflow:
@@ -226,6 +250,8 @@ class BusMcpServer:
         self.clock = door.holder.clock if clock is None else clock
         self._workflows: dict[HeldKey, Workflow] = {}
         self._arguments = ArgumentCheck()
+        #: The tasks extension, once installed (:class:`~toolbus_mcp.serving.tasks.McpTasks`).
+        self.tasks: TasksExtension | None = None
         self._changes = anyio.Event()
         if live is not None:
             live.on_change(lambda _registry: self._changes.set())
@@ -236,9 +262,11 @@ class BusMcpServer:
             cache_hints={"tools/list": CacheHint(ttl_ms=0, scope="private")},
             get_tool_input_schema=self._input_schema,
             on_list_tools=self._list_tools,
-            on_call_tool=self._call_tool,
             on_subscriptions_listen=self._listen,
         )
+        # Registered as a plain handler: its results include the tasks extension's
+        # CreateTaskResult, which the typed hook does not name.
+        self.server.add_request_handler("tools/call", mcp.CallToolRequestParams, self._call_tool)
 
     @property
     def idle_timeout(self) -> float:
@@ -271,12 +299,24 @@ class BusMcpServer:
             found = self._workflows[key] = Workflow(self, key)
         return found
 
-    async def _workflow_for(self, ctx: ServerRequestContext[Any, Any]) -> Workflow:
-        request = ctx.request
-        scope: Mapping[str, Any] = getattr(request, "scope", None) or {}
+    def caller_of(self, ctx: ServerRequestContext[Any, Any]) -> McpCaller:
+        """Who makes this request: the HTTP gate's caller, or the stdio server's one."""
+        scope: Mapping[str, Any] = getattr(ctx.request, "scope", None) or {}
         caller = scope.get(CALLER_SCOPE_KEY) or self.caller
         if not isinstance(caller, McpCaller):
             raise RuntimeError("an HTTP MCP request reached the bus without passing the gate")
+        return caller
+
+    async def notify_moved(self, key: HeldKey) -> None:
+        """Tell the clients of workflow ``key`` here that a call moved it (their tools may
+        have changed)."""
+        workflow = self._workflows.get(key)
+        if workflow is not None:
+            await workflow.notify_if_changed()
+
+    async def _workflow_for(self, ctx: ServerRequestContext[Any, Any]) -> Workflow:
+        request = ctx.request
+        caller = self.caller_of(ctx)
         legacy = ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
         if legacy:
             headers = getattr(request, "headers", None) or {}
@@ -323,24 +363,40 @@ class BusMcpServer:
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: mcp.CallToolRequestParams
-    ) -> mcp.CallToolResult | mcp.InputRequiredResult:
+    ) -> mcp.CallToolResult | mcp.InputRequiredResult | dict[str, Any]:
         workflow = await self._workflow_for(ctx)
         # One call at a time per workflow, so that its state moves in order.
         async with workflow.lock:
             workflow, held, session = await self._resumed(ctx, workflow)
             arguments = params.arguments or {}
-            self._arguments.check(session, params.name, arguments)
-            reply = reply_of(params)
-            try:
-                with (
-                    _continued(ctx),
-                    listening(ClientAsker(ctx, session.user)),
-                    replying(reply) if reply is not None else nullcontext(),
-                ):
-                    outcome = await session.call(params.name, arguments)
-            except InputNeeded as needed:  # asked before anything ran: nothing to keep
-                return needed.result()
-            await self.door.held.keep(held, session)
+            refusal = self._arguments.refusal(session, params.name, arguments)
+            if refusal is not None:
+                return refusal
+            tasks = self.tasks
+            outcome: CallOutcome | None = None
+            if tasks is None or not tasks.wanted(ctx, session, params.name):
+                # Made while the request waits: streamed to the client as progress
+                # notifications when it asked for them.
+                reply = reply_of(params)
+                try:
+                    with (
+                        _continued(ctx),
+                        listening(ClientAsker(ctx, session.user)),
+                        replying(reply) if reply is not None else nullcontext(),
+                    ):
+                        if wants_progress(ctx):
+                            outcome = await call_reporting(
+                                session, params.name, arguments, notifying(ctx)
+                            )
+                        else:
+                            outcome = await session.call(params.name, arguments)
+                except InputNeeded as needed:  # asked before anything ran: nothing to keep
+                    return needed.result()
+                await self.door.held.keep(held, session)
+        if outcome is None:  # a task makes the call, beside the workflow's other calls
+            assert tasks is not None
+            with _continued(ctx):
+                return await tasks.start(workflow, session, params.name, arguments)
         if outcome.transition is not None:
             await workflow.notify_if_changed()
         return mcp.CallToolResult(
@@ -351,6 +407,8 @@ class BusMcpServer:
         self, ctx: ServerRequestContext[Any, Any], params: mcp.SubscriptionsListenRequestParams
     ) -> mcp.SubscriptionsListenResult:
         workflow = await self._workflow_for(ctx)
+        if self.tasks is not None:  # the stream may follow tasks too
+            return await self.tasks.listen(ctx, params, workflow.listen)
         return await workflow.listen(ctx, params)
 
     def _input_schema(self, name: str) -> Mapping[str, Any] | None:

@@ -61,6 +61,7 @@ from toolbus.domain.config.registry import Registry, normalize_state
 from toolbus.domain.errors import AccessDenied, ConfigError, Problem
 from toolbus.domain.hooks.configured import SECTION as HOOKS_SECTION
 from toolbus.domain.hooks.configured import HookConfig, load_hooks
+from toolbus.ports import StateStore
 
 log = logging.getLogger("toolbus.doors")
 
@@ -131,6 +132,9 @@ class FrontDoor:
         #: The sessions the door keeps between requests.
         self.held = HeldSessions(self)
         self.steps = CallSteps(call_steps(None) if steps is None else steps)
+        #: The state store the door keeps its state in (its tasks, approvals), when the
+        #: operator's files opened one for it (:func:`toolbus.runtime.opened_door`).
+        self.store: StateStore | None = None
         try:
             self._steps_on(tools.registry, starting=True)
         except ConfigError:

@@ -43,6 +43,7 @@ TOOL_FIELDS = frozenset(
         "annotations",
         "task-support",
         "additional-arguments",
+        "input-schema",
     }
     | set(APPLICABLE_STATES_KEYS)
 )
@@ -142,6 +143,9 @@ class ToolDescriptor:
     task_support: str = "optional"
     #: ``additional-arguments``: calls may give arguments the tool does not declare.
     additional_arguments: bool = False
+    #: ``input-schema``: the whole JSON Schema of its arguments, shown as it is (its
+    #: ``arguments`` are then derived from it); ``None``: built from ``arguments``.
+    input_schema: Mapping[str, Any] | None = field(default=None, hash=False)
     #: The argument names a call may give: the declared ones and those ``options``
     #: names; ``None`` with ``additional_arguments`` (any name).
     accepted_arguments: frozenset[str] | None = field(init=False, hash=False)
@@ -158,6 +162,8 @@ class ToolDescriptor:
         _freeze(self, "config")
         _freeze(self, "raw")
         _freeze(self, "annotations")
+        if self.input_schema is not None:
+            _freeze(self, "input_schema")
 
     def undeclared(self, arguments: Mapping[str, Any]) -> list[str]:
         """The names in ``arguments`` this tool does not take, in their order (often none).
