@@ -22,7 +22,7 @@ from toolbus import tool_service
 from toolbus.application.live.agent_presence import AgentPresence
 from toolbus.application.live.announcements import Announcer
 from toolbus.application.live.config_service import ConfigPublisher, ConfigService
-from toolbus_rabbitmq import RabbitMQBus, connect
+from toolbus_rabbitmq import RabbitMQBus, RabbitMQUnavailable, connect
 
 pytestmark = [pytest.mark.anyio, pytest.mark.broker]
 
@@ -50,6 +50,33 @@ async def proxied(proxy: TcpProxy) -> AsyncIterator[RabbitMQBus]:
 async def until_connected(bus: RabbitMQBus) -> None:
     with anyio.fail_after(30):
         await bus.connection.connected.wait()
+
+
+async def test_a_persistent_publish_waits_for_the_broker_without_taking_the_event_loop(
+    proxied: RabbitMQBus, proxy: TcpProxy
+) -> None:
+    queue = f"persistent://test/outage/{uuid.uuid4().hex[:8]}"
+    await proxied.publish(queue, b"before")  # the exchange and the channel exist
+    proxy.cut()
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            await anyio.sleep(0.01)
+            ticks += 1
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(tick)
+        with anyio.fail_after(10), pytest.raises(RabbitMQUnavailable, match="publish_timeout"):
+            await proxied.publish(queue, b"during")
+        tasks.cancel_scope.cancel()
+    # About 150 ticks fit in the 1.5 s the publish waited; a publish that retried
+    # without pause would have left the other tasks none.
+    assert ticks > 30, ticks
+    proxy.restore()
+    await until_connected(proxied)
+    await proxied.publish(queue, b"after")
 
 
 def companions(bus: RabbitMQBus, tmp_path: Path) -> list[Any]:
