@@ -7,6 +7,7 @@ queue, after ``publish_timeout`` on a persistent one.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack
@@ -120,3 +121,25 @@ async def test_background_publishing_carries_on_through_an_outage(
                 if all(published(c) > b for c, b in zip(running, before, strict=True)):
                     break
                 await anyio.sleep(0.05)  # they publish every 0.2 s: look at that pace
+
+
+async def test_a_lost_connection_is_said_once_in_one_line(
+    proxied: RabbitMQBus, proxy: TcpProxy, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+    proxy.cut()
+    with anyio.fail_after(10):
+        while True:
+            if not proxied.connected:
+                break
+            await anyio.sleep(0.01)  # the client notices the reset: look at that pace
+    # A few reconnection attempts fail meanwhile.
+    await anyio.sleep(0.5)
+    proxy.restore()
+    await until_connected(proxied)
+    records = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert not [r for r in records if r.exc_info], [r.getMessage() for r in records]
+    lost = [r for r in records if "lost the connection" in r.getMessage()]
+    assert [r.name for r in lost] == ["toolbus.rabbitmq"], [r.getMessage() for r in records]
+    restated = [r for r in records if r.name.startswith("aiormq") and "close" in r.getMessage()]
+    assert not restated, [r.getMessage() for r in restated]

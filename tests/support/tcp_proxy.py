@@ -135,6 +135,9 @@ class TcpProxy:
         try:
             # One side went away: so does the other (below).
             await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            # Cut: asyncio's server would log a handler that ends cancelled.
+            pass
         finally:
             for pump in pumps:
                 pump.cancel()
