@@ -58,7 +58,11 @@ class RabbitMQServer:
     #: Extra lines for rabbitmq.conf.
     extra_config: str = ""
     node: str = field(default_factory=lambda: f"toolbus-{uuid.uuid4().hex[:8]}@localhost")
+    #: Start a port mapper of its own; nodes of one cluster share the cluster's.
+    own_epmd: bool = True
     _epmd: subprocess.Popen[bytes] | None = None
+    #: The node's start script while it runs (its Erlang VM is in its session).
+    _process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
@@ -106,7 +110,7 @@ class RabbitMQServer:
         require_rabbitmq()
         self.workdir.mkdir(parents=True, exist_ok=True)
         environment = self._environment()
-        if self._epmd is None or self._epmd.poll() is not None:
+        if self.own_epmd and (self._epmd is None or self._epmd.poll() is not None):
             # Our own port mapper, in the foreground so that it is ours to stop; a
             # node that found none would start a daemon that outlives the tests.
             self._epmd = subprocess.Popen(
@@ -127,12 +131,24 @@ class RabbitMQServer:
                 env=environment,
                 start_new_session=True,
             )
+        self._process = process
         try:
             _wait_for_listener(self.port, process, READY_TIMEOUT, log)
             _wait_for_amqp(self.port, process, READY_TIMEOUT, log)
             yield self.url
         finally:
+            self._process = None
             _stop(process)
+
+    def kill(self) -> None:
+        """SIGKILL the running node (its Erlang VM and helpers): a crash, nothing flushed.
+
+        The ``running`` block still ends as usual, finding it gone.
+        """
+        assert self._process is not None, "the node is not running"
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self._process.pid, signal.SIGKILL)
+        self._process.wait()
 
     def close(self) -> None:
         """Stop the port mapper (after the last run of the node)."""
