@@ -26,25 +26,24 @@ class StoreFigures:
 
     store: str
     door: str
-    #: Seconds from the store listening again until the door's calls worked again.
+    #: Seconds from the store listening again until the door's session went on (in
+    #: the state it had reached).
     recovered: float
-    #: Calls made while the store was away, and how they were answered.
-    during: int
+    #: The longest the door took to answer while the store was away.
+    slowest: float
+    #: How the door answered while the store was away.
     answers: dict[str, int]
-    #: Whether the session opened before the outage was served after it.
-    resumed: bool
 
     def row(self) -> str:
         answers = ", ".join(f"{count}× {what}" for what, count in sorted(self.answers.items()))
         return (
-            f"| {self.store} | {self.door} | {answers or 'none made'} | {self.recovered:.2f} s | "
-            f"{'yes' if self.resumed else 'no'} |"
+            f"| {self.store} | {self.door} | {answers} within {self.slowest:.2f} s | "
+            f"{self.recovered:.2f} s |"
         )
 
 
 STORE_HEADER = (
-    "| store | door | calls while it was away | calls work again after | session resumed |\n"
-    "|---|---|---|---|---|"
+    "| store | door | answers while it was away | its session goes on after |\n|---|---|---|---|"
 )
 
 FIGURES: list[Figures] = []

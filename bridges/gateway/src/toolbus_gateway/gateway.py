@@ -26,6 +26,7 @@ from toolbus.application.agent.code_hooks import CompiledHooks
 from toolbus.application.calls.metrics import ToolbusMetrics
 from toolbus.application.doors.door import FrontDoor
 from toolbus.application.doors.holding import InProcessHolder, SessionHolder
+from toolbus.application.doors.store_health import StoreHealth
 from toolbus.application.doors.stored import StoredHolder
 from toolbus.application.identity.signing import CallSigner
 from toolbus.application.live.registry import DEFAULT_FETCH_TIMEOUT
@@ -34,7 +35,7 @@ from toolbus.domain.access.permissions import Permissions
 from toolbus.domain.errors import ConfigError, Problem, ToolbusError
 from toolbus.hooks import CodeHooks
 from toolbus.plugins import load_tool_plugins
-from toolbus.ports import Bus, StateStore
+from toolbus.ports import Bus, StateStore, broker_known_gone
 from toolbus.runtime import opened_door, registry_from, tool_types
 from toolbus_gateway.auth import Authenticator
 from toolbus_gateway.events import Event, Topic
@@ -227,6 +228,8 @@ class Gateway:
         self._state_options = dict(state_options or {})
         #: The state store sessions are kept in, once connected (None: this process).
         self.state_store: StateStore | None = None
+        #: Whether that store answers (None without one).
+        self.store_health: StoreHealth | None = None
         self.tools: Tools | None = None
         self.live_registry: LiveRegistry | None = None
         self.watch: ServiceWatch | None = None
@@ -257,6 +260,8 @@ class Gateway:
                 stack.push_async_callback(self.state_store.close)
             else:
                 self.state_store = self.state
+            if self.state_store is not None:
+                self.store_health = StoreHealth(self.state_store)
             tasks = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(tasks.cancel_scope.cancel)
             stack.callback(self.console.close)
@@ -395,16 +400,20 @@ class Gateway:
         return self.is_operator(user)
 
     def readiness(self) -> Readiness:
-        """Broker connected and configuration loaded, each with a reason."""
+        """Broker connected, configuration loaded and the state store answering (as last
+        found: :meth:`StoreHealth.refresh` looks again), each with a reason."""
         checks: dict[str, str] = {}
         ok = True
         if self.bus is None:
             checks["broker"] = "not connected yet"
             ok = False
         else:
-            connected = getattr(self.bus, "is_connected", True)
-            checks["broker"] = "connected" if connected else "disconnected; reconnecting"
-            ok = ok and bool(connected)
+            gone = broker_known_gone(self.bus)
+            checks["broker"] = "disconnected; reconnecting" if gone else "connected"
+            ok = ok and not gone
+        if self.store_health is not None:
+            checks["state"] = self.store_health.check()
+            ok = ok and self.store_health.down is None
         if self.tools is None:
             checks["config"] = "not loaded yet"
             ok = False

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
-from fastapi import Request
+from fastapi import Depends, Request
 from sse_starlette import EventSourceResponse
 
 from toolbus.application.doors.door import SESSION
@@ -20,6 +20,7 @@ from toolbus.application.doors.holding import Held
 from toolbus.domain.errors import SessionNotFound
 from toolbus_gateway.events import Event
 from toolbus_gateway.gateway import Gateway
+from toolbus_gateway.health import store_needed
 from toolbus_gateway.http_auth import gateway_of
 from toolbus_gateway.models import (
     CallOutcomeView,
@@ -34,7 +35,7 @@ from toolbus_gateway.sessions import SessionExists
 from toolbus_gateway.streams import open_stream, sse, take_stream
 from toolbus_gateway.tool_routes import CallerDep, timed_call
 
-router = v1_router()
+router = v1_router([Depends(store_needed)])
 
 OPEN_ONE = "Open one with POST /v1/sessions"
 

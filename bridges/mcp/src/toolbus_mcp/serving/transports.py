@@ -12,9 +12,17 @@ Over HTTP every request passes :class:`CallerGate` before MCP sees it:
   an entry state (otherwise ``403``, audited); a workflow that exists keeps
   the state it reached.
 
-Then :class:`~toolbus_mcp.serving.malformed.MalformedRequests` answers a
-malformed request (an ``id`` JSON-RPC does not allow, a body too large or not
-JSON) with a JSON-RPC error before the SDK's transport sees it.
+While the state store the workflows are kept in is away, the gate answers a
+request ``503`` with a ``Retry-After`` and a JSON-RPC error
+(:data:`~toolbus_mcp.serving.server.STORE_UNAVAILABLE`) rather than letting it
+wait out the store's timeout. Then
+:class:`~toolbus_mcp.serving.malformed.MalformedRequests` answers a malformed
+request (an ``id`` JSON-RPC does not allow, a body too large or not JSON) with a
+JSON-RPC error before the SDK's transport sees it.
+
+``/healthz`` (the process answers) and ``/readyz`` (the broker connected and the
+store answering, each with a reason) are answered before the gate, with no
+credential, for load balancers and orchestrators.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from typing import Any, cast
 import anyio
 import anyio.from_thread
 import anyio.lowlevel
+import mcp_types as mcp
 import uvicorn
 from anyio import RunFinishedError
 from anyio.abc import TaskStatus
@@ -39,10 +48,17 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from toolbus._internal.heap import settle_heap
 from toolbus._internal.web_server import CommandServer, bind, cannot_listen
+from toolbus.application.doors.store_health import RETRY_AFTER
 from toolbus.application.identity.credentials import CredentialTable, bearer_token
 from toolbus.domain.errors import AccessDenied, ConfigError, ToolbusError
+from toolbus.ports import broker_known_gone
 from toolbus_mcp.serving.malformed import MalformedRequests
-from toolbus_mcp.serving.server import CALLER_SCOPE_KEY, BusMcpServer, McpCaller
+from toolbus_mcp.serving.server import (
+    CALLER_SCOPE_KEY,
+    STORE_UNAVAILABLE,
+    BusMcpServer,
+    McpCaller,
+)
 
 #: Header naming the tool groups an HTTP client asks for (comma-separated).
 GROUPS_HEADER = "toolbus-groups"
@@ -143,8 +159,68 @@ class CallerGate:
         except ConfigError as exc:  # the configuration's permissions section is broken
             await _refuse(send, 500, str(exc))
             return
+        health = self.server.store_health
+        if scope["method"] == "POST" and health is not None and not await health.available():
+            await _store_away(send)
+            return
         scope[CALLER_SCOPE_KEY] = caller
         await self.app(scope, receive, send)
+
+
+async def _store_away(send: Send) -> None:
+    error = mcp.JSONRPCError(
+        jsonrpc="2.0",
+        id=None,
+        error=mcp.ErrorData(
+            code=STORE_UNAVAILABLE,
+            message="the state store the workflows are kept in cannot be reached now; try "
+            f"again in {RETRY_AFTER} s",
+            data={"retry_after": RETRY_AFTER, "down": "state"},
+        ),
+    )
+    body = error.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8")
+    raw = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"retry-after", str(RETRY_AFTER).encode()),
+    ]
+    await send({"type": "http.response.start", "status": 503, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
+
+
+class HealthRoutes:
+    """ASGI middleware answering ``GET /healthz`` and ``GET /readyz`` (see the module docs)."""
+
+    def __init__(self, app: ASGIApp, server: BusMcpServer) -> None:
+        self.app = app
+        self.server = server
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path") if scope["type"] == "http" else None
+        if path == "/healthz" and scope["method"] == "GET":
+            await _json(send, 200, {"status": "ok"})
+        elif path == "/readyz" and scope["method"] == "GET":
+            checks = await self.readiness()
+            ready = all(verdict == "ok" for verdict in checks.values())
+            await _json(send, 200 if ready else 503, {"ready": ready, "checks": checks})
+        else:
+            await self.app(scope, receive, send)
+
+    async def readiness(self) -> dict[str, str]:
+        """Each part the door needs, and "ok" or why not."""
+        gone = broker_known_gone(self.server.tools.client.bus)
+        checks = {"broker": "disconnected; reconnecting" if gone else "ok"}
+        health = self.server.store_health
+        if health is not None:
+            checks["state"] = await health.refresh()
+        return checks
+
+
+async def _json(send: Send, status: int, answer: object) -> None:
+    body = json.dumps(answer).encode("utf-8")
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
 
 
 async def _refuse(
@@ -176,7 +252,7 @@ def http_app(
     app = server.server.streamable_http_app(
         streamable_http_path=MCP_PATH, host=host, json_response=json_response
     )
-    return CallerGate(MalformedRequests(app), server, credentials)
+    return HealthRoutes(CallerGate(MalformedRequests(app), server, credentials), server)
 
 
 async def serve_http(
