@@ -1,0 +1,80 @@
+"""A 3-node RabbitMQ cluster: a node SIGKILLed under load loses no call.
+
+Two replicas of the echo services (:mod:`tests.faults.tools`) connect first to
+nodes 1 and 2, the client to node 3; every URL lists all three nodes and asks
+for quorum queues, so the persistent request queue is replicated on every node
+(its leader on node 1, where it was first declared). Calls go to both services
+twenty times a second. Node 1 (the queue's leader, and replica A's node) is
+SIGKILLed, started again a few seconds later, and the load runs on until calls
+flow. Every persistent request the cluster confirmed runs; the figures go to the
+fault matrix's report.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import AsyncExitStack
+from pathlib import Path
+
+import anyio
+import pytest
+
+from tests.faults import report
+from tests.faults.load import CallLoad, PublishLog, figures, settled_runs
+from tests.faults.tools import RUNS_FILE, persistent_echo, volatile_echo
+from tests.rabbitmq.cluster import RabbitMQCluster
+from toolbus import ToolServiceClient, running
+from toolbus_rabbitmq import connect
+
+pytestmark = [pytest.mark.anyio, pytest.mark.broker, pytest.mark.slow, pytest.mark.timeout(400)]
+
+#: How long the killed node stays down.
+OUTAGE = 3.0
+RECOVERY_LIMIT = 60.0
+OPTIONS = {"queue_type": "quorum"}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RabbitMQCluster]:
+    with RabbitMQCluster(tmp_path_factory.mktemp("rabbitmq-cluster")).running() as formed:
+        yield formed
+
+
+async def test_a_node_killed_under_load_loses_no_call(
+    cluster: RabbitMQCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs = tmp_path / "runs.txt"
+    monkeypatch.setenv(RUNS_FILE, str(runs))
+    async with AsyncExitStack() as stack:
+        for first in (0, 1):  # replica A on node 1, replica B on node 2
+            bus = await connect(cluster.url(first, **OPTIONS))
+            stack.push_async_callback(bus.close)
+            await stack.enter_async_context(running(bus, persistent_echo, volatile_echo))
+        client_bus = PublishLog(await connect(cluster.url(2, **OPTIONS)))
+        stack.push_async_callback(client_bus.close)
+        client = await stack.enter_async_context(ToolServiceClient(client_bus))  # type: ignore[arg-type]
+        load = CallLoad(client)
+        stop = anyio.Event()
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(load.run, stop)
+            await load.until_flowing(time.monotonic(), 60)
+            started = time.monotonic()
+            await anyio.to_thread.run_sync(cluster.kill, 0)
+            await anyio.sleep(OUTAGE)  # the outage is the scenario, not a wait for an event
+            await anyio.to_thread.run_sync(cluster.start, 0)
+            ended = time.monotonic()
+            await load.until_flowing(ended, RECOVERY_LIMIT)
+            stop.set()
+    settled = await settled_runs(runs, load, client_bus.taken, limit=20)
+    found = figures(
+        "rabbitmq 3-node cluster", "SIGKILL a node", load, settled, client_bus.taken, started, ended
+    )
+    report.FIGURES.append(found)
+    print(f"\n{found.row()}\n  errors: {found.errors}")
+    assert found.lost == 0
+    assert found.hung == 0
+    await anyio.to_thread.run_sync(cluster.wait_until_formed)  # the node is back in the cluster
+    # The services' persistent group queue is a quorum queue, replicated on the nodes.
+    types = await anyio.to_thread.run_sync(cluster.queue_types)
+    assert types["faults.request.echo.faults-echo"] == "quorum", types
