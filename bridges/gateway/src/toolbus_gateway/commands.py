@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -43,10 +42,6 @@ def parse_listen(listen: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-#: The environment variable a worker process reads its command line from (``--workers``).
-WORKER_ARGUMENTS = "TOOLBUS_GATEWAY_WORKER"
-
-
 @dataclass(frozen=True, slots=True)
 class GatewayArguments:
     """What ``toolbus gateway`` was asked for: enough for a worker process to build the same."""
@@ -58,6 +53,9 @@ class GatewayArguments:
     sign_key: str | None = None
     no_access_control: bool = False
     cwd: str = "."
+    #: The environment variable holding the console's session key, instead of
+    #: ``console-key-env`` (the key ``--workers`` makes and shares with its workers).
+    console_key_env: str | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -80,6 +78,10 @@ def build_gateway(arguments: GatewayArguments) -> tuple[Gateway, str, int]:
     config = None if arguments.config is None else Path(arguments.config)
     settings = load_settings(broker=arguments.broker, config=config)
     gateway_settings = parse_gateway_settings(settings.file.get("gateway"))
+    if arguments.console_key_env is not None:
+        gateway_settings = gateway_settings.model_copy(
+            update={"console_key_env": arguments.console_key_env}
+        )
     host, port = parse_listen(arguments.listen or gateway_settings.listen)
     base = Path(arguments.cwd)
     credentials = load_credentials(settings=settings.file, base_dir=base)
@@ -218,21 +220,7 @@ def gateway(
         "console at /console"
     )
     if workers > 1:
-        typer.echo(serving_line, err=True)
-        # Each worker builds the gateway again from the same arguments, and enters it
-        # in its app's lifespan: the broker and the store are each worker's own.
-        os.environ[WORKER_ARGUMENTS] = arguments.to_json()
-        typer.echo(f"{workers} worker processes", err=True)
-        uvicorn.run(
-            "toolbus_gateway._workers:app",
-            factory=True,
-            host=host,
-            port=port,
-            workers=workers,
-            log_level="info" if verbose else "warning",
-            lifespan="on",
-            loop=str(loop),
-        )
+        _serve_with_workers(arguments, served, host, port, workers, serving_line, verbose, loop)
         return
 
     async def main() -> None:
@@ -272,6 +260,42 @@ def gateway(
                     raise typer.Exit(EXIT_FAILED)  # uvicorn has said why
 
     run(main, loop=loop)
+
+
+def _serve_with_workers(
+    arguments: GatewayArguments,
+    served: Gateway,
+    host: str,
+    port: int,
+    workers: int,
+    serving_line: str,
+    verbose: bool,
+    loop: EventLoop,
+) -> None:
+    """``--workers N``: bind here, start the workers, say so once every one accepts."""
+    from toolbus._internal.web_server import bind, cannot_listen
+    from toolbus_gateway._workers import WorkerFailed, Workers, shared_console_key
+
+    try:
+        listener = bind(host, port)
+    except OSError as exc:
+        fail(cannot_listen(host, port, exc), EXIT_FAILED)
+    with listener:
+        shared = shared_console_key(arguments, served.settings.console_key_env)
+        running = Workers(shared, listener, workers, verbose=verbose, loop=str(loop))
+        try:
+            lines = running.start()
+        except WorkerFailed as exc:
+            fail(str(exc), EXIT_FAILED)
+        for line in lines:
+            typer.echo(line, err=True)
+        typer.echo(serving_line, err=True)  # every worker accepts connections
+        typer.echo(f"{workers} worker processes", err=True)
+        running.serve_until_signalled(
+            lambda name: typer.echo(
+                f"{name}: finishing requests in flight, closing sessions", err=True
+            )
+        )
 
 
 @hookimpl
