@@ -39,7 +39,7 @@ from toolbus._internal.event_loops import backend_options, running_loop_name
 from toolbus._internal.web_server import CommandServer
 from toolbus.application.calls.supervision import plain_errors
 from toolbus.domain.errors import ToolbusError
-from toolbus_gateway.commands import GRACEFUL_SHUTDOWN, GatewayArguments, build_gateway, http_parser
+from toolbus_gateway._launch import GRACEFUL_SHUTDOWN, GatewayArguments, build_gateway, http_parser
 
 log = logging.getLogger("toolbus.gateway")
 
