@@ -5,7 +5,10 @@ its data in a directory of its own, and a :class:`~tests.support.tcp_proxy.TcpPr
 in front of it. Every toolbus process of the matrix connects through the proxy,
 so the test can cut the network between them and the broker, or slow it, as
 well as stop the broker (SIGTERM, an orderly restart) or kill it (SIGKILL, a
-crash) and start it again at the same address with its data.
+crash) and start it again at the same address with its data. Tansu is told to
+advertise the proxy's address, so that its clients come back through it;
+pulsar-lite advertises its own (it has no setting for it), so after a topic
+lookup its clients connect to it directly.
 """
 
 from __future__ import annotations

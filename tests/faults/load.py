@@ -215,8 +215,9 @@ class Figures:
     errors: dict[str, int]
     #: Persistent requests the broker took that never ran.
     lost: int
-    #: Calls that ran more than once (either queue).
-    duplicated: int
+    #: Calls that ran more than once, per queue kind (the list: which, by service and n).
+    duplicated: dict[str, int]
+    run_twice: list[tuple[str, int]]
     #: Calls that ended more than :data:`DEADLINE_GRACE` after their deadline.
     hung: int
     #: The slowest answer during the fault (seconds).
@@ -229,7 +230,7 @@ class Figures:
         return (
             f"| {self.broker} | {self.fault} | {pair(self.recovered, '.2f')} s | "
             f"{pair(self.failed, 'd')} of {pair(self.sent, 'd')} | {self.lost} | "
-            f"{self.duplicated} | {self.slowest:.2f} s |"
+            f"{pair(self.duplicated, 'd')} | {self.slowest:.2f} s |"
         )
 
 
@@ -271,6 +272,11 @@ def figures(
     lost = sum(
         1 for queue, n in taken if queue == PERSISTENT and n in ours and not runs[service, n]
     )
+    run_twice = sorted(key for key, count in runs.items() if count > 1 and key[1] in ours)
+    duplicated = {
+        kind: sum(1 for name, _ in run_twice if name == service_id)
+        for kind, (service_id, _, _) in SERVICES.items()
+    }
     hung = sum(
         1
         for c in load.calls
@@ -284,7 +290,8 @@ def figures(
         sent,
         dict(errors),
         lost,
-        sum(1 for (_, n), count in runs.items() if count > 1 and n in ours),
+        duplicated,
+        run_twice,
         hung,
         slowest,
     )

@@ -12,6 +12,9 @@ twenty times a second. Then, one after the other on the same processes:
 * ``latency``: the proxy delays everything by :data:`LATENCY` each way for
   :data:`OUTAGE` seconds.
 
+(pulsar-lite sends its clients to its own address after they look a topic up, so
+the proxy's faults do not reach it: those two are skipped there.)
+
 For each: every toolbus process is still running and logged no traceback;
 each call that failed did so with a timeout or ``BrokerUnavailable``, never
 later than its deadline; calls flow again without restarting anything; the
@@ -46,6 +49,8 @@ FAULTS = ("restart", "kill", "cut", "latency")
 #: How long each fault lasts: longer than the announcement interval (1 s), so that
 #: background work falls due while the broker is away.
 OUTAGE = 2.0
+#: Faults made by the proxy, which a broker that sends clients elsewhere escapes.
+NO_PROXY_FAULTS = ("cut", "latency")
 #: Added each way by the ``latency`` fault.
 LATENCY = 0.1
 #: Seconds after the fault's end within which calls must flow again.
@@ -202,6 +207,12 @@ async def test_a_fault_ends_no_process_and_loses_no_call(
     deployment: BrokerDeployment, fault: str
 ) -> None:
     broker = deployment.broker
+    if broker.kind == "pulsar" and fault in NO_PROXY_FAULTS:
+        pytest.skip(
+            "pulsar-lite answers a topic lookup with its own address, and clients connect "
+            "there: a proxy in front of it carries the lookups only (it has no setting for "
+            "the address it advertises)"
+        )
     for name, logged in deployment.processes.items():
         assert logged.alive, f"{name} ended before this fault:\n{logged.process.output()[-3000:]}"
     bus = PublishLog(await connect(broker.url))
@@ -233,10 +244,13 @@ async def test_a_fault_ends_no_process_and_loses_no_call(
     runs = await settled_runs(deployment.runs, load, bus.taken, limit=10)
     found = figures(broker.kind, fault, load, runs, bus.taken, started, ended)
     report.FIGURES.append(found)
-    print(f"\n{found.row()}\n  errors: {found.errors}; gateway: health {dict(gateway.health)}, "
-          f"calls {dict(gateway.calls)} (longest {gateway.longest:.2f} s, healthz "
-          f"{gateway.longest_health:.2f} s), "
-          f"serving again after {gateway_back:.2f} s")  # fmt: skip
+    print(
+        f"\n{found.row()}\n  run twice: {found.run_twice}; errors: {found.errors}; gateway: "
+        f"health {dict(gateway.health)}, calls {dict(gateway.calls)} (longest "
+        f"{gateway.longest:.2f} s, healthz {gateway.longest_health:.2f} s), serving again "
+        f"after {gateway_back:.2f} s; toolbus serve: /metrics {dict(serve.metrics)}, "
+        f"/readyz {dict(serve.ready)}"
+    )
 
     for name, logged in deployment.processes.items():
         log = logged.since_mark()
@@ -247,7 +261,7 @@ async def test_a_fault_ends_no_process_and_loses_no_call(
     undocumented = [(c.outcome, c.message) for c in load.calls if c.outcome and not c.documented]
     assert not undocumented, undocumented[:5]
     assert found.hung == 0, "calls ended later than their deadline"
-    assert found.duplicated == 0
+    assert found.duplicated["persistent"] == 0, found.run_twice
     if broker.keeps_data or fault in ("cut", "latency"):
         assert found.lost == 0
     if fault == "latency":
