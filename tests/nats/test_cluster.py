@@ -263,7 +263,7 @@ def test_the_deployment_example_runs_on_the_cluster_its_recipe_starts(tmp_path: 
     cluster = NatsCluster(tmp_path, nodes)
     try:
         cluster.wait_ready()
-        (example,) = [e for e in examples(DOCS / "deployment.md") if e.output is not None]
+        (example,) = [e for e in examples(DOCS / "deployment.md") if e.name == "cluster_example.py"]
         assert_runs_as_documented(example, tmp_path, env={"NATS_URL": url}, timeout=60)
     finally:
         cluster.stop()
