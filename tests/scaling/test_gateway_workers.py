@@ -44,6 +44,14 @@ def worker_pids(pid: int) -> list[int]:
     return pids
 
 
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def workers(pid: int) -> int:
     return len(worker_pids(pid))
 
@@ -148,6 +156,9 @@ async def test_serving_is_said_once_every_worker_accepts(
             with paused(stopped), anyio.fail_after(3):
                 assert (await http.get("/healthz")).status_code == 200, f"worker {alone}"
     assert door.output().count(SERVING) == 1
+    # SIGTERM (leaving the block): the workers finish, and so does the command, cleanly.
+    assert door.process.returncode == 0, door.output()
+    assert not [pid for pid in (first, second) if alive(pid)]
 
 
 async def test_a_console_log_in_on_one_worker_holds_on_the_other(

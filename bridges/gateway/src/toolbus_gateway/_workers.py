@@ -27,10 +27,10 @@ import secrets
 import signal
 import socket
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
+from typing import Any
 
 import anyio
 import uvicorn
@@ -94,6 +94,25 @@ class Workers:
         self.loop = loop
         self._context = multiprocessing.get_context("spawn")
         self._workers: list[_Worker] = []
+        #: SIGTERM and SIGINT received (caught from ``with`` on: never the default action,
+        #: which would leave the workers behind).
+        self._signals: list[int] = []
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> Workers:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self._previous[sig] = signal.signal(sig, lambda number, _: self._signals.append(number))
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    @property
+    def stopped_by(self) -> str | None:
+        """The name of the signal that asked the command to stop, once one did."""
+        return signal.Signals(self._signals[0]).name if self._signals else None
 
     def _spawn(self) -> _Worker:
         ours, theirs = self._context.Pipe(duplex=False)
@@ -108,12 +127,15 @@ class Workers:
 
     def start(self) -> list[str]:
         """Start the workers; return once every one accepts connections, with the lines
-        they asked to show (said once). Raises :class:`WorkerFailed` (the others
-        stopped) when one cannot start."""
+        they asked to show (said once), or when a stop signal came first (see
+        :attr:`stopped_by`). Raises :class:`WorkerFailed` (the others stopped) when
+        one cannot start."""
         self._workers = [self._spawn() for _ in range(self.count)]
         lines: list[str] = []
         while any(worker.status == "starting" for worker in self._workers):
-            for worker in self._heard(None):
+            if self._signals:
+                return lines
+            for worker in self._heard(0.5):
                 if worker.status == "ready" and worker.process.is_alive():
                     continue
                 self.stop()
@@ -147,49 +169,45 @@ class Workers:
                 changed.append(worker)
         return changed
 
-    def serve_until_signalled(self, on_signal: Callable[[str], None]) -> None:
-        """Until SIGTERM or SIGINT: replace a worker that dies. Then stop them all."""
-        received: list[int] = []
-        previous = {
-            sig: signal.signal(sig, lambda number, _: received.append(number))
-            for sig in (signal.SIGTERM, signal.SIGINT)
-        }
-        try:
-            while not received:
-                for worker in self._heard(0.5):
-                    if worker.process.is_alive() or received:
-                        continue
-                    index = self._workers.index(worker)
-                    log.warning(
-                        "gateway worker %d (pid %s) exited with %s; starting another",
-                        index + 1,
-                        worker.process.pid,
-                        worker.process.exitcode,
-                    )
-                    self._workers[index] = self._replace()
-            on_signal(signal.Signals(received[0]).name)
-        finally:
-            self.stop()
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+    def serve_until_signalled(self) -> str:
+        """Until SIGTERM or SIGINT, replace a worker that dies; the signal's name."""
+        while not self._signals:
+            for worker in self._heard(0.5):
+                if worker.process.is_alive() or self._signals:
+                    continue
+                index = self._workers.index(worker)
+                log.warning(
+                    "gateway worker %d (pid %s) exited with %s; starting another",
+                    index + 1,
+                    worker.process.pid,
+                    worker.process.exitcode,
+                )
+                self._workers[index] = self._replace()
+        return signal.Signals(self._signals[0]).name
 
     def _replace(self) -> _Worker:
         """A new worker in place of one that died, once it accepts (tried again, after a
-        pause, while it cannot start: the broker may be away)."""
+        pause, while it cannot start: the broker may be away), or once the command is
+        told to stop (:meth:`stop` then ends it with the others)."""
+        worker = self._spawn()
         while True:
-            worker = self._spawn()
-            while worker.status == "starting":
+            while worker.status == "starting" and not self._signals:
                 if worker.report.poll(0.5):
                     _drain(worker)
                 elif not worker.process.is_alive():
                     _drain(worker)
                     if worker.status == "starting":
                         worker.status = f"it exited with {worker.process.exitcode}"
-            if worker.status == "ready":
+            if worker.status in ("ready", "starting"):
                 return worker
             log.warning("a new gateway worker could not start: %s", worker.status)
             worker.process.join()
-            time.sleep(RESTART_PAUSE)
+            pause_until = time.monotonic() + RESTART_PAUSE
+            while time.monotonic() < pause_until and not self._signals:
+                time.sleep(0.1)  # a pause that a stop signal cuts short
+            if self._signals:
+                return worker
+            worker = self._spawn()
 
     def stop(self) -> None:
         """SIGTERM every worker (each finishes its requests in flight); SIGKILL what is

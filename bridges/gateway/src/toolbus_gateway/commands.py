@@ -195,21 +195,21 @@ def _serve_with_workers(
         listener = bind(host, port)
     except OSError as exc:
         fail(cannot_listen(host, port, exc), EXIT_FAILED)
-    with listener:
-        shared = shared_console_key(arguments, served.settings.console_key_env)
-        running = Workers(shared, listener, workers, verbose=verbose, loop=str(loop))
+    shared = shared_console_key(arguments, served.settings.console_key_env)
+    with listener, Workers(shared, listener, workers, verbose=verbose, loop=str(loop)) as running:
         try:
             lines = running.start()
         except WorkerFailed as exc:
             fail(str(exc), EXIT_FAILED)
-        for line in lines:
-            typer.echo(line, err=True)
-        typer.echo(serving_line, err=True)  # every worker accepts connections
-        typer.echo(f"{workers} worker processes", err=True)
-        running.serve_until_signalled(
-            lambda name: typer.echo(
-                f"{name}: finishing requests in flight, closing sessions", err=True
-            )
+        if running.stopped_by is None:
+            for line in lines:
+                typer.echo(line, err=True)
+            typer.echo(serving_line, err=True)  # every worker accepts connections
+            typer.echo(f"{workers} worker processes", err=True)
+            running.serve_until_signalled()
+        # Leaving the block stops the workers: each finishes its requests in flight.
+        typer.echo(
+            f"{running.stopped_by}: finishing requests in flight, closing sessions", err=True
         )
 
 
