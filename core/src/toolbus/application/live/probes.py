@@ -88,19 +88,18 @@ class ProbeAnswers:
 
 
 async def subscribe_probes(bus: Bus, queue: str, who: str, every: float) -> Subscription | None:
-    """A subscription to the probes on ``queue``, or None (logged) when the bus refuses it.
+    """A subscription to the probes on ``queue``, or None (logged) when the bus refuses it
+    or the broker is away; raises :class:`~toolbus.domain.errors.BusClosed` when the bus
+    was closed.
 
     ``who`` and ``every`` (its period) go into the warning: without probes, what
     it publishes still comes every period.
     """
     try:
         return await bus.subscribe(queue)
-    except BusClosed as exc:
-        if not isinstance(exc, BrokerUnavailable):
-            raise
-        log.warning("%s: cannot hear probes (publishing every %g s only): %s", who, every, exc)
-        return None
     except Exception as exc:
+        if isinstance(exc, BusClosed) and not isinstance(exc, BrokerUnavailable):
+            raise  # closed for good: the owner stops
         log.warning("%s: cannot hear probes (publishing every %g s only): %s", who, every, exc)
         return None
 
