@@ -60,23 +60,29 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Too
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from toolbus._internal.throttled_log import ThrottledLog
 from toolbus.application.agent.asking import listening, replying
 from toolbus.application.agent.outcomes import CallOutcome
 from toolbus.application.agent.session import AgentSession
 from toolbus.application.doors.door import FrontDoor
 from toolbus.application.doors.holding import Held, HeldAlready, HeldKey, InProcessHolder
 from toolbus.application.doors.keeping import WORKFLOW
+from toolbus.application.doors.store_health import RETRY_AFTER, StoreHealth
 from toolbus.application.doors.stored import StoredHolder, session_key
 from toolbus.application.live.registry import LiveRegistry
 from toolbus.application.tracing import conventions
 from toolbus.application.tracing import propagation as tracing
-from toolbus.domain.errors import AccessDenied, LimitReached, UnknownTool
+from toolbus.domain.errors import AccessDenied, LimitReached, StateStoreUnavailable, UnknownTool
 from toolbus.ports import WatchableStateStore
 from toolbus_mcp.serving.approvals import ClientAsker, InputNeeded, reply_of
 from toolbus_mcp.serving.arguments import ArgumentCheck
 from toolbus_mcp.serving.progress import call_reporting, notifying, wants_progress
 
 log = logging.getLogger("toolbus.mcp")
+
+#: The JSON-RPC error code of a request that needs the state store while it is away
+#: (its ``data`` says when to try again: ``{"retry_after": seconds}``).
+STORE_UNAVAILABLE = -32050
 
 #: The ``_meta`` key a 2026-07-28 client names its workflow with.
 WORKFLOW_META_KEY = "dev.toolbus/workflow"
@@ -252,6 +258,10 @@ class BusMcpServer:
         self._arguments = ArgumentCheck()
         #: The tasks extension, once installed (:class:`~toolbus_mcp.serving.tasks.McpTasks`).
         self.tasks: TasksExtension | None = None
+        self._store_away = ThrottledLog(log)
+        holder = door.holder
+        #: Whether the store workflows are kept in answers (None: they are kept here).
+        self.store_health = StoreHealth(holder.store) if isinstance(holder, StoredHolder) else None
         self._changes = anyio.Event()
         if live is not None:
             live.on_change(lambda _registry: self._changes.set())
@@ -261,12 +271,14 @@ class BusMcpServer:
             # A tool list is the caller's own (their groups and state): no cache shares it.
             cache_hints={"tools/list": CacheHint(ttl_ms=0, scope="private")},
             get_tool_input_schema=self._input_schema,
-            on_list_tools=self._list_tools,
-            on_subscriptions_listen=self._listen,
+            on_list_tools=self.store_needed(self._list_tools),
+            on_subscriptions_listen=self.store_needed(self._listen),
         )
         # Registered as a plain handler: its results include the tasks extension's
         # CreateTaskResult, which the typed hook does not name.
-        self.server.add_request_handler("tools/call", mcp.CallToolRequestParams, self._call_tool)
+        self.server.add_request_handler(
+            "tools/call", mcp.CallToolRequestParams, self.store_needed(self._call_tool)
+        )
 
     @property
     def idle_timeout(self) -> float:
@@ -349,6 +361,30 @@ class BusMcpServer:
             raise MCPError(mcp.INVALID_REQUEST, str(exc)) from None
 
     # ------------------------------------------------------------- MCP handlers
+
+    def store_needed(self, handler: Callable[..., Any]) -> Callable[..., Any]:
+        """``handler``, answering a JSON-RPC error (:data:`STORE_UNAVAILABLE`) with when to
+        try again, rather than an internal error, when the state store is away."""
+
+        @functools.wraps(handler)
+        async def handle(*args: Any) -> Any:
+            try:
+                return await handler(*args)
+            except StateStoreUnavailable as exc:
+                if self.store_health is not None:
+                    self.store_health.failed(exc)
+                self._store_away.warning(
+                    "store", "an MCP request found the state store away: %s", exc
+                )
+                raise MCPError(
+                    STORE_UNAVAILABLE,
+                    "the state store the workflows are kept in cannot be reached now; try "
+                    f"again in {RETRY_AFTER} s (a call whose workflow could not be saved "
+                    "after it ran may have run)",
+                    {"retry_after": RETRY_AFTER, "down": "state"},
+                ) from None
+
+        return handle
 
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: mcp.PaginatedRequestParams | None

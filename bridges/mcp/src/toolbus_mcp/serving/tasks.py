@@ -152,9 +152,11 @@ class McpTasks:
         self.task_after = task_after
         low = server.server
         low.extensions[TASKS_EXTENSION] = {}
-        low.add_request_handler("tasks/get", TaskParams, self._get)
-        low.add_request_handler("tasks/update", UpdateTaskParams, self._update)
-        low.add_request_handler("tasks/cancel", TaskParams, self._cancel)
+        # Tasks are kept in the door's store: while it is away, these say when to try again.
+        needed = server.store_needed
+        low.add_request_handler("tasks/get", TaskParams, needed(self._get))
+        low.add_request_handler("tasks/update", UpdateTaskParams, needed(self._update))
+        low.add_request_handler("tasks/cancel", TaskParams, needed(self._cancel))
         runner.resumes(DOOR, self._run)
         server.tasks = self
 

@@ -3,7 +3,8 @@
 Over HTTP every request's header values lose their surrounding whitespace
 (:class:`~toolbus_mcp.serving.headers.HttpFieldValues`, as HTTP defines them),
 then the request passes :class:`~toolbus_mcp.serving.gate.CallerGate` before
-MCP sees it (the bearer credential, the groups, the state), then
+MCP sees it (the bearer credential, the groups, the state; ``503`` while
+the state store is away), then
 :class:`~toolbus_mcp.serving.malformed.MalformedRequests` answers a malformed
 request (an ``id`` JSON-RPC does not allow, a body too large or not JSON)
 with a JSON-RPC error before the SDK's transport sees it. Beside the

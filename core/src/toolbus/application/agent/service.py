@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from types import TracebackType
 
 import anyio
@@ -33,6 +33,7 @@ from toolbus.domain.agent.wire import (
     encode_event,
     encode_request,
 )
+from toolbus.domain.errors import StateStoreUnavailable
 from toolbus.ports import Bus, Delivery, Subscription
 
 log = logging.getLogger("toolbus.agent")
@@ -167,21 +168,40 @@ class AgentService:
             return
         try:
             await self.loop.run(request, emit=emit, request_id=request_id)
+        except StateStoreUnavailable as exc:
+            # A passing outage, not a fault of this process: one line, no traceback.
+            log.warning("agent request %s failed: the state store is away: %s", request_id, exc)
+            await self._report(
+                emit,
+                request_id,
+                failure_event(
+                    "unavailable",
+                    "the state store the agent keeps conversations and runs in cannot be "
+                    "reached now; ask again in a few seconds",
+                ),
+            )
         except Exception as exc:
             # The bus or a tool host failed under the loop. The type only: a
             # message may quote arguments or configuration.
             log.exception("agent request %s failed", request_id)
-            try:
-                await emit(
-                    failure_event(
-                        "agent-failed",
-                        f"the agent failed ({type(exc).__name__}); see the agent service's log",
-                    )
-                )
-            except Exception:
-                log.warning("could not report the failure of agent request %s", request_id)
+            await self._report(
+                emit,
+                request_id,
+                failure_event(
+                    "agent-failed",
+                    f"the agent failed ({type(exc).__name__}); see the agent service's log",
+                ),
+            )
         finally:
             self.answered += 1
+
+    async def _report(
+        self, emit: Callable[[AgentEvent], Awaitable[None]], request_id: str, event: AgentEvent
+    ) -> None:
+        try:
+            await emit(event)
+        except Exception:
+            log.warning("could not report the failure of agent request %s", request_id)
 
 
 def failure_event(kind: str, message: str) -> AgentEvent:
