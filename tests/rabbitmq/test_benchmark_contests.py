@@ -8,11 +8,23 @@ the benchmark to report, not for tests).
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 
 from tests.benchmarks.side_by_side import contest
+from tests.support.real_parts import requires
 
-pytestmark = [pytest.mark.anyio, pytest.mark.broker, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.broker,
+    pytest.mark.slow,
+    requires(
+        importlib.util.find_spec("faststream") is not None,
+        "FastStream (the contest's other contestant)",
+        "uv sync --group bench",
+    ),
+]
 
 
 async def test_the_side_by_side_contest_runs_on_rabbitmq(rabbitmq_url: str) -> None:

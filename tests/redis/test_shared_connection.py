@@ -7,6 +7,7 @@ connections are named (the ``name`` option) so that the server tells them apart.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
@@ -19,6 +20,7 @@ import redis.asyncio
 from tests.doors.processes import door_process
 from tests.redis.server import RedisServer
 from tests.support.model_server import ModelServer
+from toolbus.application.sealing import new_seal_jwk
 from toolbus.runtime import shared_state
 
 pytestmark = pytest.mark.anyio
@@ -118,11 +120,12 @@ async def test_an_agent_service_with_approvals_keeps_one_connection_to_its_store
     name = f"agent-{uuid.uuid4().hex[:8]}"
     suffix = uuid.uuid4().hex[:8]
     (tmp_path / "toolbus.toml").write_text(
-        f'state = "{redis_server.url}"\n\n'
+        f'state = "{redis_server.url}"\nseal-keys = ["seal.jwk"]\n\n'
         f'[state-options]\nname = "{name}"\n\n'
         '[permissions]\nfallback = ["default"]\n\n'
         '[approvals]\napprovers = ["ops"]\ntools = ["tell-joke"]\n'
     )
+    (tmp_path / "seal.jwk").write_text(json.dumps(new_seal_jwk("seal-test")), encoding="utf-8")
     (tmp_path / "nats").mkdir()
     nats = NatsServer(tmp_path / "nats")
     with nats.running():
