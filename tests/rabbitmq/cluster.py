@@ -30,7 +30,15 @@ from pathlib import Path
 from typing import Any
 
 from tests.rabbitmq.server import EPMD, RabbitMQServer, require_rabbitmq
-from tests.support.servers import LOOPBACK, free_port, stop_process, wait_for_port
+from tests.support.servers import (
+    LOOPBACK,
+    PORT_TRIES,
+    PortTaken,
+    free_port,
+    log_size,
+    stop_process,
+    wait_for_port,
+)
 
 RABBITMQCTL = Path("/usr/lib/rabbitmq/bin/rabbitmqctl")
 #: Seconds the cluster may take to form.
@@ -43,7 +51,8 @@ class RabbitMQCluster:
 
     workdir: Path
     size: int = 3
-    epmd_port: int = field(default_factory=free_port)
+    #: The port mapper the nodes share: a free port chosen as the cluster starts.
+    epmd_port: int = 0
     cookie: str = field(default_factory=lambda: secrets.token_hex(20).upper())
     nodes: list[RabbitMQServer] = field(default_factory=list)
     _running: dict[int, AbstractContextManager[Any]] = field(default_factory=dict)
@@ -154,19 +163,36 @@ class RabbitMQCluster:
             f"the cluster did not form within {FORM_TIMEOUT} s: {self.status(index)}"
         )
 
+    def _start_epmd(self) -> None:
+        """The nodes' port mapper, on a free port (another where it was taken)."""
+        log = self.workdir / "epmd.log"
+        for attempt in range(1, PORT_TRIES + 1):
+            self.epmd_port = free_port()
+            log_from = log_size(log)
+            with log.open("ab") as out:
+                self._epmd = subprocess.Popen(
+                    [str(EPMD), "-port", str(self.epmd_port), "-address", LOOPBACK],
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            try:
+                wait_for_port(self.epmd_port, self._epmd, 10.0, log, log_from=log_from)
+            except PortTaken:
+                if attempt == PORT_TRIES:
+                    raise
+                continue
+            for node in self.nodes:
+                node.epmd_port = self.epmd_port
+            return
+
     @contextlib.contextmanager
     def running(self) -> Iterator[RabbitMQCluster]:
         """The cluster, formed, for the ``with`` block; every node stopped after it."""
         require_rabbitmq()
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self._epmd = subprocess.Popen(
-            [str(EPMD), "-port", str(self.epmd_port), "-address", LOOPBACK],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
         try:
-            wait_for_port(self.epmd_port, self._epmd, 10.0, self.workdir / "epmd.log")
+            self._start_epmd()
             self.start(0)  # the first alone: the others join it, side by side
             with ThreadPoolExecutor() as starting:
                 for started in [starting.submit(self.start, i) for i in range(1, self.size)]:
@@ -176,4 +202,5 @@ class RabbitMQCluster:
         finally:
             for index in list(self._running):
                 self.stop(index)
-            stop_process(self._epmd)
+            if self._epmd is not None:
+                stop_process(self._epmd)

@@ -31,7 +31,14 @@ from tests.faults.tools import RUNS_FILE, persistent_echo, volatile_echo
 from tests.rabbitmq.cluster import RabbitMQCluster
 from tests.rabbitmq.server import EPMD, require_rabbitmq
 from tests.support.doc_examples import DOCS, assert_runs_as_documented, examples
-from tests.support.servers import LOOPBACK, free_port, stop_process
+from tests.support.servers import (
+    LOOPBACK,
+    failed_to_listen,
+    free_port,
+    on_free_ports,
+    stop_process,
+    wait_for_port,
+)
 from toolbus import ToolServiceClient, running
 from toolbus_rabbitmq import connect
 
@@ -92,49 +99,80 @@ RECIPE = re.compile(r"<!-- recipe: rabbitmq-cluster -->\n```bash\n(.*?)```", re.
 PORT = re.compile(r"\b(?:4369|2?567[2-4])\b")
 
 
-def test_the_deployment_example_runs_on_the_cluster_its_recipe_starts(tmp_path: Path) -> None:
-    """The page's commands make the cluster its example runs on."""
-    require_rabbitmq()
-    (recipe,) = RECIPE.findall((DOCS / "deployment.md").read_text())
-    # The page's ports, each made a free one: other test runs share this machine.
-    ports = {port: str(free_port()) for port in sorted(set(PORT.findall(recipe)))}
+@contextlib.contextmanager
+def recipe_cluster(recipe: str, ports: dict[str, str], workdir: Path) -> Iterator[tuple[str, str]]:
+    """The cluster the page's commands start, on ``ports`` (the page's, each made another),
+    in ``workdir``, for the block: its URL and the recipe's output. :class:`PortTaken`
+    where one of the ports was taken."""
+    workdir.mkdir(parents=True)
     localised = PORT.sub(lambda match: ports[match.group()], recipe)
     (url,) = re.findall(r"RABBITMQ_URL=(\S+)", localised)
     # Our own port mapper, on the page's port, so that the nodes start none that outlives
     # the test.
-    epmd = subprocess.Popen(
-        [str(EPMD), "-port", ports["4369"], "-address", LOOPBACK], start_new_session=True
-    )
-    # A session of its own: the nodes the recipe starts in the background are stopped
-    # with it.
-    recipe_run = subprocess.Popen(
-        ["bash", "-ec", localised],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+    epmd_log = workdir / "epmd.log"
+    with epmd_log.open("ab") as out:
+        epmd = subprocess.Popen(
+            [str(EPMD), "-port", ports["4369"], "-address", LOOPBACK],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    recipe_run: subprocess.Popen[str] | None = None
     try:
+        wait_for_port(int(ports["4369"]), epmd, 10.0, epmd_log)
+        # A session of its own: the nodes the recipe starts in the background are stopped
+        # with it.
+        recipe_run = subprocess.Popen(
+            ["bash", "-ec", localised],
+            cwd=workdir,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
         output, _ = recipe_run.communicate(timeout=300)
-        assert recipe_run.returncode == 0, output
+        if recipe_run.returncode != 0:
+            # The nodes' own logs say whether a port was taken (eaddrinuse).
+            logs = sorted((workdir / "rabbitmq-cluster").glob("rabbit-*.log"))
+            said = output + "".join(log.read_text(errors="replace") for log in logs)
+            raise failed_to_listen("the page's cluster recipe", [], said)
+        yield url, output
+    finally:
+        if recipe_run is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(recipe_run.pid, signal.SIGTERM)  # the nodes stop cleanly
+            for node in (1, 2, 3):
+                pid = workdir / "rabbitmq-cluster" / f"rabbit-{node}.pid"
+                if pid.exists():
+                    with contextlib.suppress(ProcessLookupError, ValueError):
+                        wait_gone(int(pid.read_text().strip()))
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(recipe_run.pid, signal.SIGKILL)
+        stop_process(epmd)
+
+
+def test_the_deployment_example_runs_on_the_cluster_its_recipe_starts(tmp_path: Path) -> None:
+    """The page's commands make the cluster its example runs on."""
+    require_rabbitmq()
+    (recipe,) = RECIPE.findall((DOCS / "deployment.md").read_text())
+    # The page's ports, each made a free one (others where one was taken): other test
+    # runs share this machine.
+    ports: dict[str, str] = {}
+    tries = iter(range(1, 100))
+
+    def choose() -> None:
+        ports.update({port: str(free_port()) for port in sorted(set(PORT.findall(recipe)))})
+
+    def started() -> contextlib.AbstractContextManager[tuple[str, str]]:
+        return recipe_cluster(recipe, ports, tmp_path / f"try-{next(tries)}")
+
+    with on_free_ports(started, choose) as (url, output):
         for n in (1, 2, 3):
             assert f"rabbit-{n}@localhost" in output.partition("Running Nodes")[2], output
         (example,) = [
             e for e in examples(DOCS / "deployment.md") if e.name == "rabbitmq_cluster_example.py"
         ]
         assert_runs_as_documented(example, tmp_path, env={"RABBITMQ_URL": url}, timeout=60)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(recipe_run.pid, signal.SIGTERM)  # the nodes stop cleanly
-        for node in (1, 2, 3):
-            pid = tmp_path / "rabbitmq-cluster" / f"rabbit-{node}.pid"
-            if pid.exists():
-                with contextlib.suppress(ProcessLookupError, ValueError):
-                    wait_gone(int(pid.read_text().strip()))
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(recipe_run.pid, signal.SIGKILL)
-        stop_process(epmd)
 
 
 def wait_gone(pid: int, timeout: float = 30.0) -> None:
