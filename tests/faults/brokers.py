@@ -42,6 +42,13 @@ from tests.support.tcp_proxy import TcpProxy
 
 #: Every broker the matrix runs on.
 KINDS = ("nats", "kafka", "pulsar", "rabbitmq")
+#: Faults made by the proxy, which a broker that sends its clients elsewhere escapes.
+PROXY_FAULTS = ("cut", "latency")
+#: Brokers whose clients escape the proxy: pulsar-lite answers a topic lookup with its
+#: own address, and clients connect there, so a proxy in front of it carries the lookups
+#: only (it has no setting for the address it advertises). The proxy's faults are not
+#: run on them.
+ESCAPE_THE_PROXY = frozenset({"pulsar"})
 
 #: Options the matrix's toolbus processes connect with, beyond the defaults, and why.
 OPTIONS = {

@@ -13,7 +13,7 @@ twenty times a second. Then, one after the other on the same processes:
   :data:`OUTAGE` seconds.
 
 (pulsar-lite sends its clients to its own address after they look a topic up, so
-the proxy's faults do not reach it: those two are skipped there.)
+the proxy's faults do not reach it: those two are not run there, see the conftest.)
 
 For each: every toolbus process is still running and logged no traceback;
 each call that failed did so with a timeout or ``BrokerUnavailable``, never
@@ -38,7 +38,6 @@ import httpx
 import pytest
 
 from tests.faults import report
-from tests.faults.brokers import KINDS
 from tests.faults.deployment import GATEWAY_CALL_TIMEOUT, BrokerDeployment
 from tests.faults.load import CallLoad, PublishLog, figures, settled_runs
 from tests.nats.micro_clients import ask
@@ -50,8 +49,6 @@ FAULTS = ("restart", "kill", "cut", "latency")
 #: How long each fault lasts: longer than the announcement interval (1 s), so that
 #: background work falls due while the broker is away.
 OUTAGE = 2.0
-#: Faults made by the proxy, which a broker that sends clients elsewhere escapes.
-NO_PROXY_FAULTS = ("cut", "latency")
 #: Added each way by the ``latency`` fault.
 LATENCY = 0.1
 #: Seconds after the fault's end within which calls must flow again.
@@ -203,18 +200,7 @@ def floods(log: str) -> dict[str, int]:
     return {kind: count for kind, count in kinds.items() if count > FLOOD}
 
 
-#: Every broker with every fault; pulsar-lite without the proxy's: it answers a topic
-#: lookup with its own address, and clients connect there, so a proxy in front of it
-#: carries the lookups only (it has no setting for the address it advertises).
-CASES = [
-    pytest.param(kind, fault, id=f"{kind}-{fault}")
-    for kind in KINDS
-    for fault in FAULTS
-    if not (kind == "pulsar" and fault in NO_PROXY_FAULTS)
-]
-
-
-@pytest.mark.parametrize(("deployment", "fault"), CASES, indirect=["deployment"])
+@pytest.mark.parametrize("fault", FAULTS)
 async def test_a_fault_ends_no_process_and_loses_no_call(
     deployment: BrokerDeployment, fault: str
 ) -> None:
