@@ -1,3 +1,6 @@
+# One job: BusMcpServer, the MCP handlers of one front door over the workflows it holds.
+# Its extensions (tasks, progress), the HTTP gate, health and transports are modules
+# beside it; what stays is what every request shares: the workflow, its lock, its store.
 """Bus tools as an MCP server: ``toolbus mcp serve``.
 
 :class:`BusMcpServer` is an MCP server (the SDK's low-level ``Server``) whose
