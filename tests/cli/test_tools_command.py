@@ -136,7 +136,7 @@ def test_a_tool_offered_in_every_state_has_null_applicable_states() -> None:
     ("output", "shape"),
     [
         ("openai", {"type", "function"}),
-        ("mcp", {"name", "description", "inputSchema"}),
+        ("mcp", {"name", "description", "inputSchema", "execution"}),
         ("anthropic", {"name", "description", "input_schema"}),
     ],
 )

@@ -9,6 +9,7 @@ processes with the scripted model, and Python in this process.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 
 import pytest
@@ -28,6 +29,12 @@ class _OnNats(DoorConformance):
     @classmethod
     def door_broker(cls, doors_nats: str) -> str:
         return doors_nats
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def door_state(cls, doors_nats: str) -> str:
+        """The doors keep their state in the broker's key-value store (a bucket each)."""
+        return f"{doors_nats}?bucket=doors-{uuid.uuid4().hex[:8]}"
 
 
 class TestGateway(_OnNats):

@@ -73,15 +73,16 @@ def names(result: Any) -> list[str]:
 
 @asynccontextmanager
 async def http_client(
-    url: str, token: str | None, headers: dict[str, str] | None = None
+    url: str, token: str | None, headers: dict[str, str] | None = None, **options: Any
 ) -> AsyncIterator[Client]:
-    """The SDK's client over streamable HTTP, sending ``token`` as a bearer token."""
+    """The SDK's client over streamable HTTP, sending ``token`` as a bearer token
+    (``options``: the client's, e.g. ``extensions``)."""
     sent = dict(headers or {})
     if token is not None:
         sent["Authorization"] = f"Bearer {token}"
     async with httpx2.AsyncClient(headers=sent, timeout=30) as http:
         transport = streamable_http_client(url, http_client=http)
-        async with Client(transport, read_timeout_seconds=30) as client:
+        async with Client(transport, read_timeout_seconds=30, **options) as client:
             yield client
 
 

@@ -6,6 +6,8 @@ from typing import Any
 
 import mcp_types as mcp
 
+from toolbus.domain.config.descriptors import ToolDescriptor
+from toolbus.domain.config.loading import load_registry
 from toolbus_mcp.importing.translation import toolset_tools
 
 
@@ -39,13 +41,43 @@ def test_destructive_tools_need_approval_as_mcp_defines_them() -> None:
     assert all(d["approval"] == "always" for d in every.values())
 
 
+def loaded(descriptor: dict[str, Any]) -> ToolDescriptor:
+    """An imported tool's descriptor as a registry reads it from its announcement."""
+    snapshot = {
+        "tool-service": {"files": {"id": "files", "request-queue": "q", "response-queue": "r"}},
+        "tool": {"t": {**descriptor, "type": "tool-service", "service": "files"}},
+    }
+    return load_registry(snapshot).tool(descriptor["name"])
+
+
 def test_a_tool_whose_input_schema_allows_more_takes_undeclared_arguments() -> None:
     schema = {"type": "object", "properties": {"q": {"type": "string"}}}
     strict = mcp.Tool(name="strict", input_schema=schema)
     loose = mcp.Tool(name="loose", input_schema={**schema, "additionalProperties": True})
 
-    found = {d["mcp-tool"]: d for d in toolset_tools("files", [strict, loose]).values()}
+    found = {d["mcp-tool"]: loaded(d) for d in toolset_tools("files", [strict, loose]).values()}
 
-    assert "additional-arguments" not in found["strict"]
-    assert found["loose"]["additional-arguments"] is True
-    assert [a["name"] for a in found["loose"]["arguments"]] == ["q"]
+    assert not found["strict"].additional_arguments
+    assert found["strict"].undeclared({"q": "x", "more": 1}) == ["more"]
+    assert found["loose"].additional_arguments
+    assert found["loose"].undeclared({"q": "x", "more": 1}) == []
+    assert [a.name for a in found["loose"].arguments] == ["q"]
+
+
+def test_an_imported_tool_keeps_its_server_s_input_schema_root_keywords_and_all() -> None:
+    schema = {
+        "type": "object",
+        "$defs": {"city": {"type": "string"}},
+        "properties": {"where": {"$ref": "#/$defs/city"}},
+        "additionalProperties": False,
+    }
+    broken = {"type": "object", "properties": {"where": "a string"}}  # not a schema per name
+    tools = [
+        mcp.Tool(name="kept", input_schema=schema),
+        mcp.Tool(name="derived", input_schema=broken),
+    ]
+
+    found = {d["mcp-tool"]: d for d in toolset_tools("maps", tools).values()}
+
+    assert found["kept"]["input-schema"] == schema and "arguments" not in found["kept"]
+    assert "input-schema" not in found["derived"]  # arguments from what can be read of it

@@ -4,7 +4,8 @@
   DIAL-style hook names ``memory_server``/``get_memories`` injects its answer,
   and a second request within the hook's TTL does not call it again.
 * ``toolbus mcp serve`` serves the bus's tools to the SDK's client over stdio
-  and over streamable HTTP.
+  and over streamable HTTP: over stdio too, a slow call becomes a task the
+  client polls, and stream chunks come as progress notifications.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from mcp import Client, StdioServerParameters
 
 from tests.doors.processes import LISTEN, door_process
 from tests.live.test_processes import started
+from tests.mcp import conformance_tools
 from tests.mcp.support import (
     ALICE_TOKEN,
     BOB_TOKEN,
@@ -31,6 +33,7 @@ from tests.mcp.support import (
     snapshot_with_permissions,
     write_credentials,
 )
+from tests.mcp.tasks_client import TasksExtension
 from tests.session.support import SERVICES
 from toolbus.application.agent.audit import ListAuditSink
 from toolbus.application.agent.session import AgentSession
@@ -160,3 +163,28 @@ async def test_a_denied_stdio_caller_is_refused_before_serving(
         result = await anyio.run_process(argv, check=False, stdin=None)
     assert result.returncode == 1
     assert b"may not use group(s) 'admin'" in result.stderr
+
+
+async def test_tasks_and_progress_over_stdio(live_nats: str, nats_bus: Bus, tmp_path: Path) -> None:
+    import json
+
+    config = tmp_path / "tools.json"
+    config.write_text(json.dumps(conformance_tools.snapshot()))
+    argv = ["mcp", "serve", "--config", str(config), "--broker", live_nats, "--user", "ann"]
+    parameters = StdioServerParameters(command=TOOLBUS[0], args=argv, env=dict(os.environ))
+    extension = TasksExtension()
+    progress: list[str | None] = []
+
+    async def seen(value: float, total: float | None, message: str | None) -> None:
+        progress.append(message)
+
+    async with (
+        running(nats_bus, *conformance_tools.SERVICES),
+        Client(parameters, read_timeout_seconds=60, extensions=[extension]) as client,
+    ):
+        computed = await client.call_tool("slow_compute", {"seconds": 1, "label": "sums"})
+        streamed = await client.call_tool("test_tool_with_progress", {}, progress_callback=seen)
+    assert computed.content[0].text == "computed sums in 1s"
+    assert len(extension.created) == 1  # it became a task, polled to its end
+    assert progress == ["0/100 ", "50/100 ", "100/100 "]
+    assert streamed.content[0].text == "0/100 50/100 100/100 "

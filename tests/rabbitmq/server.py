@@ -72,7 +72,11 @@ class RabbitMQServer:
     #: Extra lines for rabbitmq.conf.
     extra_config: str = ""
     node: str = field(default_factory=lambda: f"toolbus-{uuid.uuid4().hex[:8]}@localhost")
+    #: Start a port mapper of its own; nodes of one cluster share the cluster's.
+    own_epmd: bool = True
     _epmd: subprocess.Popen[bytes] | None = None
+    #: The node's start script while it runs (its Erlang VM is in its session).
+    _process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
@@ -129,7 +133,9 @@ class RabbitMQServer:
         return on_free_ports(self._node, self._choose_ports)
 
     def _choose_ports(self) -> None:
-        self.port, self.dist_port, self.epmd_port, self.tls_port = (free_port() for _ in range(4))
+        self.port, self.dist_port, self.tls_port = (free_port() for _ in range(3))
+        if self.own_epmd:  # a cluster's nodes keep the port mapper they share
+            self.epmd_port = free_port()
         if self._epmd is not None:  # on the port mapper's port that was taken
             _stop(self._epmd)
             self._epmd = None
@@ -138,7 +144,7 @@ class RabbitMQServer:
     def _node(self) -> Iterator[str]:
         self.workdir.mkdir(parents=True, exist_ok=True)
         environment = self._environment()
-        if self._epmd is None or self._epmd.poll() is not None:
+        if self.own_epmd and (self._epmd is None or self._epmd.poll() is not None):
             # Our own port mapper, in the foreground so that it is ours to stop; a
             # node that found none would start a daemon that outlives the tests.
             epmd_log = self.workdir / "epmd.log"
@@ -163,12 +169,24 @@ class RabbitMQServer:
                 env=environment,
                 start_new_session=True,
             )
+        self._process = process
         try:
             wait_for_port(self.port, process, READY_TIMEOUT, log, self.ports, log_from)
             _wait_for_amqp(self.port, process, READY_TIMEOUT, log, self.ports, log_from)
             yield self.url
         finally:
+            self._process = None
             _stop(process)
+
+    def kill(self) -> None:
+        """SIGKILL the running node (its Erlang VM and helpers): a crash, nothing flushed.
+
+        The ``running`` block still ends as usual, finding it gone.
+        """
+        assert self._process is not None, "the node is not running"
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self._process.pid, signal.SIGKILL)
+        self._process.wait()
 
     def close(self) -> None:
         """Stop the port mapper (after the last run of the node)."""

@@ -6,7 +6,8 @@ revision has no session: the caller's workflow (its state) is found by user,
 groups and the client's workflow key, in the store every replica shares, so
 ten calls alternating replicas keep moving one workflow, and SIGKILLing a
 replica loses nothing. A client listening for changes on one replica is told
-when a call through the other one moved its workflow.
+when a call through the other one moved its workflow. An MCP task is answered
+and cancelled through either replica, and survives the one it started on.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 
 import pytest
+from mcp.client.extension import advertise
 
 from tests.mcp.support import http_client, next_change
+from tests.mcp.tasks_client import TASKS, call_raw, task_cancel, task_get, until_final
 from tests.nats.cluster import NatsCluster
 from tests.scaling.balancer import round_robin
 from tests.scaling.deployment import ALICE_KEY, GROUPS, TEN_CALLS, Deployment
@@ -72,3 +75,43 @@ async def test_a_workflow_alternates_replicas_and_survives_one(
         assert names(await client.list_tools()) == ["step-out", "work"]
 
     assert sorted(deployment.runs.values()) == [1] * 12, deployment.runs
+
+
+async def test_a_task_survives_the_replica_it_started_on(
+    scaling_cluster: NatsCluster, tmp_path: Path
+) -> None:
+    state = scaling_cluster.url()
+    options = {"replicas": 3, "bucket": "toolbus-scaling"}
+    deployment = Deployment(tmp_path, scaling_cluster.url(), state, options, holding=True)
+    async with AsyncExitStack() as stack:
+        await stack.enter_async_context(deployment.tool_replicas())
+        left, left_port = await stack.enter_async_context(deployment.door(*MCP))
+        _, right_port = await stack.enter_async_context(deployment.door(*MCP))
+        tasks = {"extensions": [advertise(TASKS)]}
+        on_left = await stack.enter_async_context(
+            http_client(f"http://{LOOPBACK}:{left_port}/mcp", ALICE_KEY, GATE, **tasks)
+        )
+        on_right = await stack.enter_async_context(
+            http_client(f"http://{LOOPBACK}:{right_port}/mcp", ALICE_KEY, GATE, **tasks)
+        )
+        stepped = await on_left.call_tool("step-in", {"n": 0})
+        assert not stepped.is_error, stepped.content[0].text
+        created = await call_raw(on_left, "work", {"n": 1})  # held by the tool: a task
+        assert created["resultType"] == "task", created
+        await deployment.working.wait()
+        seen = await task_get(on_right, created["taskId"])  # any replica answers for it
+        # Another task of the same call, cancelled through the other replica.
+        doomed = await call_raw(on_left, "work", {"n": 2})
+        await task_cancel(on_right, doomed["taskId"])
+        cancelled = await task_get(on_left, doomed["taskId"])
+
+        left.process.send_signal(signal.SIGKILL)  # the replica running it dies
+        await left.process.wait()
+        deployment.release.set()
+        # The other replica goes on with it once the dead one's lease ran out.
+        final = await until_final(on_right, created["taskId"], seconds=60)
+
+    assert seen["status"] == "working"
+    assert cancelled["status"] == "cancelled"
+    assert final["status"] == "completed", final
+    assert final["result"]["content"][0]["text"] == "work 1"

@@ -14,9 +14,9 @@ The names a user needs, by job (docs/architecture.md has the table):
   :func:`load_registry_from_path`;
 * errors: :class:`ToolbusError` and the kinds a caller catches: a tool call's
   (:class:`ToolCallError` and its wire types), :class:`UnknownTool`,
-  :class:`BusClosed`, :class:`MessageTooLarge` (:class:`MessageRefused` when the
-  broker's own limit is lower), :class:`PluginError`,
-  :class:`ConfigError`, :class:`AccessDenied`;
+  :class:`BusClosed` (:class:`BrokerUnavailable` while the bus reconnects),
+  :class:`MessageTooLarge` (:class:`MessageRefused` when the broker's own limit
+  is lower), :class:`PluginError`, :class:`ConfigError`, :class:`AccessDenied`;
 * state shared by replicas: :func:`connect_state` (``memory://``, ``nats://``,
   ``redis://``), raising :class:`StateStoreError` and :class:`StateStoreUnavailable`.
 
@@ -48,6 +48,7 @@ from toolbus.domain.errors import (
     AccessDenied,
     BadRequest,
     BrokerOptionError,
+    BrokerUnavailable,
     BusClosed,
     ConfigError,
     DeadlineExceeded,
@@ -86,6 +87,7 @@ __all__ = [
     "Announcer",
     "BadRequest",
     "BrokerOptionError",
+    "BrokerUnavailable",
     "BusClosed",
     "CallOutcome",
     "CallResult",

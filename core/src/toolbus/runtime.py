@@ -359,6 +359,7 @@ async def opened_door(
             raise
         if isinstance(state, SealedStore) and state.on_refused is None:
             state.on_refused = door.refused_record
+        door.store = state
         try:
             yield door
         finally:

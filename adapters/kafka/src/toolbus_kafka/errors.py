@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from toolbus.domain.errors import BusClosed, MessageRefused, ToolbusError
+from toolbus.domain.errors import BrokerUnavailable, MessageRefused, ToolbusError
 
 
 class KafkaTopicError(ToolbusError):
@@ -19,7 +19,7 @@ class KafkaTopicError(ToolbusError):
         )
 
 
-class KafkaUnavailable(BusClosed):
+class KafkaUnavailable(BrokerUnavailable):
     """The Kafka brokers could not be reached, or refused a request."""
 
 

@@ -35,6 +35,12 @@ FRAMING = 64 * 1024
 _TOPIC_LOST = (UnknownTopicOrPartitionError, UnknownError)
 
 
+def _partition_gone(exc: AssertionError) -> bool:
+    """aiokafka's check that a record's partition is one the topic has (as the producer
+    last heard): false after the topic was made again with fewer partitions."""
+    return "Unrecognized partition" in str(exc)
+
+
 class Publisher:
     """Sends records to topics through one aiokafka producer."""
 
@@ -73,14 +79,26 @@ class Publisher:
         try:
             try:
                 await self._send(topic, body, headers, call_id)
-            except _TOPIC_LOST as exc:
-                # The broker may have lost the topic (a restart without its data):
-                # make it again, with its partition count read anew, and retry once.
+            except (*_TOPIC_LOST, AssertionError) as exc:
+                if isinstance(exc, AssertionError) and not _partition_gone(exc):
+                    raise
+                # The broker may have lost the topic (a restart without its data), and
+                # someone may have made it again with fewer partitions: read the
+                # broker's view anew (the producer's too) and retry once.
                 log.info("publishing to Kafka topic %r: %r; making sure it exists", topic, exc)
+                await self.producer.client.force_metadata_update()
                 await self.topics.ensure_again(topic)
                 await self._send(topic, body, headers, call_id)
         except MessageSizeTooLargeError as exc:
             raise message_refused(len(body), topic) from exc
+        except AssertionError as exc:
+            if not _partition_gone(exc):
+                raise
+            self.topics.forget(topic)
+            raise KafkaUnavailable(
+                f"publishing to Kafka topic {topic!r} at {self._where} failed: its partitions "
+                "changed (the broker made it again?); the next publish reads them anew"
+            ) from exc
         except KafkaError as exc:
             if self.closed:
                 raise BusClosed("the Kafka bus connection is closed") from exc

@@ -22,7 +22,7 @@ from nats.aio.client import Client
 from toolbus._internal.reachability import CHECK_TIMEOUT, refused_by_all
 from toolbus.domain.calls.listing import ServedCounts, ServiceListing
 from toolbus.domain.calls.queues import parse_queue
-from toolbus.domain.errors import BusClosed
+from toolbus.domain.errors import BrokerUnavailable, BusClosed
 from toolbus.ports import MessageHandler
 from toolbus_nats.errors import too_large, translate
 from toolbus_nats.micro import ToolServiceListing, advertise
@@ -250,7 +250,7 @@ async def connect(
     settings = parse_options(url, options)
     nothing = await refused_by_all(settings.servers, min(CHECK_TIMEOUT, settings.connect_timeout))
     if nothing is not None:
-        raise BusClosed(
+        raise BrokerUnavailable(
             f"cannot connect to NATS at {','.join(settings.servers)}: {nothing}; check that "
             "nats-server runs there and that the URL is right"
         )
@@ -291,7 +291,7 @@ async def connect(
         reason = refused.result() if refused.done() else failure or nc.last_error
         bus._closing = True
         await nc.close()
-        raise BusClosed(
+        raise BrokerUnavailable(
             f"cannot connect to NATS at {bus._where}: {reason or 'no answer'}; check that "
             "nats-server runs there and that the URL, credentials and TLS options are right"
         ) from failure

@@ -5,7 +5,7 @@ from __future__ import annotations
 import nats.errors
 import nats.js.errors
 
-from toolbus.domain.errors import BusClosed, MessageTooLarge, ToolbusError
+from toolbus.domain.errors import BrokerUnavailable, BusClosed, MessageTooLarge, ToolbusError
 
 HOW_TO_RAISE_MAX_PAYLOAD = (
     "raise 'max_payload' in the nats-server configuration (for example 'max_payload: 8MB'; "
@@ -27,7 +27,7 @@ def translate(exc: Exception, doing: str, servers: str) -> Exception:
     if isinstance(exc, nats.errors.ConnectionClosedError):
         return BusClosed(f"cannot {doing}: the NATS connection to {servers} is closed")
     if isinstance(exc, nats.errors.OutboundBufferLimitError):
-        return BusClosed(
+        return BrokerUnavailable(
             f"cannot {doing}: the NATS server at {servers} is unreachable and the reconnect "
             "buffer is full; wait for the server to come back, or raise the 'reconnect_buffer' "
             "option"
@@ -45,7 +45,7 @@ def translate(exc: Exception, doing: str, servers: str) -> Exception:
             "few are up): check 'nats stream info' and raise 'publish_timeout' to wait longer"
         )
     if isinstance(exc, nats.errors.TimeoutError | TimeoutError):
-        return BusClosed(
+        return BrokerUnavailable(
             f"cannot {doing}: the NATS server at {servers} did not answer in time "
             "(it may be restarting); a message being stored may or may not have been kept"
         )
@@ -54,5 +54,6 @@ def translate(exc: Exception, doing: str, servers: str) -> Exception:
             f"cannot {doing}: JetStream said: {exc.description} (code {exc.err_code})"
         )
     if isinstance(exc, nats.errors.Error):
-        return BusClosed(f"cannot {doing} on NATS at {servers}: {exc}")
+        # The connection's other failures (no server, a stale connection) pass.
+        return BrokerUnavailable(f"cannot {doing} on NATS at {servers}: {exc}")
     return exc

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pulsar
 
-from toolbus.domain.errors import BusClosed, ToolbusError
+from toolbus.domain.errors import BrokerUnavailable, BusClosed, ToolbusError
 
 #: Result codes that mean "the broker cannot be reached or did not answer in time".
 UNREACHABLE_RESULTS = frozenset(
@@ -33,7 +33,7 @@ class PulsarAdapterError(ToolbusError):
         self.result = result
 
 
-class BrokerUnreachable(PulsarAdapterError, ConnectionError):
+class BrokerUnreachable(PulsarAdapterError, BrokerUnavailable):
     """The broker could not be reached (or did not answer) in time."""
 
 

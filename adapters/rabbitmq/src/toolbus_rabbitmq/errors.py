@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import aiormq.exceptions
 
-from toolbus.domain.errors import BusClosed, MessageRefused, MessageTooLarge, ToolbusError
+from toolbus.domain.errors import BrokerUnavailable, MessageRefused, MessageTooLarge, ToolbusError
 
 HOW_TO_RAISE_MAX_MESSAGE = (
     "raise it with amqp://...?max_message_size=BYTES (the broker's own max_message_size, "
@@ -12,7 +12,7 @@ HOW_TO_RAISE_MAX_MESSAGE = (
 )
 
 
-class RabbitMQUnavailable(BusClosed):
+class RabbitMQUnavailable(BrokerUnavailable):
     """The RabbitMQ nodes could not be reached, refused the login, or went away."""
 
 

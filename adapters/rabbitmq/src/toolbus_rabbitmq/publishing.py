@@ -187,8 +187,13 @@ class Publisher:
         message = Message(body, headers=stamped, delivery_mode=DeliveryMode.PERSISTENT)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._options.publish_timeout
+        pause = _REOPEN_POLL
         while True:
             try:
+                # A publish on a channel that is gone fails before it waits for
+                # anything, and so before a deadline that has passed could fire.
+                if loop.time() >= deadline:
+                    raise TimeoutError
                 async with asyncio.timeout_at(deadline):
                     exchange = await self._exchange(exchange_name, True)
                     await exchange.publish(message, routing_key="", mandatory=False)
@@ -204,9 +209,15 @@ class Publisher:
                 # A copy may have arrived; at-least-once allows it.
                 try:
                     async with asyncio.timeout_at(deadline):
+                        await self._connection.connected.wait()
                         await (await self._channel(True)).ready()
+                        # A channel says "ready" until aio-pika starts opening it again,
+                        # and a publish on it fails at once: without a pause, this loop
+                        # would take the event loop for itself until the deadline.
+                        await asyncio.sleep(pause)
                 except TimeoutError:
                     continue  # reported by the next round's timeout
+                pause = min(pause * 2, _REOPEN_POLL_MAX)
             except Exception as exc:
                 raise self._failure(exc, exchange_name, len(body)) from exc
 

@@ -14,6 +14,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolbus._internal.web_server import several_authorizations
+from toolbus.application.doors.store_health import RETRY_AFTER
 from toolbus.application.identity.bearer import AuthFailure, InsufficientScope, KeysUnavailable
 from toolbus.domain.errors import (
     AccessDenied,
@@ -23,6 +24,7 @@ from toolbus.domain.errors import (
     LimitReached,
     NotAnApprover,
     SessionNotFound,
+    StateStoreUnavailable,
     TaskClosed,
     TaskNotFound,
     ToolbusError,
@@ -228,11 +230,29 @@ def _bad_config(gateway: Gateway, exc: ConfigError) -> JSONResponse:
 
 def _unavailable(gateway: Gateway, exc: ToolbusError) -> JSONResponse:
     # The bus failed under a call: nothing the caller sent was wrong.
-    return _error(
+    response = _error(
         503,
         "unavailable",
-        f"the broker could not serve the call ({type(exc).__name__}); retry later",
+        f"the broker could not serve the call ({type(exc).__name__}); retry in {RETRY_AFTER} s",
+        down="broker",
     )
+    response.headers["Retry-After"] = str(RETRY_AFTER)
+    return response
+
+
+def _store_unavailable(gateway: Gateway, exc: StateStoreUnavailable) -> JSONResponse:
+    # The store's own text names its address: the caller needs to know what, not where.
+    if gateway.store_health is not None:
+        gateway.store_health.failed(exc)
+    response = _error(
+        503,
+        "unavailable",
+        "the state store the gateway keeps sessions in cannot be reached now; retry in "
+        f"{RETRY_AFTER} s (a call whose session could not be saved after it ran may have run)",
+        down="state",
+    )
+    response.headers["Retry-After"] = str(RETRY_AFTER)
+    return response
 
 
 #: How each failure a route lets through is answered, for FastAPI's routes and the
@@ -255,6 +275,7 @@ ERROR_ANSWERS: dict[type[Exception], Callable[[Gateway, Any], JSONResponse]] = {
     GatewayStopping: _stopping,
     UnknownTool: _no_tool,
     ConfigError: _bad_config,
+    StateStoreUnavailable: _store_unavailable,
     ToolbusError: _unavailable,
 }
 

@@ -11,18 +11,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import Request
+from fastapi import Depends, Request
 
 from toolbus.application.doors.approvals import ApprovalBook
 from toolbus.application.identity.bearer import Principal
 from toolbus.domain.access.approvals import Approval
 from toolbus.domain.errors import ApprovalNotFound
+from toolbus_gateway.health import store_needed
 from toolbus_gateway.http_auth import gateway_of
 from toolbus_gateway.models import ApprovalList, ApprovalView, Decision
 from toolbus_gateway.routing import v1_router
 from toolbus_gateway.tool_routes import CallerDep
 
-router = v1_router()
+router = v1_router([Depends(store_needed)])
 
 
 def view(approval: Approval) -> ApprovalView:

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import os
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -27,101 +24,15 @@ from toolbus.cli.plugin_api import (
     stop_signals,
 )
 from toolbus.plugins import hookimpl
+from toolbus_gateway._launch import (
+    GRACEFUL_SHUTDOWN,
+    GatewayArguments,
+    build_gateway,
+    http_parser,
+)
 
 if TYPE_CHECKING:
     from toolbus_gateway.gateway import Gateway
-
-#: Seconds requests in flight may take to finish once the gateway is told to stop.
-GRACEFUL_SHUTDOWN = 30
-
-
-def parse_listen(listen: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[::1]:8080`` for IPv6) as host and port; ValueError says what is wrong.
-
-    Port 0 has the system choose a free port, which the start-up line names.
-    """
-    host, sep, port = listen.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
-        raise ValueError(f"--listen {listen!r} is not HOST:PORT, e.g. 127.0.0.1:8080")
-    return host.strip("[]"), int(port)
-
-
-#: The environment variable a worker process reads its command line from (``--workers``).
-WORKER_ARGUMENTS = "TOOLBUS_GATEWAY_WORKER"
-
-
-@dataclass(frozen=True, slots=True)
-class GatewayArguments:
-    """What ``toolbus gateway`` was asked for: enough for a worker process to build the same."""
-
-    broker: str | None = None
-    config: str | None = None
-    live: bool = False
-    listen: str | None = None
-    sign_key: str | None = None
-    no_access_control: bool = False
-    cwd: str = "."
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self))
-
-    @classmethod
-    def from_json(cls, text: str) -> GatewayArguments:
-        return cls(**json.loads(text))
-
-
-def build_gateway(arguments: GatewayArguments) -> tuple[Gateway, str, int]:
-    """The :class:`~toolbus_gateway.gateway.Gateway` the arguments describe, and where it
-    listens. ConfigError and ValueError say what is wrong."""
-    from toolbus.application.identity.bearer import Authenticator
-    from toolbus.application.identity.credentials import load_credentials
-    from toolbus.application.identity.signing import CallSigner
-    from toolbus.runtime import seal_keys_of
-    from toolbus.settings import load_settings
-    from toolbus_gateway.gateway import Gateway
-    from toolbus_gateway.settings import parse_gateway_settings
-
-    config = None if arguments.config is None else Path(arguments.config)
-    settings = load_settings(broker=arguments.broker, config=config)
-    gateway_settings = parse_gateway_settings(settings.file.get("gateway"))
-    host, port = parse_listen(arguments.listen or gateway_settings.listen)
-    base = Path(arguments.cwd)
-    credentials = load_credentials(settings=settings.file, base_dir=base)
-    authenticator = Authenticator.from_settings(
-        credentials,
-        gateway_settings.jwt,
-        where="toolbus.toml [gateway.jwt]",
-        door="toolbus gateway",
-        base_dir=base,
-    )
-    source = arguments.sign_key or gateway_settings.sign_key
-    signer = None if source is None else CallSigner.load(source, issuer="toolbus-gateway")
-    if settings.config is None and not arguments.live:
-        raise ValueError(
-            "no tool configuration: pass --config PATH (or set TOOLBUS_CONFIG, or config "
-            "in toolbus.toml), or --live to take tools from the bus"
-        )
-    served = Gateway(
-        settings.broker,
-        authenticator=authenticator,
-        config=settings.config,
-        live=arguments.live,
-        settings=gateway_settings,
-        settings_file=settings.file,
-        broker_options=settings.broker_options,
-        signer=signer,
-        access_control=not arguments.no_access_control,
-        base_dir=settings.file_path.parent if settings.file_path is not None else base,
-        state=settings.state,
-        state_options=settings.state_options,
-        seal_keys=seal_keys_of(settings, base, door="toolbus gateway", url=settings.state),
-    )
-    return served, host, port
-
-
-def http_parser() -> str:
-    """The HTTP parser uvicorn serves with: httptools (C) when installed, else h11."""
-    return "httptools" if importlib.util.find_spec("httptools") is not None else "h11"
 
 
 def gateway(
@@ -232,21 +143,7 @@ def gateway(
         )
 
     if workers > 1:
-        typer.echo(serving_line(port), err=True)
-        # Each worker builds the gateway again from the same arguments, and enters it
-        # in its app's lifespan: the broker and the store are each worker's own.
-        os.environ[WORKER_ARGUMENTS] = arguments.to_json()
-        typer.echo(f"{workers} worker processes", err=True)
-        uvicorn.run(
-            "toolbus_gateway._workers:app",
-            factory=True,
-            host=host,
-            port=port,
-            workers=workers,
-            log_level="info" if verbose else "warning",
-            lifespan="on",
-            loop=str(loop),
-        )
+        _serve_with_workers(arguments, served, host, port, workers, serving_line, verbose, loop)
         return
 
     async def main() -> None:
@@ -290,6 +187,42 @@ def gateway(
                     raise typer.Exit(EXIT_FAILED)  # uvicorn has said why
 
     run(main, loop=loop)
+
+
+def _serve_with_workers(
+    arguments: GatewayArguments,
+    served: Gateway,
+    host: str,
+    port: int,
+    workers: int,
+    serving_line: Callable[[int], str],
+    verbose: bool,
+    loop: EventLoop,
+) -> None:
+    """``--workers N``: bind here, start the workers, say so once every one accepts."""
+    from toolbus._internal.web_server import bind, cannot_listen
+    from toolbus_gateway._workers import WorkerFailed, Workers, shared_console_key
+
+    try:
+        listener = bind(host, port)
+    except OSError as exc:
+        fail(cannot_listen(host, port, exc), EXIT_FAILED)
+    shared = shared_console_key(arguments, served.settings.console_key_env)
+    with listener, Workers(shared, listener, workers, verbose=verbose, loop=str(loop)) as running:
+        try:
+            lines = running.start()
+        except WorkerFailed as exc:
+            fail(str(exc), EXIT_FAILED)
+        if running.stopped_by is None:
+            for line in lines:
+                typer.echo(line, err=True)
+            typer.echo(serving_line(port), err=True)  # every worker accepts connections
+            typer.echo(f"{workers} worker processes", err=True)
+            running.serve_until_signalled()
+        # Leaving the block stops the workers: each finishes its requests in flight.
+        typer.echo(
+            f"{running.stopped_by}: finishing requests in flight, closing sessions", err=True
+        )
 
 
 @hookimpl

@@ -23,6 +23,7 @@ from toolbus.application.agent.code_hooks import CompiledHooks
 from toolbus.application.calls.health import Readiness
 from toolbus.application.doors.door import FrontDoor
 from toolbus.application.doors.holding import InProcessHolder, SessionHolder
+from toolbus.application.doors.store_health import StoreHealth
 from toolbus.application.doors.stored import StoredHolder
 from toolbus.application.identity.bearer import Authenticator
 from toolbus.application.identity.signing import CallSigner
@@ -36,7 +37,7 @@ from toolbus.domain.tasks import parse_task_settings
 from toolbus.domain.tasks.settings import SECTION as TASKS_SECTION
 from toolbus.hooks import CodeHooks
 from toolbus.plugins import load_tool_plugins
-from toolbus.ports import Bus, StateStore
+from toolbus.ports import Bus, StateStore, broker_known_gone
 from toolbus.runtime import opened_door, private_store, registry_from, shared_state, tool_types
 from toolbus_gateway.console_feed import ConsoleChanges, RecentAudit
 from toolbus_gateway.events import Topic
@@ -165,6 +166,8 @@ class Gateway:
         self.seal_keys = seal_keys
         #: The state store sessions are kept in, once connected (None: this process).
         self.state_store: StateStore | None = None
+        #: Whether that store answers (None without one).
+        self.store_health: StoreHealth | None = None
         self.tools: Tools | None = None
         self.live_registry: LiveRegistry | None = None
         self.watch: ServiceWatch | None = None
@@ -212,6 +215,8 @@ class Gateway:
                 self.state_store = door_store(
                     GATEWAY_DOOR, self.state, self.seal_keys, private=not shared_store
                 )
+            if self.state_store is not None:
+                self.store_health = StoreHealth(self.state_store)
             tasks = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(tasks.cancel_scope.cancel)
             stack.callback(self.console.close)
@@ -403,17 +408,21 @@ class Gateway:
         return self.is_operator(user)
 
     def readiness(self) -> Readiness:
-        """Broker connected, configuration loaded and, with an identity provider's keys,
-        keys at hand; each with a reason."""
+        """Broker connected, configuration loaded, the state store answering (as last
+        found: :meth:`StoreHealth.refresh` looks again) and, with an identity provider's
+        keys, keys at hand; each with a reason."""
         checks: dict[str, str] = {}
         ok = True
         if self.bus is None:
             checks["broker"] = "not connected yet"
             ok = False
         else:
-            connected = getattr(self.bus, "is_connected", True)
-            checks["broker"] = "connected" if connected else "disconnected; reconnecting"
-            ok = ok and bool(connected)
+            gone = broker_known_gone(self.bus)
+            checks["broker"] = "disconnected; reconnecting" if gone else "connected"
+            ok = ok and not gone
+        if self.store_health is not None:
+            checks["state"] = self.store_health.check()
+            ok = ok and self.store_health.down is None
         if self.tools is None:
             checks["config"] = "not loaded yet"
             ok = False

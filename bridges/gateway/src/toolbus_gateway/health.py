@@ -10,6 +10,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.metrics_core import Metric
 
 from toolbus.application.identity.credentials import bearer_token
+from toolbus.domain.errors import StateStoreUnavailable
 from toolbus_gateway.http_auth import ConsoleForbidden, authenticate, gateway_of
 
 router = APIRouter(tags=["health"])
@@ -28,12 +29,24 @@ async def healthz(request: Request) -> dict[str, object]:
     responses={503: {"description": "Not ready; the body says why"}},
 )
 async def readyz(request: Request) -> JSONResponse:
-    """200 when the broker is connected and the configuration loaded, else 503, with reasons."""
-    readiness = gateway_of(request).readiness()
+    """200 when the broker is connected, the configuration loaded and the state store (if
+    any) answers, else 503, with a reason for each."""
+    gateway = gateway_of(request)
+    if gateway.store_health is not None:
+        await gateway.store_health.refresh()
+    readiness = gateway.readiness()
     return JSONResponse(
         {"ready": readiness.ready, "checks": readiness.checks},
         status_code=200 if readiness.ready else 503,
     )
+
+
+async def store_needed(request: Request) -> None:
+    """For routes that need the state store: while it is known to be away, answer ``503``
+    at once (a probe at most every half second) rather than wait out its timeout."""
+    health = gateway_of(request).store_health
+    if health is not None and not await health.available():
+        raise StateStoreUnavailable(f"the state store is away ({health.down})")
 
 
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response)

@@ -11,10 +11,10 @@ document says so for every operation (:data:`ERROR_ANSWERS`).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, NoReturn
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Request, Response, params
 from fastapi.routing import APIRoute
 from starlette.routing import Match
 
@@ -78,7 +78,10 @@ ERROR_ANSWERS: dict[int | str, dict[str, Any]] = {
     413: _error("The body is larger than max-body-bytes"),
     422: _error("The body or a parameter does not match its schema (bad-request)"),
     429: _error("A per-user limit was reached; Retry-After says when to try again"),
-    503: _error("The broker could not serve the call; retry later (unavailable)"),
+    503: _error(
+        "The broker or the state store cannot serve the call now (unavailable; down says "
+        "which); Retry-After says when to try again"
+    ),
 }
 
 #: One Server-Sent Event as a reader of the stream sees it; ``data`` is JSON text.
@@ -193,6 +196,11 @@ def allowed_methods(request: Request) -> list[str]:
 _METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")
 
 
-def v1_router() -> APIRouter:
+def v1_router(dependencies: Sequence[params.Depends] = ()) -> APIRouter:
     """A router for ``/v1`` operations: strict JSON, documented errors."""
-    return APIRouter(prefix="/v1", route_class=StrictJsonRoute, responses=ERROR_ANSWERS)
+    return APIRouter(
+        prefix="/v1",
+        route_class=StrictJsonRoute,
+        responses=ERROR_ANSWERS,
+        dependencies=list(dependencies),
+    )

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import anyio
-from fastapi import Request
+from fastapi import Depends, Request
 from fastapi.responses import Response
 from sse_starlette import EventSourceResponse
 
@@ -24,6 +24,7 @@ from toolbus.domain.errors import SessionNotFound
 from toolbus_gateway.call_answers import settled, tasks_of
 from toolbus_gateway.events import Event
 from toolbus_gateway.gateway import Gateway
+from toolbus_gateway.health import store_needed
 from toolbus_gateway.http_auth import gateway_of
 from toolbus_gateway.models import (
     CallOutcomeView,
@@ -39,7 +40,7 @@ from toolbus_gateway.streams import open_stream, sse, take_stream
 from toolbus_gateway.tasks import Preference
 from toolbus_gateway.tool_routes import PREFER, CallerDep
 
-router = v1_router()
+router = v1_router([Depends(store_needed)])
 
 OPEN_ONE = "Open one with POST /v1/sessions"
 

@@ -6,22 +6,24 @@ person longer than ``approval-wait`` (``[tasks]``); its answer is then ``202
 Accepted`` with ``Location: /v1/tasks/{id}``. A task belongs to the user whose
 call it is: to anyone else its id does not exist (404, as an unknown one),
 except to operators (the console's users), who may read and cancel any.
-Any replica answers for any task: they are kept in the gateway's store.
+Any replica answers for any task: they are kept in the gateway's store (while it
+is away, ``503`` at once).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import Request
+from fastapi import Depends, Request
 
 from toolbus_gateway.call_answers import tasks_of
+from toolbus_gateway.health import store_needed
 from toolbus_gateway.http_auth import gateway_of
 from toolbus_gateway.models import TaskList, TaskView
 from toolbus_gateway.routing import v1_router
 from toolbus_gateway.tool_routes import CallerDep
 
-router = v1_router()
+router = v1_router([Depends(store_needed)])
 
 _ONE: dict[int | str, dict[str, Any]] = {404: {"description": "No such task for the caller"}}
 

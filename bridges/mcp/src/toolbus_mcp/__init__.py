@@ -29,7 +29,9 @@ if TYPE_CHECKING:
         toolset_tools,
     )
     from toolbus_mcp.serving.gate import CallerGate
+    from toolbus_mcp.serving.running import door_tasks
     from toolbus_mcp.serving.server import WORKFLOW_META_KEY, BusMcpServer, McpCaller, Workflow
+    from toolbus_mcp.serving.tasks import TASKS_EXTENSION, McpTasks
     from toolbus_mcp.serving.transports import (
         ListenError,
         http_app,
@@ -44,6 +46,9 @@ _HOMES = {
     "BusMcpServer": "serving.server",
     "McpCaller": "serving.server",
     "Workflow": "serving.server",
+    "TASKS_EXTENSION": "serving.tasks",
+    "McpTasks": "serving.tasks",
+    "door_tasks": "serving.running",
     "McpServerAddress": "importing.addresses",
     "McpToolService": "importing.toolsets",
     "McpToolset": "importing.toolsets",
@@ -65,16 +70,19 @@ __getattr__ = lazy_exports(__name__, _HOMES)
 
 __all__ = [
     "MCP_TOOL_PARAM",
+    "TASKS_EXTENSION",
     "WORKFLOW_META_KEY",
     "BusMcpServer",
     "CallerGate",
     "ListenError",
     "McpCaller",
     "McpServerAddress",
+    "McpTasks",
     "McpToolService",
     "McpToolset",
     "ToolsetUnavailable",
     "Workflow",
+    "door_tasks",
     "http_app",
     "observation",
     "serve_http",

@@ -103,6 +103,16 @@ def serve_bus_tools(
             "call whose client hangs up runs to its end.",
         ),
     ] = False,
+    task_after: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            metavar="SECONDS",
+            help="How long a call of a tool whose task-support is optional answers in place "
+            "for a client of the tasks extension; a longer call becomes a task the client "
+            "polls (0: at once).",
+        ),
+    ] = 0.5,
     loop: LoopOption = EventLoop.AUTO,
     verbose: VerboseOption = False,
 ) -> None:
@@ -132,6 +142,7 @@ def serve_bus_tools(
         signer=signer,
         no_access_control=no_access_control,
         json_response=json_response,
+        task_after=task_after,
     )
 
     async def main() -> None:

@@ -376,6 +376,17 @@ class BusClosed(ToolbusError, ConnectionError):
     """The bus connection was closed (or lost) while it was being used."""
 
 
+class BrokerUnavailable(BusClosed):
+    """The broker cannot be reached now; the bus is reconnecting and works again once it is back.
+
+    What a publish or subscribe raises while a broker restarts or the network is
+    down: the call failed, the bus did not. Sending again later may work (a
+    :class:`~toolbus.application.calls.retries.RetryPolicy` does), and work that
+    repeats by itself (announcements, pushed configuration) carries on. A plain
+    :class:`BusClosed` is final: the bus was closed.
+    """
+
+
 class StateStoreError(ToolbusError):
     """A state store could not do what it was asked."""
 

@@ -1,3 +1,6 @@
+# One job: McpToolset, one MCP server's tools kept served on the bus. Listing, addresses
+# and translation are modules beside it; what stays is the connection's life (start,
+# restart, relist, a stream the server ends), which its calls and its relists share.
 """MCP servers as tool services: ``toolbus serve mcp``.
 
 A :class:`McpToolset` starts an MCP server (a command speaking stdio) or
@@ -421,12 +424,31 @@ class McpToolset:
                     await anyio.sleep_forever()
                 except SubscriptionLost:
                     pass
+                else:
+                    # The server ended the stream itself. One that still answers merely
+                    # keeps no stream open: serve on without change notifications.
+                    if await self._answers(client):
+                        log.info(
+                            "MCP toolset %r: its server ended the change notifications",
+                            self.name,
+                        )
+                        await anyio.sleep_forever()
                 self._lost.set()
 
             tasks.start_soon(relist)
             tasks.start_soon(listen)
             await self._lost.wait()
             tasks.cancel_scope.cancel()
+
+    async def _answers(self, client: Client) -> bool:
+        """Whether the server still answers (its tools listed again, within the connect
+        timeout)."""
+        try:
+            with anyio.fail_after(self.connect_timeout):
+                await all_tools(client, self.name, self.max_pages, self.max_tools)
+        except Exception:
+            return False
+        return True
 
     async def _relist(self, client: Client) -> None:
         try:

@@ -14,6 +14,7 @@ from typing import Any, Literal
 import mcp_types as mcp
 
 from toolbus.domain.calls.naming import sanitize_toolname
+from toolbus.domain.config.schemas import input_schema_problem
 from toolbus.domain.errors import ConfigError, Problem, ToolServiceError
 from toolbus.domain.live.announcements import derived_tool
 
@@ -96,9 +97,15 @@ def toolset_tools(
             or f"The {tool.name} tool of the MCP server {toolset}",
             MCP_TOOL_PARAM: tool.name,
         }
-        for taken in ("arguments", "additional-arguments"):
-            if taken in derived:
-                descriptor[taken] = derived[taken]
+        if input_schema_problem(tool.input_schema) is None:
+            # The server's schema as it wrote it (root keywords such as $defs or
+            # additionalProperties included); its arguments, and whether calls may
+            # give others, are derived from it.
+            descriptor["input-schema"] = dict(tool.input_schema)
+        else:
+            for taken in ("arguments", "additional-arguments"):
+                if taken in derived:
+                    descriptor[taken] = derived[taken]
         if groups is not None:
             descriptor["group"] = list(groups)
         annotations = hints(tool)

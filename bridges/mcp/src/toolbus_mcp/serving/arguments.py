@@ -2,8 +2,10 @@
 
 The SDK's low-level server hands a call's arguments to the handler as they
 came. A tool the caller's session offers is checked against the input schema
-``tools/list`` showed for it; arguments that do not fit are the protocol's
-invalid-params error, and the tool is not called. A tool the session does not
+``tools/list`` showed for it; arguments that do not fit are answered with a
+tool error result (``isError: true``, the reason in words for the model, as
+the 2025-11-25 revision asks: a model can correct its arguments, which it
+cannot do with a protocol error), and the tool is not called. A tool the session does not
 offer is left to the session, whose refusal says no more than "not available
 to you" (checking its arguments would tell what it takes).
 
@@ -25,7 +27,6 @@ import jsonschema_rs
 import mcp_types as mcp
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
-from mcp.shared.exceptions import MCPError
 
 from toolbus.application.agent.session import AgentSession
 from toolbus.domain.config.registry import Registry
@@ -78,14 +79,21 @@ class ArgumentCheck:
         self._registry: Registry | None = None
         self._schemas: dict[str, _Schema] = {}
 
-    def check(self, session: AgentSession, name: str, arguments: Mapping[str, Any]) -> None:
-        """Raise the invalid-params :class:`MCPError` when the arguments do not fit the schema."""
+    def refusal(
+        self, session: AgentSession, name: str, arguments: Mapping[str, Any]
+    ) -> mcp.CallToolResult | None:
+        """The tool error result answering arguments that do not fit the schema, if they do not."""
         registry = session.registry
         if not registry.is_available(name, session.groups, session.state):
-            return
+            return None
         error = self.compiled(registry, name).error(arguments)
-        if error is not None:
-            raise MCPError(mcp.INVALID_PARAMS, f"Invalid arguments for tool {name!r}: {error}")
+        if error is None:
+            return None
+        text = (
+            f"Invalid arguments for tool {name!r}: {error}. Nothing was run; call it again "
+            "with arguments that fit its input schema."
+        )
+        return mcp.CallToolResult(content=[mcp.TextContent(text=text)], is_error=True)
 
     def compiled(self, registry: Registry, name: str) -> _Schema:
         """The tool's input schema, built and compiled once per configuration.

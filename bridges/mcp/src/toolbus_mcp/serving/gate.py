@@ -18,6 +18,11 @@ every request to the gateway does (:mod:`toolbus.application.identity.bearer`):
   an entry state (otherwise ``403``, audited); a workflow that exists keeps
   the state it reached.
 
+While the state store the workflows are kept in is away, the gate answers a
+request ``503`` with a ``Retry-After`` and a JSON-RPC error
+(:data:`~toolbus_mcp.serving.server.STORE_UNAVAILABLE`) rather than letting it
+wait out the store's timeout.
+
 A session of the 2025 revisions belongs to the credential that opened it (the
 SDK's principal, which the gate sets): another caller sending its
 ``Mcp-Session-Id`` is answered as if it did not exist. The metadata document
@@ -33,12 +38,14 @@ import json
 from collections.abc import Collection
 from typing import Any
 
+import mcp_types as mcp
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from toolbus._internal.web_server import SEVERAL_AUTHORIZATIONS, several_authorizations
+from toolbus.application.doors.store_health import RETRY_AFTER
 from toolbus.application.identity.bearer import (
     Authenticator,
     AuthFailure,
@@ -48,7 +55,12 @@ from toolbus.application.identity.bearer import (
 )
 from toolbus.application.identity.credentials import bearer_token
 from toolbus.domain.errors import AccessDenied, ConfigError
-from toolbus_mcp.serving.server import CALLER_SCOPE_KEY, BusMcpServer, McpCaller
+from toolbus_mcp.serving.server import (
+    CALLER_SCOPE_KEY,
+    STORE_UNAVAILABLE,
+    BusMcpServer,
+    McpCaller,
+)
 
 #: Header naming the tool groups an HTTP client asks for (comma-separated).
 GROUPS_HEADER = "toolbus-groups"
@@ -139,6 +151,10 @@ class CallerGate:
         except ConfigError as exc:  # the configuration's permissions section is broken
             await refuse(send, 500, {"error": "config-error", "message": str(exc)})
             return
+        health = self.server.store_health
+        if scope["method"] == "POST" and health is not None and not await health.available():
+            await store_away(send)
+            return
         scope[CALLER_SCOPE_KEY] = caller
         # The SDK's own principal: it binds a 2025 revision's session to the credential
         # that opened it, so that another caller holding its id is told it does not exist.
@@ -157,6 +173,28 @@ def sdk_user(principal: Principal) -> AuthenticatedUser:
             subject=principal.user,
         )
     )
+
+
+async def store_away(send: Send) -> None:
+    """Answer ``503`` with a JSON-RPC error saying when to try again: the store is away."""
+    error = mcp.JSONRPCError(
+        jsonrpc="2.0",
+        id=None,
+        error=mcp.ErrorData(
+            code=STORE_UNAVAILABLE,
+            message="the state store the workflows are kept in cannot be reached now; try "
+            f"again in {RETRY_AFTER} s",
+            data={"retry_after": RETRY_AFTER, "down": "state"},
+        ),
+    )
+    body = error.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8")
+    raw = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"retry-after", str(RETRY_AFTER).encode()),
+    ]
+    await send({"type": "http.response.start", "status": 503, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
 
 
 async def refuse(

@@ -1,7 +1,8 @@
 """``/healthz`` (the process answers) and ``/readyz`` (it can serve now, and why not) over HTTP.
 
 The same checks as the gateway's, for the same load balancers: the broker
-connection, the configuration, and, when tokens are signed with an identity
+connection, the configuration, the state store the workflows are kept in
+(probed at most every half second), and, when tokens are signed with an identity
 provider's keys, whether those keys are at hand (a provider that cannot be
 reached is said here while the last good keys still serve).
 """
@@ -13,6 +14,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from toolbus.application.identity.bearer import Authenticator
+from toolbus.ports import broker_known_gone
 from toolbus_mcp.serving.server import BusMcpServer
 
 HEALTHZ = "/healthz"
@@ -27,13 +29,17 @@ def health_routes(server: BusMcpServer, authenticator: Authenticator) -> list[Ro
 
     async def readyz(request: Request) -> JSONResponse:
         checks: dict[str, str] = {}
-        bus = server.door.tools.client.bus
-        connected = bool(getattr(bus, "is_connected", True))
+        connected = not broker_known_gone(server.door.tools.client.bus)
         checks["broker"] = "connected" if connected else "disconnected; reconnecting"
         registry = server.door.tools.registry
         checks["config"] = f"loaded: {len(registry.tools)} tools, {len(registry.services)} services"
+        health = server.store_health
+        stored = True
+        if health is not None:
+            checks["state"] = await health.refresh()
+            stored = health.down is None
         checks.update(authenticator.readiness())
-        ready = connected and authenticator.ready
+        ready = connected and stored and authenticator.ready
         return JSONResponse({"ready": ready, "checks": checks}, status_code=200 if ready else 503)
 
     return [Route(HEALTHZ, healthz, methods=["GET"]), Route(READYZ, readyz, methods=["GET"])]

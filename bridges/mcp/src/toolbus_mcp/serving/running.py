@@ -14,19 +14,27 @@ from anyio.abc import TaskStatus
 
 from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.calls.tools import Tools
+from toolbus.application.doors.door import FrontDoor
+from toolbus.application.doors.tasks import CLI_DOOR, CallTasks
 from toolbus.application.identity.bearer import Authenticator
 from toolbus.application.identity.credentials import load_credentials
 from toolbus.application.identity.signing import CallSigner
 from toolbus.application.live.registry import LiveRegistry
+from toolbus.application.sealing.doors import shared_url
+from toolbus.application.tasks import TaskBook, TaskRunner
 from toolbus.cli.plugin_api import redact_url
 from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import ConfigError, Problem
+from toolbus.domain.tasks import TaskSettings, parse_task_settings
+from toolbus.domain.tasks.settings import SECTION as TASKS_SECTION
 from toolbus.hooks import CodeHooks
 from toolbus.plugins import ToolPlugin, connect, load_tool_plugins
+from toolbus.ports import StateStore
 from toolbus.runtime import opened_door, plugins_in_process, registry_from, tool_types
 from toolbus.settings import Settings, load_settings
 from toolbus_mcp.serving.server import BusMcpServer, McpCaller
 from toolbus_mcp.serving.settings import SECTION, parse_mcp_settings
+from toolbus_mcp.serving.tasks import DEFAULT_TASK_AFTER, McpTasks
 from toolbus_mcp.serving.transports import serve_http, serve_stdio
 
 
@@ -49,6 +57,8 @@ class ServeOptions:
     no_access_control: bool = False
     #: Answer HTTP requests with one JSON body rather than an event stream (--json-response).
     json_response: bool = False
+    #: Seconds an optional tool's call answers in place before it becomes a task (--task-after).
+    task_after: float = DEFAULT_TASK_AFTER
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
@@ -115,6 +125,7 @@ async def serve_bus(options: ServeOptions, until: Callable[[], Awaitable[object]
     """Serve until ``until()`` returns (the command's stop signal), or over stdio until
     the client disconnects."""
     settings = load_settings(options.broker, options.config)
+    task_settings = parse_task_settings(settings.file.get(TASKS_SECTION))
     plugins = load_tool_plugins()
     in_memory = settings.broker.startswith("memory:")
     # On memory:// the installed plugins' services run here (bus_tools), so their
@@ -146,11 +157,21 @@ async def serve_bus(options: ServeOptions, until: Callable[[], Awaitable[object]
             if warning is not None:
                 print(f"warning: {warning}", file=sys.stderr, flush=True)
         server = BusMcpServer(door, live=live, caller=caller)
+        assert door.store is not None  # opened_door opens every door's store
         if caller is not None:
             # The first tools/list checks the groups and state; refuse them before serving.
             server.admit(caller)
         try:
-            async with anyio.create_task_group() as tasks:
+            async with (
+                door_tasks(
+                    door,
+                    door.store,
+                    shared=shared_url(settings.state),
+                    settings=task_settings,
+                ) as calls,
+                anyio.create_task_group() as tasks,
+            ):
+                McpTasks(server, calls, task_after=options.task_after)
                 await tasks.start(server.follow_changes)
                 if callers is None:
                     # Over stdio the client may also end it, by closing stdin.
@@ -178,6 +199,24 @@ async def serve_bus(options: ServeOptions, until: Callable[[], Awaitable[object]
         finally:
             with anyio.CancelScope(shield=True):
                 await server.close()
+
+
+@asynccontextmanager
+async def door_tasks(
+    door: FrontDoor, store: StateStore, *, shared: bool, settings: TaskSettings | None = None
+) -> AsyncIterator[CallTasks]:
+    """The door's calls as tasks, kept in ``store`` (the door's state store; ``shared``:
+    other replicas share it, and go on with the tasks this one leaves when it stops),
+    run as ``settings`` (the ``[tasks]`` table) says. A task whose call will not be made
+    withdraws the approval it waited for; tasks written for a caller that does not wait
+    (``toolbus call --async``) are made here too, when this replica takes them first."""
+    settings = settings or TaskSettings.model_validate({})
+    runner = TaskRunner(TaskBook(store), shared=shared, lease=settings.lease)
+    calls = CallTasks(door, runner, settings)
+    runner.on_abandoned = calls.withdraw
+    runner.resumes(CLI_DOOR, calls.resume)
+    async with runner:
+        yield calls
 
 
 async def _until_done(

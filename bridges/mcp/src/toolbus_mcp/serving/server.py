@@ -1,3 +1,6 @@
+# One job: BusMcpServer, the MCP handlers of one front door over the workflows it holds.
+# Its extensions (tasks, progress), the HTTP gate, health and transports are modules
+# beside it; what stays is what every request shares: the workflow, its lock, its store.
 """Bus tools as an MCP server: ``toolbus mcp serve``.
 
 :class:`BusMcpServer` is an MCP server (the SDK's low-level ``Server``) whose
@@ -43,11 +46,11 @@ import functools
 import json
 import logging
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import mcp_types as mcp
@@ -61,21 +64,29 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Too
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from toolbus._internal.throttled_log import ThrottledLog
 from toolbus.application.agent.asking import listening, replying
+from toolbus.application.agent.outcomes import CallOutcome
 from toolbus.application.agent.session import AgentSession
 from toolbus.application.doors.door import FrontDoor
 from toolbus.application.doors.holding import Held, HeldAlready, HeldKey, InProcessHolder
 from toolbus.application.doors.keeping import WORKFLOW
+from toolbus.application.doors.store_health import RETRY_AFTER, StoreHealth
 from toolbus.application.doors.stored import StoredHolder, session_key
 from toolbus.application.live.registry import LiveRegistry
 from toolbus.application.tracing import conventions
 from toolbus.application.tracing import propagation as tracing
-from toolbus.domain.errors import AccessDenied, LimitReached, UnknownTool
+from toolbus.domain.errors import AccessDenied, LimitReached, StateStoreUnavailable, UnknownTool
 from toolbus.ports import WatchableStateStore
 from toolbus_mcp.serving.approvals import ClientAsker, InputNeeded, reply_of
 from toolbus_mcp.serving.arguments import ArgumentCheck
+from toolbus_mcp.serving.progress import call_reporting, notifying, wants_progress
 
 log = logging.getLogger("toolbus.mcp")
+
+#: The JSON-RPC error code of a request that needs the state store while it is away
+#: (its ``data`` says when to try again: ``{"retry_after": seconds}``).
+STORE_UNAVAILABLE = -32050
 
 #: The ``_meta`` key a 2026-07-28 client names its workflow with.
 WORKFLOW_META_KEY = "dev.toolbus/workflow"
@@ -108,6 +119,28 @@ def workflow_key(caller: McpCaller, name: str) -> HeldKey:
     """
     groups = None if caller.groups is None else list(caller.groups)
     return HeldKey(caller.user, WORKFLOW, json.dumps([groups, name[:MAX_WORKFLOW_NAME]]))
+
+
+class TasksExtension(Protocol):
+    """What makes calls tasks: the tasks extension (:mod:`toolbus_mcp.serving.tasks`)."""
+
+    def wanted(
+        self, ctx: ServerRequestContext[Any, Any], session: AgentSession, name: str
+    ) -> bool: ...
+
+    async def start(
+        self, workflow: Workflow, session: AgentSession, name: str, arguments: Mapping[str, Any]
+    ) -> mcp.CallToolResult | dict[str, Any]: ...
+
+    async def listen(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        params: mcp.SubscriptionsListenRequestParams,
+        inner: Callable[
+            [ServerRequestContext[Any, Any], mcp.SubscriptionsListenRequestParams],
+            Awaitable[mcp.SubscriptionsListenResult],
+        ],
+    ) -> mcp.SubscriptionsListenResult: ...
 
 
 class Workflow:
@@ -231,6 +264,12 @@ class BusMcpServer:
         self.clock = door.holder.clock if clock is None else clock
         self._workflows: dict[HeldKey, Workflow] = {}
         self._arguments = ArgumentCheck()
+        #: The tasks extension, once installed (:class:`~toolbus_mcp.serving.tasks.McpTasks`).
+        self.tasks: TasksExtension | None = None
+        self._store_away = ThrottledLog(log)
+        holder = door.holder
+        #: Whether the store workflows are kept in answers (None: they are kept here).
+        self.store_health = StoreHealth(holder.store) if isinstance(holder, StoredHolder) else None
         self._changes = anyio.Event()
         if live is not None:
             live.on_change(lambda _registry: self._changes.set())
@@ -240,9 +279,13 @@ class BusMcpServer:
             # A tool list is the caller's own (their groups and state): no cache shares it.
             cache_hints={"tools/list": CacheHint(ttl_ms=0, scope="private")},
             get_tool_input_schema=self._input_schema,
-            on_list_tools=self._list_tools,
-            on_call_tool=self._call_tool,
-            on_subscriptions_listen=self._listen,
+            on_list_tools=self.store_needed(self._list_tools),
+            on_subscriptions_listen=self.store_needed(self._listen),
+        )
+        # Registered as a plain handler: its results include the tasks extension's
+        # CreateTaskResult, which the typed hook does not name.
+        self.server.add_request_handler(
+            "tools/call", mcp.CallToolRequestParams, self.store_needed(self._call_tool)
         )
 
     @property
@@ -276,12 +319,24 @@ class BusMcpServer:
             found = self._workflows[key] = Workflow(self, key)
         return found
 
-    async def _workflow_for(self, ctx: ServerRequestContext[Any, Any]) -> Workflow:
-        request = ctx.request
-        scope: Mapping[str, Any] = getattr(request, "scope", None) or {}
+    def caller_of(self, ctx: ServerRequestContext[Any, Any]) -> McpCaller:
+        """Who makes this request: the HTTP gate's caller, or the stdio server's one."""
+        scope: Mapping[str, Any] = getattr(ctx.request, "scope", None) or {}
         caller = scope.get(CALLER_SCOPE_KEY) or self.caller
         if not isinstance(caller, McpCaller):
             raise RuntimeError("an HTTP MCP request reached the bus without passing the gate")
+        return caller
+
+    async def notify_moved(self, key: HeldKey) -> None:
+        """Tell the clients of workflow ``key`` here that a call moved it (their tools may
+        have changed)."""
+        workflow = self._workflows.get(key)
+        if workflow is not None:
+            await workflow.notify_if_changed()
+
+    async def _workflow_for(self, ctx: ServerRequestContext[Any, Any]) -> Workflow:
+        request = ctx.request
+        caller = self.caller_of(ctx)
         legacy = ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
         if legacy:
             headers = getattr(request, "headers", None) or {}
@@ -315,6 +370,30 @@ class BusMcpServer:
 
     # ------------------------------------------------------------- MCP handlers
 
+    def store_needed(self, handler: Callable[..., Any]) -> Callable[..., Any]:
+        """``handler``, answering a JSON-RPC error (:data:`STORE_UNAVAILABLE`) with when to
+        try again, rather than an internal error, when the state store is away."""
+
+        @functools.wraps(handler)
+        async def handle(*args: Any) -> Any:
+            try:
+                return await handler(*args)
+            except StateStoreUnavailable as exc:
+                if self.store_health is not None:
+                    self.store_health.failed(exc)
+                self._store_away.warning(
+                    "store", "an MCP request found the state store away: %s", exc
+                )
+                raise MCPError(
+                    STORE_UNAVAILABLE,
+                    "the state store the workflows are kept in cannot be reached now; try "
+                    f"again in {RETRY_AFTER} s (a call whose workflow could not be saved "
+                    "after it ran may have run)",
+                    {"retry_after": RETRY_AFTER, "down": "state"},
+                ) from None
+
+        return handle
+
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: mcp.PaginatedRequestParams | None
     ) -> mcp.ListToolsResult:
@@ -328,24 +407,40 @@ class BusMcpServer:
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: mcp.CallToolRequestParams
-    ) -> mcp.CallToolResult | mcp.InputRequiredResult:
+    ) -> mcp.CallToolResult | mcp.InputRequiredResult | dict[str, Any]:
         workflow = await self._workflow_for(ctx)
         # One call at a time per workflow, so that its state moves in order.
         async with workflow.lock:
             workflow, held, session = await self._resumed(ctx, workflow)
             arguments = params.arguments or {}
-            self._arguments.check(session, params.name, arguments)
-            reply = reply_of(params)
-            try:
-                with (
-                    _continued(ctx),
-                    listening(ClientAsker(ctx, session.user)),
-                    replying(reply) if reply is not None else nullcontext(),
-                ):
-                    outcome = await session.call(params.name, arguments)
-            except InputNeeded as needed:  # asked before anything ran: nothing to keep
-                return needed.result()
-            await self.door.held.keep(held, session)
+            refusal = self._arguments.refusal(session, params.name, arguments)
+            if refusal is not None:
+                return refusal
+            tasks = self.tasks
+            outcome: CallOutcome | None = None
+            if tasks is None or not tasks.wanted(ctx, session, params.name):
+                # Made while the request waits: streamed to the client as progress
+                # notifications when it asked for them.
+                reply = reply_of(params)
+                try:
+                    with (
+                        _continued(ctx),
+                        listening(ClientAsker(ctx, session.user)),
+                        replying(reply) if reply is not None else nullcontext(),
+                    ):
+                        if wants_progress(ctx):
+                            outcome = await call_reporting(
+                                session, params.name, arguments, notifying(ctx)
+                            )
+                        else:
+                            outcome = await session.call(params.name, arguments)
+                except InputNeeded as needed:  # asked before anything ran: nothing to keep
+                    return needed.result()
+                await self.door.held.keep(held, session)
+        if outcome is None:  # a task makes the call, beside the workflow's other calls
+            assert tasks is not None
+            with _continued(ctx):
+                return await tasks.start(workflow, session, params.name, arguments)
         if outcome.transition is not None:
             await workflow.notify_if_changed()
         meta = None
@@ -362,6 +457,8 @@ class BusMcpServer:
         self, ctx: ServerRequestContext[Any, Any], params: mcp.SubscriptionsListenRequestParams
     ) -> mcp.SubscriptionsListenResult:
         workflow = await self._workflow_for(ctx)
+        if self.tasks is not None:  # the stream may follow tasks too
+            return await self.tasks.listen(ctx, params, workflow.listen)
         return await workflow.listen(ctx, params)
 
     def _input_schema(self, name: str) -> Mapping[str, Any] | None:

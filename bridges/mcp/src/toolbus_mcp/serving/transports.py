@@ -1,7 +1,10 @@
 """Running a :class:`~toolbus_mcp.serving.server.BusMcpServer` over stdio or streamable HTTP.
 
-Over HTTP every request passes :class:`~toolbus_mcp.serving.gate.CallerGate`
-before MCP sees it (the bearer credential, the groups, the state), then
+Over HTTP every request's header values lose their surrounding whitespace
+(:class:`~toolbus_mcp.serving.headers.HttpFieldValues`, as HTTP defines them),
+then the request passes :class:`~toolbus_mcp.serving.gate.CallerGate` before
+MCP sees it (the bearer credential, the groups, the state; ``503`` while
+the state store is away), then
 :class:`~toolbus_mcp.serving.malformed.MalformedRequests` answers a malformed
 request (an ``id`` JSON-RPC does not allow, a body too large or not JSON)
 with a JSON-RPC error before the SDK's transport sees it. Beside the
@@ -36,6 +39,7 @@ from toolbus.application.identity.bearer import Authenticator, ProtectedResource
 from toolbus.application.identity.credentials import CredentialTable
 from toolbus.domain.errors import ToolbusError
 from toolbus_mcp.serving.gate import CallerGate
+from toolbus_mcp.serving.headers import HttpFieldValues
 from toolbus_mcp.serving.health import health_routes
 from toolbus_mcp.serving.malformed import MalformedRequests
 from toolbus_mcp.serving.server import BusMcpServer
@@ -122,7 +126,7 @@ def http_app(
         custom_starlette_routes=routes,
     )
     open_paths = [route.path for route in routes]
-    return CallerGate(MalformedRequests(app), server, gate, open_paths=open_paths)
+    return HttpFieldValues(CallerGate(MalformedRequests(app), server, gate, open_paths=open_paths))
 
 
 def authenticator_of(given: Authenticator | CredentialTable) -> Authenticator:

@@ -42,6 +42,7 @@ from toolbus.domain.agent.wire import (
     encode_event,
     encode_request,
 )
+from toolbus.domain.errors import StateStoreUnavailable
 from toolbus.ports import Bus, Delivery, Subscription
 
 log = logging.getLogger("toolbus.agent")
@@ -208,20 +209,38 @@ class AgentService:
         """The run's result; ``None`` when it failed as a whole (the asker is told)."""
         try:
             return await run
+        except StateStoreUnavailable as exc:
+            # A passing outage, not a fault of this process: one line, no traceback.
+            log.warning("agent request %s failed: the state store is away: %s", request_id, exc)
+            await self._report(
+                emit,
+                request_id,
+                failure_event(
+                    "unavailable",
+                    "the state store the agent keeps conversations and runs in cannot be "
+                    "reached now; ask again in a few seconds",
+                ),
+            )
+            return None
         except Exception as exc:
             # The bus or a tool host failed under the loop. The type only: a
             # message may quote arguments or configuration.
             log.exception("agent request %s failed", request_id)
-            try:
-                await emit(
-                    failure_event(
-                        "agent-failed",
-                        f"the agent failed ({type(exc).__name__}); see the agent service's log",
-                    )
-                )
-            except Exception:
-                log.warning("could not report the failure of agent request %s", request_id)
+            await self._report(
+                emit,
+                request_id,
+                failure_event(
+                    "agent-failed",
+                    f"the agent failed ({type(exc).__name__}); see the agent service's log",
+                ),
+            )
             return None
+
+    async def _report(self, emit: Emit, request_id: str, event: AgentEvent) -> None:
+        try:
+            await emit(event)
+        except Exception:
+            log.warning("could not report the failure of agent request %s", request_id)
 
 
 def failure_event(kind: str, message: str) -> AgentEvent:

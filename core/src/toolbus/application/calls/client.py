@@ -112,6 +112,8 @@ class ToolServiceClient:
         self._metrics = metrics
         self._listeners: dict[str, ResponseListener] = {}
         self._opening: dict[str, anyio.Lock] = {}
+        #: Response listeners being made for calls that could not wait for them.
+        self._made: dict[str, asyncio.Future[ResponseListener]] = {}
         self._task_group: TaskGroup | None = None
         # Call ids are UUID-shaped: a random (version 4) UUID per client whose last
         # 12 hex digits count calls. Unique across processes like uuid4(), at a
@@ -173,6 +175,47 @@ class ToolServiceClient:
                 self._listeners[response_queue] = listener
         return listener
 
+    async def _listener_within(
+        self, response_queue: str, limit: float, label: str
+    ) -> tuple[ResponseListener, float]:
+        """The response listener for a call that may take ``limit`` seconds, and the time
+        the call has left.
+
+        Making it asks the broker for a subscription, which waits while the broker
+        is away: the call's deadline bounds that wait too (:class:`ToolTimeout`),
+        and the subscription is made all the same, in the background, for the
+        calls after it.
+        """
+        listener = self._listeners.get(response_queue)
+        if listener is not None or self._task_group is None:
+            # Made already, or not in ``async with`` (which _listener says).
+            return listener or await self._listener(response_queue), limit
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        made = self._made.get(response_queue)
+        if made is None:
+            made = self._made[response_queue] = loop.create_future()
+            # Its failure is each waiting call's; with none left, nobody's.
+            made.add_done_callback(lambda done: done.cancelled() or done.exception())
+            self._task_group.start_soon(self._make_listener, response_queue, made)
+        try:
+            listener = await asyncio.wait_for(asyncio.shield(made), limit)
+        except TimeoutError:
+            raise ToolTimeout(label, limit) from None
+        return listener, max(0.0, limit - (loop.time() - started))
+
+    async def _make_listener(
+        self, response_queue: str, made: asyncio.Future[ResponseListener]
+    ) -> None:
+        try:
+            made.set_result(await self._listener(response_queue))
+        except Exception as exc:
+            made.set_exception(exc)
+        finally:
+            self._made.pop(response_queue, None)
+            if not made.done():
+                made.cancel()  # the client closed meanwhile
+
     def _register(
         self,
         listener: ResponseListener,
@@ -181,10 +224,16 @@ class ToolServiceClient:
         *,
         watch: bool,
         call_id: str | None = None,
+        deadline: str | None = None,
     ) -> tuple[str, Waiter, dict[str, str]]:
+        """A waiter for a call that has ``timeout`` seconds left; ``deadline`` is its
+        deadline property when the call began before now (default: now + ``timeout``)."""
         if call_id is None:
             call_id = self._new_call_id()
-        props = {wire.PROP_ID: call_id, wire.PROP_DEADLINE: self._deadline_text(timeout)}
+        props = {
+            wire.PROP_ID: call_id,
+            wire.PROP_DEADLINE: deadline or self._deadline_text(timeout),
+        }
         if properties:
             props.update(properties)
         if wire.PROP_TRACEPARENT not in props:
@@ -412,10 +461,14 @@ class ToolServiceClient:
         ``label`` names the service in a timeout's message.
         """
         limit = self.default_timeout if timeout is None else timeout
-        listener = self._listeners.get(response_queue) or await self._listener(response_queue)
+        listener = self._listeners.get(response_queue)
+        left, deadline = limit, None
+        if listener is None:
+            deadline = self._deadline_text(limit)  # as of the call's start
+            listener, left = await self._listener_within(response_queue, limit, label)
         body = wire.encode_request(user, config, arguments, generation)
         call_id, waiter, props = self._register(
-            listener, limit, properties, watch=True, call_id=call_id
+            listener, left, properties, watch=True, call_id=call_id, deadline=deadline
         )
         if user and generation == wire.GENERATION_2_4:
             props[wire.PROP_USER] = user
@@ -468,16 +521,19 @@ class ToolServiceClient:
         generation = _generation(generation)
         label = name or request_queue
         limit = self.default_timeout if timeout is None else timeout
-        listener = await self._listener(response_queue)
+        deadline_text = self._deadline_text(limit)  # as of the stream's start
+        listener, left = await self._listener_within(response_queue, limit, label)
         body = wire.encode_request(user, config, arguments, generation)
-        call_id, waiter, props = self._register(listener, limit, properties, watch=False)
+        call_id, waiter, props = self._register(
+            listener, left, properties, watch=False, deadline=deadline_text
+        )
         if user and generation == wire.GENERATION_2_4:
             props[wire.PROP_USER] = user
         if self.signer is not None:
             props[PROP_CALL_TOKEN] = self.signer.sign(
                 call_id=call_id, audience=label, user=user, body=body, properties=props
             )
-        deadline = asyncio.get_running_loop().time() + limit
+        deadline = asyncio.get_running_loop().time() + left
         try:
             async with asyncio.timeout_at(deadline):
                 await self.bus.publish(request_queue, body, props)

@@ -66,6 +66,7 @@ from toolbus.domain.errors import AccessDenied, ConfigError, Problem
 from toolbus.domain.hooks.configured import SECTION as HOOKS_SECTION
 from toolbus.domain.hooks.configured import HookConfig, load_hooks
 from toolbus.domain.limits.settings import Prices, parse_limit_settings
+from toolbus.ports import StateStore
 
 log = logging.getLogger("toolbus.doors")
 
@@ -148,6 +149,9 @@ class FrontDoor:
                 self.metrics.know_limits(*(budget.name for budget in step.budgets.budgets))
             elif isinstance(step, LimitStep):
                 self.metrics.know_limits(*(limit.name for limit in step.limits))
+        #: The state store the door keeps its state in (its tasks, approvals), when the
+        #: operator's files opened one for it (:func:`toolbus.runtime.opened_door`).
+        self.store: StateStore | None = None
         try:
             self._steps_on(tools.registry, starting=True)
         except ConfigError:

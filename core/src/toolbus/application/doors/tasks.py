@@ -34,7 +34,7 @@ import dataclasses
 import logging
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import ExitStack
 from typing import Any
 
@@ -63,6 +63,9 @@ log = logging.getLogger("toolbus.tasks")
 CLI_DOOR = "cli"
 #: Bus call ids of tasks' calls are derived from the task ids, under this namespace.
 _TASK_CALLS = uuid.UUID("6f0d5c1e-3b8a-4f0e-9a57-2d6c1b3e8f41")
+
+#: How a task's call is made in its session: (session, tool, arguments, tool call id).
+MakeCall = Callable[[AgentSession, str, Mapping[str, Any], str | None], Awaitable[CallOutcome]]
 
 
 def bus_call_id(task_id: str) -> str:
@@ -215,11 +218,14 @@ class CallTasks:
         progress: TaskProgress,
         *,
         approval_id: str | None = None,
+        make: MakeCall | None = None,
     ) -> CallOutcome:
         """Make ``task``'s call in ``session``, reporting as it goes; the outcome.
 
         ``approval_id``: the approval the call waits for already (asked for when the
-        call was first made), found again rather than asked anew.
+        call was first made), found again rather than asked anew. ``make``: how the
+        call is made (default ``session.call``; a door streaming the answer passes
+        its own, which may count the chunks in ``progress``).
         """
         call = task.call
         assert call is not None
@@ -240,7 +246,14 @@ class CallTasks:
                     context.enter_context(replying(waited))
                     if book is not None:
                         watching.start_soon(_approved_when_decided, book, approval_id, progress)
-                outcome = await session.call(task.tool, call.arguments, call.tool_call_id or None)
+                if make is None:
+                    outcome = await session.call(
+                        task.tool, call.arguments, call.tool_call_id or None
+                    )
+                else:
+                    outcome = await make(
+                        session, task.tool, call.arguments, call.tool_call_id or None
+                    )
             watching.cancel_scope.cancel()
         return outcome
 

@@ -24,7 +24,9 @@ import anyio
 from anyio.abc import TaskStatus
 
 from toolbus.application.live.probes import (
+    PassingFailures,
     ProbeAnswers,
+    publish_or_wait,
     publish_until_stopped,
     subscribe_probes,
 )
@@ -66,6 +68,7 @@ class AgentPresence:
         )
         self._probes = ProbeAnswers(self.announce)
         self._stop = anyio.Event()
+        self._failures = PassingFailures()
         #: Announcements published so far, for tests.
         self.announced = 0
 
@@ -74,12 +77,14 @@ class AgentPresence:
         self._stop.set()
 
     async def announce(self) -> None:
-        try:
-            await self.bus.publish(AGENT_ANNOUNCEMENTS_QUEUE, messages.encode(self.announcement))
-        except BusClosed:
-            raise
-        except Exception as exc:  # the next interval tries again
-            log.warning("could not announce the agent service: %s", exc)
+        body = messages.encode(self.announcement)
+        published = await publish_or_wait(  # else the next interval tries again
+            lambda: self.bus.publish(AGENT_ANNOUNCEMENTS_QUEUE, body),
+            what="announce the agent service",
+            failures=self._failures,
+            retry_in=self.interval,
+        )
+        if not published:
             return
         self._probes.answered()
         self.announced += 1

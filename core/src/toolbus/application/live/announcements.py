@@ -36,7 +36,9 @@ from toolbus.application.calls.service import FunctionToolService, ToolService
 from toolbus.application.calls.supervision import supervised
 from toolbus.application.live.probes import (
     PROBE_COOLDOWN,
+    PassingFailures,
     ProbeAnswers,
+    publish_or_wait,
     publish_until_stopped,
     subscribe_probes,
 )
@@ -149,6 +151,7 @@ class Announcer:
         self._probes = ProbeAnswers(self.announce, cooldown=probe_cooldown, clock=clock)
         self._stop = anyio.Event()
         self._withdrawn = False
+        self._failures = PassingFailures()
 
     def __repr__(self) -> str:
         return f"<Announcer {self.service.id!r} instance {self.announcement.instance}>"
@@ -158,13 +161,17 @@ class Announcer:
         self._stop.set()
 
     async def announce(self) -> bool:
-        """Publish the announcement now; False (logged) when the bus refused it."""
-        try:
-            await self.bus.publish(self.announcements_queue, messages.encode(self.announcement))
-        except BusClosed:
-            raise
-        except Exception as exc:
-            log.warning("%r: could not announce: %s", self.service.id, exc)
+        """Publish the announcement now; False (logged) when the bus refused it or the
+        broker is away. Raises :class:`~toolbus.domain.errors.BusClosed` only when the
+        bus was closed."""
+        body = messages.encode(self.announcement)
+        published = await publish_or_wait(
+            lambda: self.bus.publish(self.announcements_queue, body),
+            what=f"announce {self.service.id!r}",
+            failures=self._failures,
+            retry_in=self.interval,
+        )
+        if not published:
             return False
         self._probes.answered()
         self._withdrawn = False

@@ -52,7 +52,13 @@ from toolbus.application.calls.service import ToolService
 from toolbus.application.calls.supervision import plain_errors
 from toolbus.application.live.announcements import PROBE_QUEUE
 from toolbus.application.live.config_store import ConfigStore
-from toolbus.application.live.probes import PROBE_COOLDOWN, ProbeAnswers, subscribe_probes
+from toolbus.application.live.probes import (
+    PROBE_COOLDOWN,
+    PassingFailures,
+    ProbeAnswers,
+    publish_or_wait,
+    subscribe_probes,
+)
 from toolbus.domain.config.descriptors import BUILTIN_TOOL_TYPES
 from toolbus.domain.errors import BadRequest, BusClosed, ConfigError, NotFound, Problem
 from toolbus.domain.live.items import (
@@ -315,21 +321,23 @@ class ConfigPublisher:
         self.published = 0
         self._probes = ProbeAnswers(self._publish_current, cooldown=probe_cooldown)
         self._stop = anyio.Event()
+        self._failures = PassingFailures()
 
     def stop(self) -> None:
         """End :meth:`run`."""
         self._stop.set()
 
     async def publish(self, version: ConfigVersion) -> bool:
-        """Publish one version now; False (logged) when the bus refused it."""
-        try:
-            await self.bus.publish(
-                self.queue, encode_version(version), {"version": str(version.version)}
-            )
-        except BusClosed:
-            raise
-        except Exception as exc:
-            log.warning("could not push config version %d: %s", version.version, exc)
+        """Publish one version now; False (logged) when the bus refused it or the broker
+        is away."""
+        body = encode_version(version)
+        published = await publish_or_wait(
+            lambda: self.bus.publish(self.queue, body, {"version": str(version.version)}),
+            what=f"push config version {version.version}",
+            failures=self._failures,
+            retry_in=self.interval,
+        )
+        if not published:
             return False
         self.published += 1
         self._probes.answered()
@@ -348,20 +356,22 @@ class ConfigPublisher:
         try:
             await self.publish(current)
             task_status.started()
-            async with anyio.create_task_group() as tasks:
+            # A bus closed under a publication ends this as that error, not a group's.
+            with plain_errors():
+                async with anyio.create_task_group() as tasks:
 
-                async def until_stopped() -> None:
-                    await self._stop.wait()
-                    tasks.cancel_scope.cancel()
+                    async def until_stopped() -> None:
+                        await self._stop.wait()
+                        tasks.cancel_scope.cancel()
 
-                tasks.start_soon(until_stopped)
-                if probes is not None:
-                    tasks.start_soon(self._probes.run, probes)
-                while True:
-                    with anyio.move_on_after(self.interval):
-                        current = await self.service.wait_for_change(current.version)
-                    current = self.service.current
-                    await self.publish(current)
+                    tasks.start_soon(until_stopped)
+                    if probes is not None:
+                        tasks.start_soon(self._probes.run, probes)
+                    while True:
+                        with anyio.move_on_after(self.interval):
+                            current = await self.service.wait_for_change(current.version)
+                        current = self.service.current
+                        await self.publish(current)
         except BusClosed:
             log.info("config publisher stopped: the bus is closed")
         finally:

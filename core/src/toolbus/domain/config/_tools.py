@@ -28,6 +28,7 @@ from toolbus.domain.config.descriptors import (
 )
 from toolbus.domain.config.durations import parse_duration
 from toolbus.domain.config.parsing import describe
+from toolbus.domain.config.schemas import arguments_from_schema, input_schema_problem
 
 _ARGUMENT_FIELDS = frozenset({"name", "type", "description", "required"})
 _HAS_LETTER_OR_DIGIT = re.compile(r"[A-Za-z0-9]")
@@ -96,6 +97,17 @@ def _arguments(value: Any, where: str, problems: Problems) -> tuple[ToolArgument
         extras = {k: v for k, v in item.items() if k not in _ARGUMENT_FIELDS}
         arguments.append(ToolArgument(name, kind, description, required, extras))
     return tuple(arguments)
+
+
+def _input_schema(value: Any, where: str, problems: Problems) -> dict[str, Any] | None:
+    """``input-schema``, when present and one (a problem otherwise)."""
+    if value is None:
+        return None
+    problem = input_schema_problem(value)
+    if problem is not None:
+        problems.add(where, "input-schema", problem)
+        return None
+    return dict(value)
 
 
 _APPROVAL_FORMS = '"always", or {"approvers": "<team of [approvals.teams]>", "timeout": <seconds>}'
@@ -312,7 +324,19 @@ def check_tool(
             ),
         )
 
-    arguments = _arguments(raw.get("arguments"), where, problems)
+    input_schema = _input_schema(raw.get("input-schema"), where, problems)
+    if input_schema is None:
+        arguments = _arguments(raw.get("arguments"), where, problems)
+    elif "arguments" in raw:
+        problems.add(
+            where,
+            "arguments",
+            "and 'input-schema' both describe the arguments; keep one (the schema, when "
+            "it says what argument entries cannot: $defs, allOf, if/then/else...)",
+        )
+        arguments = ()
+    else:
+        arguments = _arguments(arguments_from_schema(input_schema), where, problems)
     groups = (
         string_list(raw["group"], where, "group", problems) if "group" in raw else (DEFAULT_GROUP,)
     )
@@ -369,7 +393,12 @@ def check_tool(
             "when its caller asks or it waits for a person, the default), 'required' (every "
             "call is a task) or 'forbidden' (callers wait in place)",
         )
-    additional = raw.get("additional-arguments", False)
+    # An input schema that lets calls give other arguments (additionalProperties true,
+    # or a schema of theirs) says so for the door too, unless the tool says otherwise.
+    schema_open = input_schema is not None and input_schema.get(
+        "additionalProperties", False
+    ) not in (False, None)
+    additional = raw.get("additional-arguments", schema_open)
     if not isinstance(additional, bool):
         problems.add(
             where,
@@ -400,4 +429,5 @@ def check_tool(
         task_support=str(task_support),
         additional_arguments=additional is True,
         cache=cache,
+        input_schema=input_schema,
     )

@@ -44,6 +44,7 @@ TOOL_FIELDS = frozenset(
         "task-support",
         "additional-arguments",
         "cache",
+        "input-schema",
     }
     | set(APPLICABLE_STATES_KEYS)
 )
@@ -163,6 +164,9 @@ class ToolDescriptor:
     #: ``cache``: how long a successful call's answer answers the same call again, and
     #: for whom; ``None``: every call is made.
     cache: CachePolicy | None = None
+    #: ``input-schema``: the whole JSON Schema of its arguments, shown as it is (its
+    #: ``arguments`` are then derived from it); ``None``: built from ``arguments``.
+    input_schema: Mapping[str, Any] | None = field(default=None, hash=False)
     #: The argument names a call may give: the declared ones and those ``options``
     #: names; ``None`` with ``additional_arguments`` (any name).
     accepted_arguments: frozenset[str] | None = field(init=False, hash=False)
@@ -179,6 +183,8 @@ class ToolDescriptor:
         _freeze(self, "config")
         _freeze(self, "raw")
         _freeze(self, "annotations")
+        if self.input_schema is not None:
+            _freeze(self, "input_schema")
 
     def undeclared(self, arguments: Mapping[str, Any]) -> list[str]:
         """The names in ``arguments`` this tool does not take, in their order (often none).

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, Literal
 
 from toolbus.domain.config.descriptors import JSON_SCHEMA_TYPES, ToolDescriptor
@@ -23,9 +23,15 @@ def json_schema(tool: ToolDescriptor) -> dict[str, Any]:
     Argument options shape it too: fixed and environment-injected arguments are
     left out (the LLM must neither see nor set them), and an argument with a
     default shows it, unrendered, and is not required.
+
+    A descriptor's ``input-schema`` is the schema instead, as written (root
+    keywords such as ``$defs``, ``allOf`` or ``additionalProperties`` included),
+    shaped by the argument options the same way.
     """
     hidden = tool.options.hidden
     defaults = tool.options.defaults
+    if tool.input_schema is not None:
+        return _given_schema(tool.input_schema, hidden, defaults)
     properties: dict[str, Any] = {}
     required = []
     for argument in tool.arguments:
@@ -41,6 +47,28 @@ def json_schema(tool: ToolDescriptor) -> dict[str, Any]:
             required.append(argument.name)
         properties[argument.name] = prop
     return {"type": "object", "properties": properties, "required": required}
+
+
+def _given_schema(
+    given: Mapping[str, Any], hidden: Collection[str], defaults: Mapping[str, Any]
+) -> dict[str, Any]:
+    """A descriptor's ``input-schema``, as is but for its argument options: hidden
+    arguments left out, defaults shown (and no longer required)."""
+    schema = copy.deepcopy(dict(given))
+    if not hidden and not defaults:
+        return schema
+    properties = {
+        name: spec for name, spec in schema.get("properties", {}).items() if name not in hidden
+    }
+    for name, value in defaults.items():
+        if name in properties:
+            properties[name] = {**properties[name], "default": copy.deepcopy(value)}
+    schema["properties"] = properties
+    if "required" in schema:
+        schema["required"] = [
+            name for name in schema["required"] if name not in hidden and name not in defaults
+        ]
+    return schema
 
 
 def _openai(tool: ToolDescriptor) -> dict[str, Any]:
@@ -59,6 +87,8 @@ def _mcp(tool: ToolDescriptor) -> dict[str, Any]:
         "name": tool.llm_name,
         "description": tool.description,
         "inputSchema": json_schema(tool),
+        # Whether its calls may, must or never run as tasks (``task-support``).
+        "execution": {"taskSupport": tool.task_support},
     }
 
 
@@ -82,7 +112,7 @@ def export_tools(tools: Iterable[ToolDescriptor], format: ExportFormat) -> list[
     """The tools as an LLM API expects its tool list, named by their ``llm_name``.
 
     * ``openai``: ``{"type": "function", "function": {"name", "description", "parameters"}}``
-    * ``mcp``: ``{"name", "description", "inputSchema"}``
+    * ``mcp``: ``{"name", "description", "inputSchema", "execution"}``
     * ``anthropic``: ``{"name", "description", "input_schema"}``
     """
     exporter = _EXPORTERS.get(format)
@@ -94,6 +124,25 @@ def export_tools(tools: Iterable[ToolDescriptor], format: ExportFormat) -> list[
 
 
 _DROPPED_KEYWORDS = frozenset({"title", "type", "description", "anyOf", "$ref", "allOf"})
+
+
+def input_schema_problem(value: Any) -> str | None:
+    """Why ``value`` cannot be a tool's ``input-schema`` (the JSON Schema of an object:
+    ``type`` object, ``properties`` by argument name, ``required`` names), or ``None``."""
+    example = '{"type": "object", "properties": {"topic": {"type": "string"}}}'
+    if not isinstance(value, Mapping):
+        return f"must be a JSON Schema object like {example}, not {type(value).__name__}"
+    if value.get("type") != "object":
+        return f'must describe an object ("type": "object"), not {value.get("type")!r}'
+    properties = value.get("properties", {})
+    if not isinstance(properties, Mapping) or not all(
+        isinstance(spec, Mapping) for spec in properties.values()
+    ):
+        return "'properties' must map each argument's name to its schema"
+    required = value.get("required", [])
+    if not isinstance(required, list) or not all(isinstance(name, str) for name in required):
+        return "'required' must be a list of argument names"
+    return None
 
 
 def arguments_from_schema(schema: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack
 from typing import Any
@@ -18,7 +19,8 @@ except ImportError as exc:  # the core does not depend on pytest; the extra does
 
 from toolbus.application.agent.audit import AuditRecord
 from toolbus.application.calls.host import running
-from toolbus.plugins import connect
+from toolbus.application.sealing import new_seal_jwk
+from toolbus.plugins import connect, connect_state
 from toolbus.testing.doors.deployment import (
     APPROVAL_TIMEOUT,
     BUDGET_NAME,
@@ -31,6 +33,7 @@ from toolbus.testing.doors.deployment import (
     POLICIES,
     POLICY_REASON,
     REDACTED,
+    SEAL_KEY_FILE,
     DoorSetup,
     ShopService,
     install_plugin,
@@ -38,6 +41,27 @@ from toolbus.testing.doors.deployment import (
     toolbus_toml,
 )
 from toolbus.testing.doors.drivers import DoorAnswer, DoorCaller, DoorDriver, Occupied, normalized
+
+#: Where doors keep held sessions in their store, and the kinds they hold.
+HELD_NAMESPACE = "door-sessions"
+HELD_KINDS = ("session", "workflow", "conversation")
+
+
+def _unsealed_session(owner: str, held_id: str) -> bytes:
+    """A held session as a door that did not seal its store would have written it."""
+    now = time.time()
+    session = {
+        "request_id": held_id,
+        "user": owner,
+        "requested_groups": None,
+        "groups": ["*"],
+        "initial_state": "undefined",
+        "state": "undefined",
+        "started_at": now,
+    }
+    return json.dumps(
+        {"session": session, "last_used": now, "version": 1, "until": now + 3600}
+    ).encode()
 
 
 def _audited(records: Sequence[AuditRecord], predicate: Any) -> bool:
@@ -76,13 +100,25 @@ class DoorConformance:
 
     @pytest.fixture(scope="class")
     @classmethod
+    def door_state(cls) -> str | None:
+        """A shared state store (its URL) the doors keep their state in, sealed; ``None``
+        (the default): each door keeps it in its own memory, and the cases about the
+        store skip."""
+        return None
+
+    @pytest.fixture(scope="class")
+    @classmethod
     async def door_setup(
-        cls, door_broker: str, tmp_path_factory: pytest.TempPathFactory
+        cls, door_broker: str, door_state: str | None, tmp_path_factory: pytest.TempPathFactory
     ) -> AsyncIterator[DoorSetup]:
         directory = tmp_path_factory.mktemp("door")
         site = directory / "site"
         install_plugin(site)
-        (directory / "toolbus.toml").write_text(toolbus_toml(door_broker), encoding="utf-8")
+        if door_state is not None:
+            key = json.dumps(new_seal_jwk("door-conformance"))
+            (directory / SEAL_KEY_FILE).write_text(key, encoding="utf-8")
+        settings = toolbus_toml(door_broker, door_state)
+        (directory / "toolbus.toml").write_text(settings, encoding="utf-8")
         (directory / "config.json").write_text(json.dumps(CONFIG, indent=2), encoding="utf-8")
         (directory / "calls.cedar").write_text(POLICIES, encoding="utf-8")
         shop = ShopService()
@@ -91,7 +127,7 @@ class DoorConformance:
             stack.push_async_callback(bus.close)
             await stack.enter_async_context(running(bus, shop.service))
             stack.callback(shop.release)
-            yield DoorSetup(directory, site, door_broker, shop)
+            yield DoorSetup(directory, site, door_broker, shop, door_state)
 
     @pytest.fixture(scope="class")
     @classmethod
@@ -384,6 +420,40 @@ class DoorConformance:
             # Newest first: a place may hold a connection opened after the others.
             for place in reversed(places):
                 await place.release()
+
+    # ------------------------------------------------------------------ the shared store
+
+    async def test_what_only_reaches_the_store_blocks_no_one_and_is_never_used(
+        self, door: DoorDriver, door_setup: DoorSetup
+    ) -> None:
+        """Held sessions written into the store by someone without the seal key (as an
+        unsealed door would have kept them) take none of their owner's places."""
+        if door_setup.state is None:
+            pytest.skip("this binding gives the door no shared store (door_state)")
+        owner = "lena"
+        store = await connect_state(door_setup.state)  # no seal key: anyone who reaches it
+        try:
+            for kind in HELD_KINDS:
+                forged = [f"forged-{kind}-{n}" for n in range(MAX_PER_USER + 1)]
+                for held_id in forged:
+                    await store.put(
+                        HELD_NAMESPACE,
+                        f"{kind}/{len(owner)}:{owner}/{held_id}",
+                        _unsealed_session(owner, held_id),
+                    )
+                index = json.dumps(forged).encode()
+                await store.put(HELD_NAMESPACE, f"owners/{kind}/{owner}", index)
+        finally:
+            await store.close()
+
+        taken = await door.occupy(DoorCaller(owner))
+        try:
+            assert isinstance(taken, Occupied), f"{door.name} counted forged records: {taken}"
+        finally:
+            if isinstance(taken, Occupied):
+                await taken.release()
+        called = await door.call(DoorCaller(owner), "lookup", {"item": "tea"})
+        assert called.outcome == "ok", called
 
     # ------------------------------------------------------------------ every refusal is audited
 

@@ -30,6 +30,7 @@ USERS = (
     "ivan",
     "judy",
     "ken",
+    "lena",
     "leo",
     "mia",
     "nia",
@@ -161,9 +162,22 @@ def policy_engine_installed() -> bool:
     return importlib.util.find_spec("toolbus_cedar") is not None
 
 
-def toolbus_toml(broker: str) -> str:
-    """The operator's ``toolbus.toml`` every door reads: no secret in it, keys by variable."""
+#: Where the suite's doors find the seal key of their shared store (in their directory).
+SEAL_KEY_FILE = "seal.jwk"
+
+
+def toolbus_toml(broker: str, state: str | None = None) -> str:
+    """The operator's ``toolbus.toml`` every door reads: no secret in it, keys by variable.
+
+    With ``state``, the doors keep their state in that shared store, sealed with the
+    key in :data:`SEAL_KEY_FILE`.
+    """
     users = "\n".join(f"{user} = {json.dumps(groups)}" for user, groups in PERMITTED.items())
+    stored = (  # indented as the lines it joins, which dedent() then unindents
+        ""
+        if state is None
+        else f'state = {json.dumps(state)}\n        seal-keys = ["{SEAL_KEY_FILE}"]'
+    )
     keys = "\n".join(
         f'[[credentials.api-keys]]\nuser = "{user}"\nenv = "{key_variable(user)}"\n'
         for user in USERS
@@ -173,6 +187,7 @@ def toolbus_toml(broker: str) -> str:
             f"""\
         broker = {json.dumps(broker)}
         config = "config.json"
+        {stored}
 
         [doors]
         entry-states = {json.dumps(list(ENTRY_STATES))}
@@ -271,6 +286,8 @@ class DoorSetup:
     site: Path
     broker: str
     shop: ShopService
+    #: The shared store the doors keep their state in (sealed), if any.
+    state: str | None = None
 
     @property
     def settings_file(self) -> Path:

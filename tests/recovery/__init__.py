@@ -1,1 +1,0 @@
-"""Brokers that go away and come back under running services and clients."""
