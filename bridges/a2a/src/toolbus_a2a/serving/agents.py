@@ -123,6 +123,15 @@ class AgentDirectory:
             return found
         return self.agents()
 
+    async def wait_for_name(self, name: str, timeout: float) -> ServedAgent | None:
+        """Agent ``name`` once it is announced; ``None`` when ``timeout`` seconds came first."""
+        with anyio.move_on_after(timeout):
+            while (agent := self.get(name)) is None:
+                self._changed = anyio.Event()
+                await self._changed.wait()
+            return agent
+        return None
+
     def hear(self, body: bytes) -> None:
         """Take in one message of the announcements queue."""
         try:
