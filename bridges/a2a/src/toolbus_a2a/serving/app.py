@@ -171,8 +171,19 @@ def a2a_app(
     app = Starlette(
         routes=[
             Route("/agents", listing, methods=["GET"]),
-            Route(AGENT_CARD_WELL_KNOWN_PATH, default_card, methods=["GET"]),
+            # An ASGI endpoint (not a function): the agent's own routes answer it.
+            Route(AGENT_CARD_WELL_KNOWN_PATH, _Asgi(default_card), methods=["GET"]),
             Mount("/agents/{name}", app=routes),
         ]
     )
     return Authenticated(app, credentials)
+
+
+class _Asgi:
+    """An ASGI callable that Starlette's routing passes the raw request to."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.app(scope, receive, send)
