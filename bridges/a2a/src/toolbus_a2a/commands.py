@@ -15,9 +15,11 @@ from toolbus.cli.plugin_api import (
     CommandLine,
     EventLoop,
     LoopOption,
+    ServeOptions,
     VerboseOption,
     fail,
     run,
+    serve_until_signalled,
     setup_logging,
     stop_signals,
 )
@@ -27,6 +29,7 @@ from toolbus.plugins import hookimpl
 @hookimpl
 def toolbus_register_commands(cli: CommandLine) -> None:
     cli.group("a2a", help="Serve the bus's agents to A2A clients.").command("serve", serve_agents)
+    cli.serve_command("a2a", serve_remote_agent)
 
 
 def _listen(listen: str) -> tuple[str, int]:
@@ -101,3 +104,96 @@ def serve_agents(
         run(main, loop=loop)
     except (ConfigError, SealKeysMissing, ListenError) as exc:
         fail(str(exc), EXIT_BAD_INPUT)
+
+
+def serve_remote_agent(
+    url: Annotated[str, typer.Argument(metavar="URL", help="The A2A agent's base URL.")],
+    toolset: Annotated[
+        str,
+        typer.Option(metavar="NAME", help="The service id, and the tool name's prefix."),
+    ],
+    card_path: Annotated[
+        str, typer.Option(metavar="PATH", help="Where the Agent Card is under the URL.")
+    ] = "/.well-known/agent-card.json",
+    bearer_env: Annotated[
+        str | None,
+        typer.Option(
+            metavar="VARIABLE",
+            help="Send Authorization: Bearer with the token in this environment variable.",
+            show_default=False,
+        ),
+    ] = None,
+    header: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="NAME=VARIABLE",
+            help="HTTP header NAME, its value read from environment variable VARIABLE; repeat.",
+            show_default=False,
+        ),
+    ] = None,
+    group: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--group", "-g", help="A tool group the tool is in (repeat); default: default."
+        ),
+    ] = None,
+    broker: BrokerOption = None,
+    concurrency: Annotated[int, typer.Option(min=1, help="Calls handled at once.")] = 16,
+    call_timeout: Annotated[
+        float, typer.Option(min=0.1, help="Seconds one message to the agent may take.")
+    ] = 120.0,
+    connect_timeout: Annotated[
+        float, typer.Option(min=0.1, help="Seconds reading the agent's card may take.")
+    ] = 30.0,
+    announce_interval: Annotated[
+        float, typer.Option(min=0.1, help="Seconds between announcements.")
+    ] = 10.0,
+    loop: LoopOption = EventLoop.AUTO,
+    verbose: VerboseOption = False,
+) -> None:
+    """Serve a remote A2A agent on the bus as one tool that sends it a message."""
+    setup_logging(verbose)
+    from collections.abc import AsyncIterator
+    from contextlib import asynccontextmanager
+
+    from toolbus.domain.calls.naming import sanitize_toolname
+    from toolbus.domain.errors import ConfigError
+    from toolbus.settings import load_settings
+    from toolbus_a2a.importing.address import AgentAddress
+    from toolbus_a2a.importing.remote import RemoteAgent
+
+    try:
+        settings = load_settings(broker)
+        address = AgentAddress.parse(
+            url, card_path=card_path, bearer_env=bearer_env, headers=header or ()
+        )
+    except ConfigError as exc:
+        fail(str(exc), EXIT_BAD_INPUT)
+    agent = RemoteAgent(
+        sanitize_toolname(toolset),
+        address,
+        groups=tuple(group) if group else None,
+        call_timeout=call_timeout,
+        connect_timeout=connect_timeout,
+    )
+
+    @asynccontextmanager
+    async def connected() -> AsyncIterator[None]:
+        async with agent.connected():
+            typer.echo(
+                f"connected to A2A agent {agent.toolset} ({', '.join(agent.tools)}) "
+                f"at {address.describe()}",
+                err=True,
+            )
+            yield
+
+    serve_until_signalled(
+        settings,
+        [agent.service],
+        ServeOptions(
+            concurrency=concurrency,
+            announce_interval=announce_interval,
+            running_beside=connected,
+            loop=loop,
+        ),
+    )
