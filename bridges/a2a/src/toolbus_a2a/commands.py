@@ -34,8 +34,11 @@ def toolbus_register_commands(cli: CommandLine) -> None:
 
 def _listen(listen: str) -> tuple[str, int]:
     host, _, port = listen.rpartition(":")
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        fail(f"--listen {listen!r}: give HOST:PORT, e.g. 127.0.0.1:8100", EXIT_BAD_INPUT)
+    if not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        fail(
+            f"--listen {listen!r}: give HOST:PORT, e.g. 127.0.0.1:8100 (port 0: a free one)",
+            EXIT_BAD_INPUT,
+        )
     return host, int(port)
 
 

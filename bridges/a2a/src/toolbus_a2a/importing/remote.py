@@ -139,6 +139,12 @@ class _Answer:
         self.task: Task | None = None
         self.message: Message | None = None
 
+    def tracked(self, task_id: str, context_id: str) -> Task:
+        """The task an update is for (a stream need not start with it)."""
+        if self.task is None:
+            self.task = Task(id=task_id, context_id=context_id)
+        return self.task
+
 
 class RemoteAgentService(ToolService):
     """Serves the remote agent's one tool."""
@@ -281,10 +287,12 @@ class RemoteAgent:
         elif kind == "message":
             answer.message = response.message
         elif kind == "status_update":
-            if answer.task is not None:
-                answer.task.status.CopyFrom(response.status_update.status)
+            update_ = response.status_update
+            task = answer.tracked(update_.task_id, update_.context_id)
+            task.status.CopyFrom(update_.status)
         elif kind == "artifact_update":
             update = response.artifact_update
+            answer.tracked(update.task_id, update.context_id)
             if answer.task is not None:
                 if update.append:
                     for artifact in answer.task.artifacts:

@@ -13,6 +13,7 @@ serving a2a-sdk's transports.
 from __future__ import annotations
 
 import logging
+import socket
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -25,7 +26,7 @@ from a2a.server.request_handlers import RequestHandler
 from a2a.types import AgentCard
 from anyio.abc import TaskStatus
 
-from toolbus._internal.web_server import CommandServer, bind, cannot_listen
+from toolbus._internal.web_server import CommandServer
 from toolbus.application.agent.service import AgentClient
 from toolbus.application.identity.credentials import CredentialTable, load_credentials
 from toolbus.application.sealing.doors import shared_url
@@ -199,13 +200,10 @@ async def _serve_http(
     door: A2ADoor,
     credentials: CredentialTable,
     options: ServeOptions,
+    listener: socket.socket,
     *,
     task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
-    try:
-        listener = bind(options.host, options.port)
-    except OSError as exc:
-        raise ListenError(cannot_listen(options.host, options.port, exc)) from None
     app = a2a_app(
         door.directory.agents,
         door.handler_for,
