@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -24,13 +25,16 @@ def a2a_nats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield server.url
 
 
+_LOGS = itertools.count()
+
+
 @asynccontextmanager
 async def running(
     argv: list[str], ready: str, *, cwd: Path, env: dict[str, str] | None = None
 ) -> AsyncIterator[tuple[Process, re.Match[str], Path]]:
     """Run ``argv`` until the block ends; yield once its output matches ``ready`` (a regex):
     the process, the match, and its log."""
-    log = cwd / f"{Path(argv[0]).name}-{len(list(cwd.glob('*.log')))}.log"
+    log = cwd / f"{Path(argv[0]).name}-{next(_LOGS)}.log"
     handle = log.open("ab")
     process = await anyio.open_process(
         argv, cwd=cwd, env=door_environment(env or {}), stdout=handle, stderr=handle

@@ -110,12 +110,10 @@ def main() -> None:
 
     async def guarded(scope, receive, send):  # type: ignore[no-untyped-def]
         headers = dict(scope.get("headers") or [])
-        if scope["type"] == "http" and not scope["path"].endswith("agent-card.json"):
-            if headers.get(b"authorization") != f"Bearer {token}".encode():
-                await JSONResponse({"error": "unauthenticated"}, status_code=401)(
-                    scope, receive, send
-                )
-                return
+        public = scope["type"] != "http" or scope["path"].endswith("agent-card.json")
+        if not public and headers.get(b"authorization") != f"Bearer {token}".encode():
+            await JSONResponse({"error": "unauthenticated"}, status_code=401)(scope, receive, send)
+            return
         await app(scope, receive, send)
 
     print(f"listening on {port}", flush=True)

@@ -26,7 +26,7 @@ from a2a.server.request_handlers import RequestHandler
 from a2a.types import AgentCard
 from anyio.abc import TaskStatus
 
-from toolbus._internal.web_server import CommandServer
+from toolbus._internal.web_server import CommandServer, bind, cannot_listen
 from toolbus.application.agent.service import AgentClient
 from toolbus.application.identity.credentials import CredentialTable, load_credentials
 from toolbus.application.sealing.doors import shared_url
@@ -235,11 +235,17 @@ async def serve_a2a(options: ServeOptions, until: Callable[[], Awaitable[object]
     """Serve until ``until()`` returns (the command's stop signal)."""
     settings = load_settings(options.broker)
     credentials = door_credentials(settings)
-    public_url = options.public_url or f"http://{options.host}:{options.port}"
+    try:
+        listener = bind(options.host, options.port)
+    except OSError as exc:
+        raise ListenError(cannot_listen(options.host, options.port, exc)) from None
+    # Port 0 listens on a free port: the cards name the one taken.
+    port = listener.getsockname()[1]
+    public_url = options.public_url or f"http://{options.host}:{port}"
     async with started_door(settings, options, public_url) as door:
         found = await door.directory.wait_for(max(1, len(options.agents)), timeout=options.discover)
         async with anyio.create_task_group() as tasks:
-            await tasks.start(_serve_http, door, credentials, options)
+            await tasks.start(_serve_http, door, credentials, options, listener)
             names = ", ".join(sorted(found)) or "none yet (they are served once they announce)"
             print(
                 f"serving A2A on {public_url} via {redact_url(settings.broker)}; agents: {names}",
