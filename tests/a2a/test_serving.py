@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import AsyncIterator
-from pathlib import Path
+from contextlib import aclosing
 
 import httpx
 import pytest
-from a2a.client import A2AClientError, ClientConfig, create_client
+from a2a.client import ClientConfig, create_client
 from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
@@ -24,6 +24,7 @@ from a2a.types import (
     SubscribeToTaskRequest,
     TaskState,
 )
+from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
 
 from tests.a2a.conftest import running
 from tests.doors.processes import TOOLBUS
@@ -66,7 +67,7 @@ async def door(
     door = [TOOLBUS, "a2a", "serve", "--listen", "127.0.0.1:0"]
     async with (
         running(agent, "serving agent", cwd=directory, env=env),
-        running(door, r"serving A2A on (http://\S+?);", cwd=directory, env=env) as (_, found, _),
+        running(door, r"serving A2A on (http://\S+) via", cwd=directory, env=env) as (_, found, _),
     ):
         yield found.group(1)
 
@@ -91,12 +92,12 @@ async def test_a_message_is_a_task_answered_by_the_agent(
 ) -> None:
     model_server.play([{"text": "Forty-two, as always."}])
     http, client = await _client(door, ALICE, binding, streaming=False)
-    async with http:
+    async with aclosing(http):
         [response] = [r async for r in client.send_message(_message("The answer?"))]
         task = response.task
         read = await client.get_task(GetTaskRequest(id=task.id))
         listed = await client.list_tasks(ListTasksRequest(context_id=task.context_id))
-        with pytest.raises(A2AClientError):
+        with pytest.raises(TaskNotCancelableError):
             await client.cancel_task(CancelTaskRequest(id=task.id))
 
     assert task.status.state == TaskState.TASK_STATE_COMPLETED
@@ -112,7 +113,7 @@ async def test_a_stream_carries_the_answer_in_chunks_then_the_final_status(
     long = " ".join(f"word{i}" for i in range(120))  # past the agent's answer hold: streamed
     model_server.play([{"text": long}])
     http, client = await _client(door, ALICE, "JSONRPC", streaming=True)
-    async with http:
+    async with aclosing(http):
         seen = [r async for r in client.send_message(_message("Talk a while."))]
 
     kinds = [r.WhichOneof("payload") for r in seen]
@@ -127,7 +128,7 @@ async def test_a_stream_carries_the_answer_in_chunks_then_the_final_status(
 async def test_a_context_continues_the_conversation(door: str, model_server: ModelServer) -> None:
     model_server.play([{"text": "Noted: blue."}])
     http, client = await _client(door, ALICE, "JSONRPC", streaming=False)
-    async with http:
+    async with aclosing(http):
         [first] = [r async for r in client.send_message(_message("My colour is blue."))]
         model_server.play([{"text": "It is blue."}])
         again = _message("What is my colour?")
@@ -146,16 +147,16 @@ async def test_tasks_are_their_owners_and_callers_must_authenticate(
 ) -> None:
     model_server.play([{"text": "Mine."}])
     http, client = await _client(door, ALICE, "HTTP+JSON", streaming=False)
-    async with http:
+    async with aclosing(http):
         [mine] = [r async for r in client.send_message(_message("Whose?"))]
-    http, other = await _client(door, BOB, "HTTP+JSON", streaming=False)
-    async with http:
-        with pytest.raises(A2AClientError) as hidden:
+    http, other = await _client(door, BOB, "HTTP+JSON", streaming=True)
+    async with aclosing(http):
+        with pytest.raises(TaskNotFoundError) as hidden:
             await other.get_task(GetTaskRequest(id=mine.task.id))
-        with pytest.raises(A2AClientError) as unknown:
+        with pytest.raises(TaskNotFoundError) as unknown:
             await other.get_task(GetTaskRequest(id=uuid.uuid4().hex))
         theirs = await other.list_tasks(ListTasksRequest())
-        with pytest.raises(A2AClientError):
+        with pytest.raises(TaskNotFoundError):
             [r async for r in other.subscribe(SubscribeToTaskRequest(id=mine.task.id))]
     async with httpx.AsyncClient() as anonymous:
         refused = await anonymous.post(
@@ -179,7 +180,7 @@ async def test_return_immediately_answers_at_once_and_the_task_can_be_read(
 ) -> None:
     model_server.play([{"text": "Later."}])
     http, client = await _client(door, ALICE, "JSONRPC", streaming=False)
-    async with http:
+    async with aclosing(http):
         request = _message("Take your time.")
         request.configuration.CopyFrom(SendMessageConfiguration(return_immediately=True))
         [response] = [r async for r in client.send_message(request)]
