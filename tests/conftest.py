@@ -39,5 +39,13 @@ def spans(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     provider.shutdown()
 
 
-# The scripted model server (``model_server``), for every test that needs a model.
-pytest_plugins = ["tests.support.model_server"]
+pytest_plugins = [
+    # The scripted model server (``model_server``), for every test that needs a model.
+    "tests.support.model_server",
+    # Tests that need a real part the machine lacks: skipped here, failed in CI.
+    "tests.support.real_parts",
+    # CI's rules: no skip that tests/ci_allowed_skips.txt does not list, no Hypothesis deadline.
+    "tests.support.ci",
+    # A test that hangs fails alone, with its traceback.
+    "tests.support.hangs",
+]

@@ -648,3 +648,118 @@ def test_the_architecture_page_maps_every_package_of_the_core() -> None:
 
     assert sorted(expected - mapped) == [], "missing from the map in docs/architecture.md"
     assert sorted(p for p in mapped if not (core / p).exists()) == [], "on the map, not in the tree"
+
+
+# -- modules with one job, one class per public name -------------------------------------
+#
+# A module holds one job; when a job outgrows a module it becomes a package of the
+# same name. The yardstick: a module of more than MAX_MODULE_LINES lines starts with a
+# comment saying why it is still one job ("# One job: ..."), for a reviewer to weigh.
+
+MAX_MODULE_LINES = 500
+ONE_JOB = re.compile(r"#\s*One job:\s*\S", re.IGNORECASE)
+
+
+def oversized_without_reason(sources: Collection[tuple[str, str]]) -> list[str]:
+    """The modules (name, source) over the size whose first lines do not say why."""
+    found = []
+    for module, source in sources:
+        lines = source.splitlines()
+        if len(lines) <= MAX_MODULE_LINES:
+            continue
+        top = [line for line in lines[:5] if line.startswith("#")]
+        if not any(ONE_JOB.match(line) for line in top):
+            found.append(f"{module}: {len(lines)} lines, no '# One job: ...' at its top")
+    return found
+
+
+def _sources() -> list[tuple[str, str]]:
+    return [
+        (module, path.read_text(encoding="utf-8"))
+        for top in ROOTS
+        for module, path in modules_of(top)
+    ]
+
+
+def test_a_module_over_the_size_says_at_its_top_why_it_is_one_job() -> None:
+    assert oversized_without_reason(_sources()) == []
+
+
+def test_the_size_check_catches_a_planted_module() -> None:
+    long = "\n".join(f"x{n} = {n}" for n in range(MAX_MODULE_LINES + 1))
+    explained = "# One job: a table of numbers, read as one.\n" + long
+
+    assert oversized_without_reason([("planted", long)]) != []
+    assert oversized_without_reason([("planted", explained)]) == []
+    assert oversized_without_reason([("planted", "# one job:\n" + long)]) != []  # says nothing
+
+
+def _exported(tree: ast.Module) -> set[str]:
+    for node in tree.body:
+        names = node.targets if isinstance(node, ast.Assign) else []
+        if any(isinstance(name, ast.Name) and name.id == "__all__" for name in names):
+            assert isinstance(node, ast.Assign)
+            if isinstance(node.value, ast.List | ast.Tuple):
+                return {e.value for e in node.value.elts if isinstance(e, ast.Constant)}
+    return set()
+
+
+def public_classes(
+    trees: dict[str, ast.Module], documented: Collection[str]
+) -> dict[str, set[str]]:
+    """Each public class name -> the modules defining a class of that name.
+
+    Public, as the rest of this file draws the line: every class of a public module
+    of the layered core; of a part (an adapter, a bridge, the test kit ...), the
+    classes of the modules the docs name and those its package or such a module
+    exports (``__all__``).
+    """
+    found: dict[str, set[str]] = {}
+    for module, tree in trees.items():
+        if _private_home(module) is not None:
+            continue
+        defined = {
+            node.name
+            for node in tree.body
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_")
+        }
+        part = _part_of(module)
+        if part is not None and module not in documented:
+            shown: set[str] = set()
+            for other in (part, *documented):
+                if _within(other, part) and other in trees:
+                    shown |= _exported(trees[other])
+            defined &= shown
+        for name in defined:
+            found.setdefault(name, set()).add(module)
+    return found
+
+
+def _trees() -> dict[str, ast.Module]:
+    return {
+        module: ast.parse(path.read_text(encoding="utf-8"))
+        for top in ROOTS
+        for module, path in modules_of(top)
+    }
+
+
+def test_each_public_class_name_names_one_class() -> None:
+    """One name for one thing: two public classes never share a name (a user importing
+    one would have to know which package's it is, and readers mix them up)."""
+    classes = public_classes(_trees(), documented_modules(import_graph()))
+
+    assert {name: sorted(where) for name, where in classes.items() if len(where) > 1} == {}
+
+
+def test_the_name_check_catches_a_planted_class() -> None:
+    trees = _trees()
+    documented = documented_modules(import_graph())
+    trees["toolbus.application.calls.planted"] = ast.parse("class Registry:\n    pass\n")
+    trees["toolbus_kafka.planted"] = ast.parse("class Registry:\n    pass\n")  # inner, unexported
+
+    classes = public_classes(trees, documented)
+
+    assert classes["Registry"] == {
+        "toolbus.application.calls.planted",
+        "toolbus.domain.config.registry",
+    }

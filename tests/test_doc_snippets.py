@@ -37,7 +37,7 @@ FRAGMENTS = {
     ("hooks.md", 'async with AgentSession(tools, user="alice", groups=["default"]) as session:'),
     ("hooks.md", "from toolbus.hooks import load_hooks"),
     ("hooks.md", "from toolbus.hooks import CodeHooks"),
-    ("gateway.md", "from toolbus.application.identity.credentials import load_credentials"),
+    ("gateway.md", "from toolbus.application.identity.bearer import Authenticator"),
 }
 
 

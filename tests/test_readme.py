@@ -75,7 +75,8 @@ def test_the_tools_commands_show_what_the_readme_says(
 def test_ci_runs_exactly_the_readme_test_command() -> None:
     ci = (README.parent / ".ci" / "run").read_text()
     assert "uv run pytest" in README.read_text()
-    assert re.search(r"^uv run pytest$", ci, re.MULTILINE)
+    # The same tests; CI only shuffles their order.
+    assert re.search(r"^uv run pytest --random-order$", ci, re.MULTILINE)
 
 
 def test_the_slow_tests_are_left_out_by_default_and_run_by_ci_and_the_readme_says_how() -> None:
@@ -102,6 +103,24 @@ def test_the_layout_lists_every_distribution_of_the_workspace() -> None:
         name = tomllib.loads((member / "pyproject.toml").read_text())["project"]["name"]
         assert f"{member.relative_to(ROOT).as_posix()}/" in layout, f"{name} is not in the layout"
         assert f"`{name}`" in layout
+
+
+def test_the_readme_names_every_extra_of_the_core() -> None:
+    core = tomllib.loads((ROOT / "core" / "pyproject.toml").read_text())
+    extras = set(core["project"]["optional-dependencies"])
+    named = set(re.findall(r"`\[([a-z0-9-]+)\]`", README.read_text().split("Extras:", 1)[1]))
+
+    assert extras - named == set(), "extras the README does not name"
+    assert named - extras == set(), "extras the README names and the core does not have"
+
+
+def test_the_readme_names_every_debian_package_ci_installs() -> None:
+    ci = (ROOT / ".ci" / "run").read_text()
+    packages = set(re.findall(r"missing\+=\(([a-z-]+)\)", ci))
+    setup = README.read_text().split("## Set-up", 1)[1].split("\n## ", 1)[0]
+
+    assert {"chromium", "redis-server", "rabbitmq-server"} <= packages
+    assert [package for package in sorted(packages) if package not in setup] == []
 
 
 def install_lines() -> list[str]:
@@ -151,3 +170,9 @@ def test_the_install_lines_work_in_a_fresh_environment_and_the_tour_runs_there(
         [str(bin_dir / "pytest"), "-q", "-p", "no:cacheprovider", "test_weather.py"], tour
     )
     assert "1 passed" in tested.stdout
+    # Without the example services, the tour says which extra brings them.
+    demo = subprocess.run(
+        [str(bin_dir / "toolbus"), "demo"], cwd=tour, capture_output=True, text=True, timeout=300
+    )
+    assert demo.returncode == 2, demo.stdout + demo.stderr
+    assert "'toolbus[examples]'" in demo.stderr and "none installed" not in demo.stderr

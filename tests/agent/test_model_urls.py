@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.model_server import ModelServer
-from tests.support.servers import free_port
+from tests.support.servers import refusing_port
 from toolbus.application.agent.llm_urls import parse_llm_url
 from toolbus.domain.errors import PluginError
 
@@ -57,9 +57,9 @@ def test_a_key_in_the_model_url_is_refused_before_anything_is_sent(
 @pytest.mark.slow
 @pytest.mark.parametrize("scheme", ["openai", "anthropic"])
 def test_a_key_in_the_url_of_a_dead_model_is_never_printed(tmp_path: Path, scheme: str) -> None:
-    url = f"{scheme}+http://user:{SECRET}@127.0.0.1:{free_port()}/v1/m?max_retries=0"
-
-    asked = ask(url, tmp_path)
+    with refusing_port() as port:
+        url = f"{scheme}+http://user:{SECRET}@127.0.0.1:{port}/v1/m?max_retries=0"
+        asked = ask(url, tmp_path)
 
     assert asked.returncode == 2, asked.stdout + asked.stderr
     assert SECRET not in asked.stdout + asked.stderr

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from functools import cache
 from pathlib import Path
@@ -11,9 +10,11 @@ from typing import Any
 
 import jsonschema
 
+from tests.support.real_parts import NODE_PACKAGES, requires_node_package
+
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "tests" / "data" / "asyncapi" / "asyncapi-3.0.0.schema.json"
-NODE_DIR = ROOT / "tests" / "node"
+NODE_DIR = NODE_PACKAGES
 #: The parser's severities: 0 error, 1 warning, 2 information, 3 hint.
 WARNING = 1
 
@@ -31,13 +32,8 @@ def schema_problems(document: dict[str, Any]) -> list[str]:
     ]
 
 
-def parser_missing() -> str | None:
-    """Why :func:`parser_problems` cannot run here, or None when it can."""
-    if shutil.which("node") is None:
-        return "Node.js is not installed"
-    if not (NODE_DIR / "node_modules" / "@asyncapi" / "parser").is_dir():
-        return f"@asyncapi/parser is not installed (cd {NODE_DIR} && npm ci)"
-    return None
+#: Marks a test that runs :func:`parser_problems`.
+needs_parser = requires_node_package("@asyncapi/parser", "the official AsyncAPI parser")
 
 
 def parser_problems(*documents: Path) -> dict[str, list[dict[str, Any]]]:

@@ -14,7 +14,7 @@ import yaml
 from typer.testing import CliRunner, Result
 
 import toolbus.cli.asyncapi  # noqa: F401  (registers the command)
-from tests.asyncapi.support import parser_missing, parser_problems, schema_problems
+from tests.asyncapi.support import needs_parser, parser_problems, schema_problems
 from tests.live.test_processes import started
 from toolbus.application.live.config_files import load_registry_from_path
 from toolbus.cli import app
@@ -74,6 +74,52 @@ def test_live_and_a_configuration_file_are_either_or() -> None:
     assert "drop --config, or drop --live" in result.output
 
 
+def test_with_no_broker_named_the_document_has_no_server_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no toolbus.toml naming one
+    result = CliRunner().invoke(
+        app, ["asyncapi", "--config", str(WORKFLOW)], env={"TOOLBUS_BROKER": None}
+    )
+
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert "servers" not in document
+    assert "no broker named" in result.stderr and "--broker URL" in result.stderr
+
+
+def test_live_needs_a_broker_other_processes_reach(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    unnamed = CliRunner().invoke(app, ["asyncapi", "--live"], env={"TOOLBUS_BROKER": None})
+    in_memory = run("--live", "--broker", "memory://")
+
+    for result in (unnamed, in_memory):
+        assert result.exit_code == EXIT_BAD_INPUT
+        assert "--broker URL" in result.output
+
+
+def test_verbose_is_taken_like_the_other_commands() -> None:
+    result = run("--config", str(WORKFLOW), "-v")
+
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["asyncapi"] == "3.0.0"
+
+
+@pytest.mark.broker
+def test_live_lists_no_tool_that_no_service_announced(
+    live_nats: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The example plugins are installed here, but nothing serves them on this broker."""
+    monkeypatch.chdir(tmp_path)
+    result = run("--live", "--broker", live_nats, "--wait", "0.3")
+
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document["operations"] == {} and document["channels"] == {}
+
+
 def test_an_unknown_broker_scheme_is_named() -> None:
     result = run("--config", str(WORKFLOW), "--broker", "carrier-pigeon://coop")
 
@@ -82,7 +128,7 @@ def test_an_unknown_broker_scheme_is_named() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(parser_missing() is not None, reason=str(parser_missing()))
+@needs_parser
 def test_the_official_parser_finds_no_error_or_warning(tmp_path: Path) -> None:
     written = []
     for broker in [NATS, "kafka://127.0.0.1:9092", "pulsar://127.0.0.1:6650", "memory://"]:

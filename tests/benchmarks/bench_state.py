@@ -41,7 +41,7 @@ from toolbus.plugins import connect_state
 from toolbus.ports import StateStore
 from toolbus_nats.state import NatsStateStore
 from toolbus_nats.state_options import bucket_key
-from toolbus_redis.store import _WRITE, RedisStateStore
+from toolbus_redis.state import _WRITE, RedisStateStore
 
 VALUE = b'{"user": "alice", "state": "analysis", "calls": 3, "groups": ["default"]}' * 4
 NS = "bench"

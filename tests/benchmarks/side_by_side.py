@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import os
 import resource
@@ -368,6 +369,15 @@ def as_json(rows: list[Row]) -> list[dict[str, Any]]:
     ]
 
 
+def require_faststream(script: str) -> None:
+    """FastStream, a contestant, comes with the bench dependency group: say how to get it."""
+    if importlib.util.find_spec("faststream") is None:
+        raise SystemExit(
+            "FastStream, a contestant, is in the bench dependency group: "
+            f"uv run --group bench python tests/benchmarks/{script} ..."
+        )
+
+
 def main(
     brokers: list[str], seconds: float, calls: int, markdown: bool, loop: str, path: Path | None
 ) -> None:
@@ -392,6 +402,7 @@ if __name__ == "__main__":
     parser.add_argument("--rss-child", help=argparse.SUPPRESS)
     parser.add_argument("--contest-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    require_faststream("side_by_side.py")
     factory = loop_factory(args.loop)
     if args.rss_child:
         asyncio.Runner(loop_factory=factory).run(rss_child(args.rss_child, args.calls))

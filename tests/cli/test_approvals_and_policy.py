@@ -26,7 +26,6 @@ from toolbus.plugins import connect_state
 
 @pytest.fixture(scope="module")
 def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    pytest.importorskip("toolbus_redis")
     server = RedisServer(tmp_path_factory.mktemp("redis-approvals"))
     with server.running():
         yield server
@@ -176,6 +175,33 @@ def test_a_shared_store_without_a_seal_key_is_refused(scratch: Path, redis: Redi
     assert "seal-keys" in result.output and "toolbus keys new" in result.output
 
 
+def test_an_approval_is_named_by_any_unique_beginning_of_its_id(scratch: Path, shared: str) -> None:
+    common = uuid.uuid4().hex[:8]
+    # As the door names the approvals of one call asked for again: the digest, then more.
+    first = waiting(shared, scratch, id=f"{common}{uuid.uuid4().hex[8:]}")
+    second = waiting(shared, scratch, id=f"{first.id}-{uuid.uuid4().hex}")
+    assert len(second.id) == 65
+
+    ambiguous = cli("approvals", "approve", common, key=OPS_KEY)
+    assert ambiguous.exit_code == 2
+    assert first.id in ambiguous.output and second.id in ambiguous.output
+    assert "give more of the id" in ambiguous.output
+
+    too_short = cli("approvals", "approve", common[:3], key=OPS_KEY)
+    assert too_short.exit_code == 2 and "no approval" in too_short.output
+
+    # The whole id of the first is also the beginning of the second's: the id itself wins.
+    exact = cli("approvals", "approve", first.id, key=OPS_KEY)
+    unique = cli("approvals", "deny", second.id[:40], key=OPS_KEY)
+    assert exact.exit_code == 0 and unique.exit_code == 0, exact.output + unique.output
+    a, b = stored(shared, scratch, first.id), stored(shared, scratch, second.id)
+    assert a is not None and a.status == "approved"
+    assert b is not None and b.status == "denied"
+
+    unknown = cli("approvals", "deny", "0123456789", key=OPS_KEY)
+    assert unknown.exit_code == 2 and "no approval" in unknown.output
+
+
 def test_approvals_need_a_shared_store(scratch: Path) -> None:
     result = cli("approvals", "list", key=OPS_KEY)
     assert result.exit_code == 2
@@ -183,7 +209,6 @@ def test_approvals_need_a_shared_store(scratch: Path) -> None:
 
 
 def test_policy_check_names_the_file_and_line_of_a_bad_policy(scratch: Path) -> None:
-    pytest.importorskip("toolbus_cedar")
     config = {
         "tool": {
             "refund": {
@@ -218,3 +243,80 @@ def test_policy_check_names_the_file_and_line_of_a_bad_policy(scratch: Path) -> 
     )
     good = cli("policy", "check")
     assert good.exit_code == 0, good.output
+
+
+def test_policy_check_names_a_misspelt_argument_under_a_has_guard(scratch: Path) -> None:
+    """`has` on an argument no tool declares is never true: Cedar checks nothing behind it,
+    so a typo would quietly turn the forbid off."""
+    config = {
+        "tool": {
+            "weather": {
+                "type": "tool-service",
+                "name": "weather",
+                "description": "weather",
+                "service": "weather",
+                "arguments": [{"name": "city", "type": "string", "description": "a city"}],
+            }
+        },
+        "tool-service": {"weather": {"request-queue": "w-req", "response-queue": "w-resp"}},
+    }
+    (scratch / "config.json").write_text(json.dumps(config))
+    (scratch / "toolbus.toml").write_text(
+        'config = "config.json"\n[policy]\nfiles = ["calls.cedar"]\n'
+    )
+    policies = (
+        "permit(principal, action, resource);\n\n"
+        "forbid(principal, action, resource)\n"
+        'when { context.arguments has city && context.arguments.city == "Paris" };\n\n'
+        "forbid(principal, action, resource)\n"
+        'when { context.arguments has {name} && context.arguments.{name} == "Boston" };\n'
+    )
+    (scratch / "calls.cedar").write_text(policies.replace("{name}", "ctiy"))
+
+    bad = cli("policy", "check")
+    assert bad.exit_code == 2, bad.output
+    assert "calls.cedar, line 6" in bad.output, bad.output
+    assert "'ctiy'" in bad.output and "city" in bad.output  # the name, and the ones there are
+    assert bad.output.count("calls.cedar, line") == 1  # the well-spelt policy is fine
+
+    (scratch / "calls.cedar").write_text(policies.replace("{name}", "city"))
+    good = cli("policy", "check")
+    assert good.exit_code == 0, good.output
+    assert "ok: 3 policies" in good.output
+
+
+def test_policy_check_names_the_line_of_a_policy_after_annotated_ones(scratch: Path) -> None:
+    """Each policy's line is where it starts, its annotations included, however many
+    annotated policies come before it."""
+    config = {
+        "tool": {
+            "refund": {
+                "type": "tool-service",
+                "name": "refund",
+                "description": "refund",
+                "service": "shop",
+                "arguments": [{"name": "amount", "type": "integer", "description": "amount"}],
+            }
+        },
+        "tool-service": {"shop": {"request-queue": "shop-req", "response-queue": "shop-resp"}},
+    }
+    (scratch / "config.json").write_text(json.dumps(config))
+    (scratch / "toolbus.toml").write_text(
+        'config = "config.json"\n[policy]\nfiles = ["calls.cedar"]\n'
+    )
+    (scratch / "calls.cedar").write_text(
+        "permit(principal, action, resource);\n"  # 1
+        "\n"
+        '@id("small")\n'  # 3
+        '@reason("small refunds only")\n'
+        "forbid(principal, action, resource)\n"
+        "when { context.arguments has amount && context.arguments.amount > 100 };\n"
+        "\n"
+        '@reason("a typo")\n'  # 8
+        "forbid(principal, action, resource)\n"
+        "when { context.arguments has amuont && context.arguments.amuont > 5 };\n"
+    )
+
+    bad = cli("policy", "check")
+    assert bad.exit_code == 2
+    assert "calls.cedar, line 8" in bad.output, bad.output

@@ -9,6 +9,7 @@ Extra tool plugins are added the way real ones are: as entry points.
 from __future__ import annotations
 
 import importlib.metadata as metadata
+import inspect
 import json
 import logging
 import os
@@ -26,6 +27,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 import toolbus.cli
+import toolbus.cli.call
 import toolbus.plugins.discovery as discovery
 from tests.cli.test_help_text import flat
 from toolbus.cli import app
@@ -270,8 +272,10 @@ def test_a_timeout_exits_1_naming_the_service_and_the_limit_and_returns_promptly
     assert "deadline-exceeded" in result.stderr
     assert "'hang'" in result.stderr
     assert "0.2 s" in result.stderr
-    # The call was given up: nothing should keep the command waiting for it.
-    assert elapsed < 10, f"call took {elapsed:.1f} s to exit after a 0.2 s timeout"
+    # The call was given up: nothing kept the command waiting for it, not even as long
+    # as the default limit (the longest wait the command has of its own).
+    default = inspect.signature(toolbus.cli.call.call).parameters["timeout"].default
+    assert elapsed < default, f"call took {elapsed:.1f} s to exit after a 0.2 s timeout"
 
 
 def test_a_tool_no_one_serves_on_memory_exits_2_at_once(toolbus_cli: Invoke, scratch: Path) -> None:

@@ -165,3 +165,28 @@ def test_help_writes_each_value_as_docs_cli_does(
     toolbus.cli.assemble()
 
     assert shown_word(path, option) == word
+
+
+def listed_commands(output: str) -> list[str]:
+    """The lines of the Commands panel of a group's help."""
+    lines = output.splitlines()
+    start = next(n for n, line in enumerate(lines) if "─ Commands " in line)
+    end = next(n for n in range(start, len(lines)) if lines[n].startswith("╰"))
+    return lines[start + 1 : end]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [path for path, command in all_commands() if hasattr(command, "commands")],
+    ids=lambda path: " ".join(path) or "toolbus",
+)
+@pytest.mark.usefixtures("wide_help")
+def test_a_groups_list_of_commands_has_no_hard_line_breaks(path: tuple[str, ...]) -> None:
+    """Each command's first paragraph on one line, wide enough: the docstring's own
+    line breaks do not show."""
+    result = CliRunner().invoke(app, [*path, "--help"])
+
+    assert result.exit_code == 0, result.output
+    rows = listed_commands(result.output)
+    continued = [row for row in rows if re.match(r"│\s{3,}\S", row)]
+    assert rows and not continued, "\n".join(rows)

@@ -22,8 +22,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.doors.processes import LISTEN, serving_port
 from tests.mcp.support import MEMORY_SERVER, REPOSITORY
-from tests.support.servers import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -181,10 +181,7 @@ def test_mcp_serve_over_http(
     running: list[Running], tmp_path: Path, signum: signal.Signals
 ) -> None:
     (tmp_path / "toolbus.toml").write_text(NETWORK_DOOR_SETTINGS)
-    port = free_port()
-    server = start(
-        running, tmp_path, "mcp", "serve", "--transport", "http", "--listen", f"127.0.0.1:{port}"
-    )
+    server = start(running, tmp_path, "mcp", "serve", "--transport", "http", *LISTEN)
     server.wait_for("serving MCP on http://")
 
     assert server.stop(signum) == 0
@@ -196,12 +193,9 @@ def test_gateway_with_an_event_stream_open(
 ) -> None:
     (tmp_path / "toolbus.toml").write_text(NETWORK_DOOR_SETTINGS)
     (tmp_path / "config.json").write_text(json.dumps({"tool-service": {}, "tool": {}}))
-    port = free_port()
-    gateway = start(
-        running, tmp_path, "gateway", "--config", "config.json", "--listen", f"127.0.0.1:{port}"
-    )
+    gateway = start(running, tmp_path, "gateway", "--config", "config.json", *LISTEN)
     gateway.wait_for("toolbus gateway on")
-    base = f"http://127.0.0.1:{port}/v1"
+    base = f"http://127.0.0.1:{serving_port(' '.join(gateway.seen))}/v1"
     headers = {"Authorization": f"Bearer {API_KEY}"}
     with httpx.Client(headers=headers, timeout=30) as http:
         opened = http.post(f"{base}/sessions", json={"messages": []})

@@ -287,6 +287,32 @@ def test_no_arguments_is_fine() -> None:
     assert load_tool(arguments=[]).arguments == ()
 
 
+def test_a_tool_takes_its_declared_arguments_and_those_its_options_name() -> None:
+    options = {"args": {"defaults": {"lang": "en"}, "fixed": {"tenant": "{user}"}}}
+    options["envs"] = {"api_key": "JOKE_API_KEY"}
+    joke = load_tool(options=options)
+    bare = load_tool(arguments=None)
+
+    assert joke.accepted_arguments == {"topic", "lang", "tenant", "api_key"}
+    assert joke.undeclared({"topic": "cats", "lang": "de", "secret": 1, "x": 2}) == ["secret", "x"]
+    assert bare.accepted_arguments == frozenset()
+    assert bare.undeclared({"topic": "cats"}) == ["topic"]
+
+
+def test_additional_arguments_lets_a_tool_take_any() -> None:
+    open_tool = load_tool(**{"additional-arguments": True})
+
+    assert open_tool.additional_arguments and open_tool.accepted_arguments is None
+    assert open_tool.undeclared({"topic": "cats", "anything": [1]}) == []
+    assert load_tool(**{"additional-arguments": False}).undeclared({"x": 1}) == ["x"]
+
+
+def test_additional_arguments_must_be_true_or_false() -> None:
+    found = only_problem(snapshot({"tell-joke": tool(**{"additional-arguments": "yes"})}))
+
+    assert found.field == "additional-arguments" and "must be true" in found.message
+
+
 @pytest.mark.parametrize(
     ("arguments", "field", "expected"),
     [

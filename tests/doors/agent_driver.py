@@ -18,7 +18,14 @@ from anyio.abc import Process
 
 from tests.doors.processes import TOOLBUS, door_environment, door_process
 from tests.support.model_server import ModelServer
-from toolbus.testing.doors import Answer, Caller, DoorDriver, DoorSession, DoorSetup, Occupied
+from toolbus.testing.doors import (
+    DoorAnswer,
+    DoorCaller,
+    DoorDriver,
+    DoorSession,
+    DoorSetup,
+    Occupied,
+)
 
 ERRORS = {
     "access-denied": "denied",
@@ -31,7 +38,7 @@ def _events(output: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in output.splitlines() if line.startswith("{")]
 
 
-def _answer(events: list[dict[str, Any]], stderr: str) -> Answer:
+def _answer(events: list[dict[str, Any]], stderr: str) -> DoorAnswer:
     """The observation of the call the script made, or the error that ended the request."""
     observations = [e for e in events if e.get("chunk_type") == "observation"]
     if observations:
@@ -39,15 +46,15 @@ def _answer(events: list[dict[str, Any]], stderr: str) -> Answer:
         status = str(event.get("status"))
         outcome = {"ok": "ok", "refused": "refused"}.get(status, "error")
         wire = json.dumps({k: event.get(k) for k in ("status", "content", "tool")}, sort_keys=True)
-        return Answer(outcome, str(event.get("content", "")), wire)  # type: ignore[arg-type]
+        return DoorAnswer(outcome, str(event.get("content", "")), wire)  # type: ignore[arg-type]
     errors = [e for e in events if e.get("chunk_type") == "error"]
     if errors:
         error = errors[-1].get("error") or {}
         kind = str(error.get("type", ""))
-        return Answer(ERRORS.get(kind, "error"), str(errors[-1].get("content", "")), kind)  # type: ignore[arg-type]
+        return DoorAnswer(ERRORS.get(kind, "error"), str(errors[-1].get("content", "")), kind)  # type: ignore[arg-type]
     if events:
-        return Answer("ok", str(events[-1].get("content", "")), json.dumps(events[-1]))
-    return Answer("error", stderr, stderr)
+        return DoorAnswer("ok", str(events[-1].get("content", "")), json.dumps(events[-1]))
+    return DoorAnswer("error", stderr, stderr)
 
 
 class AgentDriver(DoorDriver):
@@ -58,7 +65,7 @@ class AgentDriver(DoorDriver):
         self.model = model
         self._lock = anyio.Lock()
 
-    def _args(self, caller: Caller, question: str, session: str | None = None) -> list[str]:
+    def _args(self, caller: DoorCaller, question: str, session: str | None = None) -> list[str]:
         args = ["ask", question, "--json", "--timeout", "60", "--user", caller.user]
         for group in caller.groups or ():
             args += ["--group", group]
@@ -77,7 +84,7 @@ class AgentDriver(DoorDriver):
 
     async def _ask(
         self,
-        caller: Caller,
+        caller: DoorCaller,
         turns: list[dict[str, Any]],
         session: str | None = None,
     ) -> tuple[list[dict[str, Any]], str, str]:
@@ -93,25 +100,25 @@ class AgentDriver(DoorDriver):
             )
         return _events(result.stdout.decode()), result.stderr.decode(), question
 
-    async def tools(self, caller: Caller) -> Answer:
+    async def tools(self, caller: DoorCaller) -> DoorAnswer:
         events, stderr, question = await self._ask(caller, [{"text": "Nothing to do."}])
         answer = _answer(events, stderr)
         if answer.outcome != "ok":
             return answer
         offered = self.model.script.offered(question)
         names = tuple(sorted(offered[0])) if offered else ()
-        return Answer("ok", ", ".join(names), json.dumps(names), names)
+        return DoorAnswer("ok", ", ".join(names), json.dumps(names), names)
 
     async def call(
-        self, caller: Caller, tool: str, arguments: Mapping[str, Any] | None = None
-    ) -> Answer:
+        self, caller: DoorCaller, tool: str, arguments: Mapping[str, Any] | None = None
+    ) -> DoorAnswer:
         events, stderr, _ = await self._ask(caller, _calling(tool, arguments))
         return _answer(events, stderr)
 
-    async def session(self, caller: Caller) -> DoorSession | Answer:
+    async def session(self, caller: DoorCaller) -> DoorSession | DoorAnswer:
         return _AgentSession(self, caller)
 
-    async def occupy(self, caller: Caller) -> Occupied | Answer:
+    async def occupy(self, caller: DoorCaller) -> Occupied | DoorAnswer:
         question = f"hold {uuid.uuid4().hex}"
         async with self._lock:
             self.model.play(_calling("hold", {}))
@@ -144,13 +151,15 @@ def _calling(tool: str, arguments: Mapping[str, Any] | None) -> list[dict[str, A
 class _AgentSession(DoorSession):
     """Questions that continue one another: each names the session the last one ended."""
 
-    def __init__(self, driver: AgentDriver, caller: Caller) -> None:
+    def __init__(self, driver: AgentDriver, caller: DoorCaller) -> None:
         self.driver = driver
         self.caller = caller
         self.held: str | None = None
 
-    async def call(self, tool: str, arguments: Mapping[str, Any] | None = None) -> Answer:
-        caller = self.caller if self.held is None else Caller(self.caller.user, self.caller.groups)
+    async def call(self, tool: str, arguments: Mapping[str, Any] | None = None) -> DoorAnswer:
+        caller = (
+            self.caller if self.held is None else DoorCaller(self.caller.user, self.caller.groups)
+        )
         events, stderr, _ = await self.driver._ask(caller, _calling(tool, arguments), self.held)
         if events and events[-1].get("session"):
             self.held = str(events[-1]["session"])

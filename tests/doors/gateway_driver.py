@@ -8,11 +8,11 @@ from typing import Any
 
 import httpx
 
-from tests.doors.processes import door_process
-from tests.support.servers import LOOPBACK, free_port
+from tests.doors.processes import LISTEN, door_process
+from tests.support.servers import LOOPBACK
 from toolbus.testing.doors import (
-    Answer,
-    Caller,
+    DoorAnswer,
+    DoorCaller,
     DoorDriver,
     DoorSession,
     DoorSetup,
@@ -37,7 +37,7 @@ def _outcome(status: int, body: Any) -> Outcome:
     return "error"
 
 
-def _answer(response: httpx.Response, tools: tuple[str, ...] = ()) -> Answer:
+def _answer(response: httpx.Response, tools: tuple[str, ...] = ()) -> DoorAnswer:
     try:
         body: Any = response.json()
     except ValueError:
@@ -45,7 +45,7 @@ def _answer(response: httpx.Response, tools: tuple[str, ...] = ()) -> Answer:
     text = ""
     if isinstance(body, dict):
         text = str(body.get("observation") or body.get("message") or "")
-    return Answer(
+    return DoorAnswer(
         _outcome(response.status_code, body),
         text,
         f"{response.status_code} {response.text}",
@@ -81,7 +81,7 @@ class GatewayDriver(DoorDriver):
         )
 
     @staticmethod
-    def _body(caller: Caller, **extra: Any) -> dict[str, Any]:
+    def _body(caller: DoorCaller, **extra: Any) -> dict[str, Any]:
         body: dict[str, Any] = dict(extra)
         if caller.groups is not None:
             body["groups"] = list(caller.groups)
@@ -89,7 +89,7 @@ class GatewayDriver(DoorDriver):
             body["state"] = caller.state
         return body
 
-    async def tools(self, caller: Caller) -> Answer:
+    async def tools(self, caller: DoorCaller) -> DoorAnswer:
         params: dict[str, str] = {}
         if caller.groups is not None:
             params["groups"] = ",".join(caller.groups)
@@ -103,8 +103,8 @@ class GatewayDriver(DoorDriver):
         return _answer(response, names)
 
     async def call(
-        self, caller: Caller, tool: str, arguments: Mapping[str, Any] | None = None
-    ) -> Answer:
+        self, caller: DoorCaller, tool: str, arguments: Mapping[str, Any] | None = None
+    ) -> DoorAnswer:
         async with self._client(caller.user) as http:
             response = await http.post(
                 f"/v1/tools/{tool}/call", json=self._body(caller, arguments=dict(arguments or {}))
@@ -112,8 +112,8 @@ class GatewayDriver(DoorDriver):
         return _answer(response)
 
     async def stream(
-        self, caller: Caller, tool: str, arguments: Mapping[str, Any] | None = None
-    ) -> Answer | None:
+        self, caller: DoorCaller, tool: str, arguments: Mapping[str, Any] | None = None
+    ) -> DoorAnswer | None:
         async with self._client(caller.user) as http:
             response = await http.post(
                 f"/v1/tools/{tool}/stream", json=self._body(caller, arguments=dict(arguments or {}))
@@ -124,10 +124,10 @@ class GatewayDriver(DoorDriver):
         chunks = "".join(data for name, data in events if name == "chunk")
         failed = [data for name, data in events if name == "error"]
         if failed:
-            return Answer("error", failed[0], f"200 {response.text}")
-        return Answer("ok", chunks, f"200 {response.text}")
+            return DoorAnswer("error", failed[0], f"200 {response.text}")
+        return DoorAnswer("ok", chunks, f"200 {response.text}")
 
-    async def session(self, caller: Caller) -> DoorSession | Answer:
+    async def session(self, caller: DoorCaller) -> DoorSession | DoorAnswer:
         http = self._client(caller.user)
         response = await http.post("/v1/sessions", json=self._body(caller))
         if response.status_code != 201:
@@ -141,7 +141,7 @@ class _GatewaySession(DoorSession):
         self.http = http
         self.id = session_id
 
-    async def call(self, tool: str, arguments: Mapping[str, Any] | None = None) -> Answer:
+    async def call(self, tool: str, arguments: Mapping[str, Any] | None = None) -> DoorAnswer:
         response = await self.http.post(
             f"/v1/sessions/{self.id}/calls", json={"name": tool, "arguments": dict(arguments or {})}
         )
@@ -156,7 +156,7 @@ class _GatewaySession(DoorSession):
 
 @asynccontextmanager
 async def gateway_door(setup: DoorSetup, *extra: str) -> AsyncIterator[GatewayDriver]:
-    port = free_port()
-    args = ["gateway", "--listen", f"{LOOPBACK}:{port}", *extra]
-    async with door_process(args, cwd=setup.directory, environment=setup.environment(), port=port):
-        yield GatewayDriver(setup, f"http://{LOOPBACK}:{port}")
+    args = ["gateway", *extra, *LISTEN]
+    environment = setup.environment()
+    async with door_process(args, cwd=setup.directory, environment=environment, http=True) as door:
+        yield GatewayDriver(setup, f"http://{LOOPBACK}:{door.port}")

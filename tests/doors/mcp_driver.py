@@ -12,31 +12,38 @@ import httpx2
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.doors.processes import TOOLBUS, door_environment, door_process
-from tests.support.servers import LOOPBACK, free_port
-from toolbus.testing.doors import Answer, Caller, DoorDriver, DoorSession, DoorSetup, api_key
+from tests.doors.processes import LISTEN, TOOLBUS, door_environment, door_process
+from tests.support.servers import LOOPBACK
+from toolbus.testing.doors import (
+    DoorAnswer,
+    DoorCaller,
+    DoorDriver,
+    DoorSession,
+    DoorSetup,
+    api_key,
+)
 
 WORKFLOW = "dev.toolbus/workflow"
 
 
-def _result(result: Any) -> Answer:
+def _result(result: Any) -> DoorAnswer:
     texts = [getattr(block, "text", "") for block in result.content]
     text = "\n".join(texts)
     outcome = "ok"
     if result.is_error:
         outcome = "error" if text.startswith("Error:") else "refused"
     wire = json.dumps({"isError": bool(result.is_error), "content": texts})
-    return Answer(outcome, text, wire)  # type: ignore[arg-type]
+    return DoorAnswer(outcome, text, wire)  # type: ignore[arg-type]
 
 
-def _failure(exc: BaseException) -> Answer:
+def _failure(exc: BaseException) -> DoorAnswer:
     """A request the door refused before MCP answered it (an HTTP status, a process that quit)."""
     text = f"{type(exc).__name__}: {exc}"
     for inner in getattr(exc, "exceptions", ()):
         text += f" / {type(inner).__name__}: {inner}"
     if "429" in text or "too many" in text.lower():
-        return Answer("limited", text, text)
-    return Answer("denied", text, text)
+        return DoorAnswer("limited", text, text)
+    return DoorAnswer("denied", text, text)
 
 
 class _McpSession(DoorSession):
@@ -46,7 +53,7 @@ class _McpSession(DoorSession):
         self.client = client
         self.meta = {WORKFLOW: key}
 
-    async def call(self, tool: str, arguments: Mapping[str, Any] | None = None) -> Answer:
+    async def call(self, tool: str, arguments: Mapping[str, Any] | None = None) -> DoorAnswer:
         try:
             result = await self.client.call_tool(tool, dict(arguments or {}), meta=self.meta)
         except Exception as exc:
@@ -63,51 +70,53 @@ class McpDriver(DoorDriver):
     def __init__(self, setup: DoorSetup) -> None:
         super().__init__(setup)
         self._stack = AsyncExitStack()
-        self._clients: dict[Caller, Client | Answer] = {}
+        self._clients: dict[DoorCaller, Client | DoorAnswer] = {}
 
     async def aclose(self) -> None:
         await self._stack.aclose()
 
-    def _connect(self, caller: Caller) -> Client:
+    def _connect(self, caller: DoorCaller) -> Client:
         raise NotImplementedError
 
-    async def _client(self, caller: Caller) -> Client | Answer:
+    async def _client(self, caller: DoorCaller) -> Client | DoorAnswer:
         """One client per caller, kept for the class (a process per caller over stdio)."""
         if caller in self._clients:
             return self._clients[caller]
         try:
-            found: Client | Answer = await self._stack.enter_async_context(self._connect(caller))
+            found: Client | DoorAnswer = await self._stack.enter_async_context(
+                self._connect(caller)
+            )
         except Exception as exc:
             found = _failure(exc)
         self._clients[caller] = found
         return found
 
-    async def tools(self, caller: Caller) -> Answer:
+    async def tools(self, caller: DoorCaller) -> DoorAnswer:
         client = await self._client(caller)
-        if isinstance(client, Answer):
+        if isinstance(client, DoorAnswer):
             return client
         try:
             listed = await client.list_tools()
         except Exception as exc:
             return _failure(exc)
         names = tuple(sorted(tool.name for tool in listed.tools))
-        return Answer("ok", ", ".join(names), json.dumps(names), names)
+        return DoorAnswer("ok", ", ".join(names), json.dumps(names), names)
 
     async def call(
-        self, caller: Caller, tool: str, arguments: Mapping[str, Any] | None = None
-    ) -> Answer:
+        self, caller: DoorCaller, tool: str, arguments: Mapping[str, Any] | None = None
+    ) -> DoorAnswer:
         client = await self._client(caller)
-        if isinstance(client, Answer):
+        if isinstance(client, DoorAnswer):
             return client
         try:
             return _result(await client.call_tool(tool, dict(arguments or {})))
         except Exception as exc:
             return _failure(exc)
 
-    async def session(self, caller: Caller) -> DoorSession | Answer:
+    async def session(self, caller: DoorCaller) -> DoorSession | DoorAnswer:
         """A workflow of its own, on the caller's client: named in ``_meta``."""
         client = await self._client(caller)
-        if isinstance(client, Answer):
+        if isinstance(client, DoorAnswer):
             return client
         session = _McpSession(client, uuid.uuid4().hex)
         try:
@@ -123,7 +132,7 @@ class McpStdioDriver(McpDriver):
 
     name = "mcp-stdio"
 
-    def _connect(self, caller: Caller) -> Client:
+    def _connect(self, caller: DoorCaller) -> Client:
         args = ["mcp", "serve", "--transport", "stdio", "--config", "config.json", "--no-live"]
         args += ["--user", caller.user]
         for group in caller.groups or ():
@@ -149,7 +158,7 @@ class McpHttpDriver(McpDriver):
         self.url = url
 
     @asynccontextmanager
-    async def _http_client(self, caller: Caller) -> AsyncIterator[Client]:
+    async def _http_client(self, caller: DoorCaller) -> AsyncIterator[Client]:
         headers = {"Authorization": f"Bearer {api_key(caller.user)}"}
         if caller.groups is not None:
             headers["Toolbus-Groups"] = ",".join(caller.groups)
@@ -160,7 +169,7 @@ class McpHttpDriver(McpDriver):
             async with Client(transport, read_timeout_seconds=60, cache=None) as client:
                 yield client
 
-    def _connect(self, caller: Caller) -> Any:
+    def _connect(self, caller: DoorCaller) -> Any:
         return self._http_client(caller)
 
 
@@ -175,11 +184,12 @@ async def mcp_stdio_door(setup: DoorSetup) -> AsyncIterator[McpStdioDriver]:
 
 @asynccontextmanager
 async def mcp_http_door(setup: DoorSetup, *extra: str) -> AsyncIterator[McpHttpDriver]:
-    port = free_port()
-    args = ["mcp", "serve", "--transport", "http", "--listen", f"{LOOPBACK}:{port}"]
-    args += ["--config", "config.json", "--no-live", *extra]
-    async with door_process(args, cwd=setup.directory, environment=setup.environment(), port=port):
-        driver = McpHttpDriver(setup, f"http://{LOOPBACK}:{port}/mcp")
+    args = ["mcp", "serve", "--transport", "http", "--config", "config.json", "--no-live", *extra]
+    environment = setup.environment()
+    async with door_process(
+        [*args, *LISTEN], cwd=setup.directory, environment=environment, http=True
+    ) as door:
+        driver = McpHttpDriver(setup, f"http://{LOOPBACK}:{door.port}/mcp")
         try:
             yield driver
         finally:

@@ -12,18 +12,18 @@ from toolbus import AgentSession, open_tools
 from toolbus.application.agent.calling import ToolStream
 from toolbus.application.calls.tools import Tools
 from toolbus.domain.errors import AccessDenied, LimitReached, ToolCallError
-from toolbus.testing.doors import Answer, Caller, DoorDriver, DoorSession, DoorSetup
+from toolbus.testing.doors import DoorAnswer, DoorCaller, DoorDriver, DoorSession, DoorSetup
 
 
-def _answer(outcome: Any) -> Answer:
+def _answer(outcome: Any) -> DoorAnswer:
     status = {"ok": "ok", "refused": "refused"}.get(outcome.status, "error")
     wire = repr((outcome.status, outcome.observation, outcome.refusal, outcome.tool, outcome.name))
-    return Answer(status, outcome.observation, wire)  # type: ignore[arg-type]
+    return DoorAnswer(status, outcome.observation, wire)  # type: ignore[arg-type]
 
 
-def _denied(exc: Exception) -> Answer:
+def _denied(exc: Exception) -> DoorAnswer:
     outcome = "limited" if isinstance(exc, LimitReached) else "denied"
-    return Answer(outcome, str(exc), f"{type(exc).__name__}: {exc}")  # type: ignore[arg-type]
+    return DoorAnswer(outcome, str(exc), f"{type(exc).__name__}: {exc}")  # type: ignore[arg-type]
 
 
 class PythonDriver(DoorDriver):
@@ -33,7 +33,7 @@ class PythonDriver(DoorDriver):
         super().__init__(setup)
         self._tools = tools
 
-    def _session(self, caller: Caller) -> AgentSession:
+    def _session(self, caller: DoorCaller) -> AgentSession:
         return AgentSession(
             self._tools,
             user=caller.user,
@@ -41,18 +41,18 @@ class PythonDriver(DoorDriver):
             state=caller.state,
         )
 
-    async def tools(self, caller: Caller) -> Answer:
+    async def tools(self, caller: DoorCaller) -> DoorAnswer:
         try:
             session = self._session(caller)
         except (AccessDenied, LimitReached) as exc:
             return _denied(exc)
         async with session:
             names = tuple(sorted(tool.name for tool in session.available))
-        return Answer("ok", ", ".join(names), repr(names), names)
+        return DoorAnswer("ok", ", ".join(names), repr(names), names)
 
     async def call(
-        self, caller: Caller, tool: str, arguments: Mapping[str, Any] | None = None
-    ) -> Answer:
+        self, caller: DoorCaller, tool: str, arguments: Mapping[str, Any] | None = None
+    ) -> DoorAnswer:
         try:
             session = self._session(caller)
         except (AccessDenied, LimitReached) as exc:
@@ -61,8 +61,8 @@ class PythonDriver(DoorDriver):
             return _answer(await session.call(tool, dict(arguments or {})))
 
     async def stream(
-        self, caller: Caller, tool: str, arguments: Mapping[str, Any] | None = None
-    ) -> Answer | None:
+        self, caller: DoorCaller, tool: str, arguments: Mapping[str, Any] | None = None
+    ) -> DoorAnswer | None:
         try:
             session = self._session(caller)
         except (AccessDenied, LimitReached) as exc:
@@ -74,11 +74,11 @@ class PythonDriver(DoorDriver):
             try:
                 chunks = [chunk async for chunk in prepared]
             except ToolCallError as exc:
-                return Answer("error", exc.message, repr(exc))
+                return DoorAnswer("error", exc.message, repr(exc))
         text = "".join(chunks)
-        return Answer("ok", text, repr(chunks))
+        return DoorAnswer("ok", text, repr(chunks))
 
-    async def session(self, caller: Caller) -> DoorSession | Answer:
+    async def session(self, caller: DoorCaller) -> DoorSession | DoorAnswer:
         try:
             return _PythonSession(self._session(caller))
         except (AccessDenied, LimitReached) as exc:
@@ -89,7 +89,7 @@ class _PythonSession(DoorSession):
     def __init__(self, session: AgentSession) -> None:
         self.session = session
 
-    async def call(self, tool: str, arguments: Mapping[str, Any] | None = None) -> Answer:
+    async def call(self, tool: str, arguments: Mapping[str, Any] | None = None) -> DoorAnswer:
         return _answer(await self.session.call(tool, dict(arguments or {})))
 
     async def close(self) -> None:

@@ -206,7 +206,6 @@ when { context.arguments has prompt && context.arguments.prompt like "*delete*" 
 
 
 def cedar(tmp_path: Path, text: str, users: dict[str, Any]) -> Any:
-    pytest.importorskip("toolbus_cedar")
     policy = tmp_path / "calls.cedar"
     policy.write_text(text)
     return load_policy_engine("cedar", [policy], users, {"reload": False})
@@ -238,14 +237,84 @@ async def test_the_policy_decides_on_the_arguments(kit: ToolTestKit, tmp_path: P
         door.close()
 
 
-async def test_a_policy_that_names_an_argument_no_tool_has_stops_the_start(
-    kit: ToolTestKit, tmp_path: Path
+REHEARSAL_POLICY = """
+permit(principal, action == Action::"call", resource);
+
+@reason("rehearse first")
+forbid(principal, action, resource == Tool::"rehearse")
+unless { context.arguments has dry_run && context.arguments.dry_run };
+
+@reason("every step is rehearsed")
+forbid(principal, action, resource == Tool::"rehearse")
+when { context.arguments has steps && context.arguments.steps.contains(false) };
+"""
+
+
+@pytest.mark.parametrize(
+    ("allowed", "same_in_python"),
+    [
+        ({"dry_run": True}, {"dry_run": 1}),
+        ({"dry_run": True}, {"dry_run": 1.0}),
+        ({"dry_run": True, "steps": [True]}, {"dry_run": True, "steps": [1]}),
+    ],
+    ids=["true then 1", "true then 1.0", "true then 1 in a list"],
+)
+async def test_a_decision_is_remembered_for_values_of_the_same_json_type_only(
+    kit: ToolTestKit, tmp_path: Path, allowed: dict[str, Any], same_in_python: dict[str, Any]
 ) -> None:
-    engine = cedar(
-        tmp_path,
-        "forbid(principal, action, resource) when { context.arguments.amount > 10 };",
-        {},
+    audit = ListAuditSink()
+    rehearse = {
+        "type": "tool-service",
+        "name": "rehearse",
+        "description": "Rehearse the workflow",
+        "service": "workflow-service",
+        "group": ["read-only"],
+        "arguments": [
+            {"name": "dry_run", "type": "boolean", "description": "Only pretend"},
+            {
+                "name": "steps",
+                "type": "array",
+                "items": {"type": "boolean"},
+                "description": "Which steps are rehearsed",
+                "required": False,
+            },
+        ],
+    }
+    door = FrontDoor.from_files(
+        kit.tools(load_registry(workflow_snapshot(extra_tools={"rehearse": rehearse}))),
+        local=None,
+        settings={"permissions": LOCAL},
+        audit=audit,
+        metrics=ToolbusMetrics.disabled(),
+        steps=call_steps(None, engine=cedar(tmp_path, REHEARSAL_POLICY, {})),
     )
+    try:
+        async with door.open("carol", ["read-only"]) as session:
+            first = await session.call("rehearse", allowed)
+            again = await session.call("rehearse", same_in_python)
+    finally:
+        door.close()
+
+    assert allowed == same_in_python  # Python cannot tell them apart; JSON and Cedar can
+    assert first.ok, first.observation
+    assert not again.ok and again.refusal == "policy", again
+    assert "do not have the types its tool declares" in again.observation
+    [record] = audit.records
+    assert [(c.status, c.refusal) for c in record.calls] == [("ok", None), ("refused", "policy")]
+
+
+@pytest.mark.parametrize(
+    "condition",
+    [
+        "context.arguments.amount > 10",
+        # behind a `has` guard Cedar's own check sees nothing wrong
+        "context.arguments has amount && context.arguments.amount > 10",
+    ],
+)
+async def test_a_policy_that_names_an_argument_no_tool_has_stops_the_start(
+    kit: ToolTestKit, tmp_path: Path, condition: str
+) -> None:
+    engine = cedar(tmp_path, f"forbid(principal, action, resource) when {{ {condition} }};", {})
     with pytest.raises(ConfigError, match=r"calls\.cedar") as raised:
         FrontDoor.from_files(
             kit.tools(load_registry(workflow_snapshot())),
@@ -261,7 +330,6 @@ async def test_a_policy_that_names_an_argument_no_tool_has_stops_the_start(
 async def test_changed_policy_files_are_taken_between_calls_and_bad_ones_are_not(
     kit: ToolTestKit, tmp_path: Path
 ) -> None:
-    pytest.importorskip("toolbus_cedar")
     policy = tmp_path / "calls.cedar"
     policy.write_text(TENANT_POLICY)
     engine = load_policy_engine("cedar", [policy], {"carol": {"tenant": "acme"}}, {})

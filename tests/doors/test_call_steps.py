@@ -13,6 +13,7 @@ import anyio
 import pytest
 
 from tests.session.support import workflow_snapshot
+from toolbus.application.agent.asking import ApprovalReply, replying
 from toolbus.application.agent.audit import ApprovalNote, Refusal
 from toolbus.application.agent.steps import (
     PERMITTED,
@@ -211,7 +212,6 @@ when { context.arguments has prompt && context.arguments.prompt like "*delete*" 
 
 
 def cedar(tmp_path: Path, text: str = POLICY) -> PolicyEngine:
-    pytest.importorskip("toolbus_cedar")
     path = tmp_path / "calls.cedar"
     path.write_text(text)
     engine: PolicyEngine = load_policy_engine(
@@ -313,6 +313,34 @@ async def test_the_approvals_step_refuses_what_cannot_wait() -> None:
     assert isinstance(no_store, CallStopped) and "keeps no approvals" in no_store.observation
     assert isinstance(nobody, CallStopped) and "no one is named" in nobody.observation
     assert {for_a_hook.step, no_store.step, nobody.step} == {"approval"}
+
+
+async def test_a_call_that_waited_on_an_approval_gone_since_is_refused_not_asked_anew() -> None:
+    """A task going on with its call brings the approval it waited on: gone from the store
+    (withdrawn, or refused as not sealed), the call is refused; a client's reply naming an
+    approval the store does not have is asked anew."""
+    listed = {"approvers": ["ops"], "tools": ["knowledge-query"]}
+    step = await approvals(listed)
+    book = step.book
+    assert book is not None
+
+    with replying(ApprovalReply("gone-approval", None, waited_on=True)), anyio.fail_after(20):
+        waited = await step.check(checked())  # asked anew, it would wait for a person
+    asked_anew: list[CallPermitted | CallStopped] = []
+    with anyio.move_on_after(20):
+        async with anyio.create_task_group() as tasks:
+
+            async def call() -> None:
+                with replying(ApprovalReply("gone-approval", None)):
+                    asked_anew.append(await step.check(checked()))
+
+            tasks.start_soon(call)
+            async for _ in book.changes():
+                if await book.pending():
+                    tasks.cancel_scope.cancel()
+
+    assert isinstance(waited, CallStopped) and "left the store" in waited.observation
+    assert asked_anew == [] and [a.tool for a in await book.pending()] == ["knowledge-query"]
 
 
 async def test_the_approvals_step_applies_where_a_call_may_need_approval(tmp_path: Path) -> None:

@@ -21,8 +21,9 @@ from toolbus.application.agent.audit import ListAuditSink
 from toolbus.application.agent.held import HeldSession
 from toolbus.application.calls.metrics import ToolbusMetrics
 from toolbus.application.calls.tools import Tools
-from toolbus.application.doors.door import SESSION, AccessControlOff, FrontDoor
+from toolbus.application.doors.door import AccessControlOff, FrontDoor
 from toolbus.application.doors.holding import Held, HeldKey, InProcessHolder
+from toolbus.application.doors.keeping import SESSION
 from toolbus.application.doors.settings import parse_door_settings
 from toolbus.application.identity import generate_key, public_jwk
 from toolbus.application.identity.documents import (
@@ -255,13 +256,13 @@ async def test_held_sessions_are_limited_per_user_and_nobody_is_evicted(
     door = door_for(tools, settings=settings)
 
     for _ in range(2):
-        await door.hold(door.open("carol", ["read-only"], counted=False), SESSION)
+        await door.held.hold(door.open("carol", ["read-only"], counted=False), SESSION)
     with pytest.raises(LimitReached) as refused:
-        await door.hold(door.open("carol", ["read-only"], counted=False), SESSION)
-    await door.hold(door.open("ops", ["*"], counted=False), SESSION)
+        await door.held.hold(door.open("carol", ["read-only"], counted=False), SESSION)
+    await door.held.hold(door.open("ops", ["*"], counted=False), SESSION)
 
     assert refused.value.kind == "sessions" and refused.value.retry_after >= 1
-    assert len(await door.owned("carol", SESSION)) == 2
+    assert len(await door.held.owned("carol", SESSION)) == 2
 
 
 async def test_open_sessions_take_a_place_until_they_close(kit: ToolTestKit) -> None:

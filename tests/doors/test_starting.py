@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.servers import LOOPBACK, free_port
+from tests.doors.processes import LISTEN
 
 pytestmark = pytest.mark.slow
 
@@ -60,7 +60,7 @@ DOORS = {
 def test_a_network_door_refuses_to_start_without_access_control(
     tmp_path: Path, doors_nats: str, door: str
 ) -> None:
-    args = DOORS[door] + (["--listen", f"{LOOPBACK}:{free_port()}"] if door == "mcp-http" else [])
+    args = DOORS[door] + (LISTEN if door == "mcp-http" else [])
     process = _door(tmp_path, doors_nats, *args)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 2, stderr
@@ -69,7 +69,7 @@ def test_a_network_door_refuses_to_start_without_access_control(
 
 @pytest.mark.parametrize("door", DOORS, ids=list(DOORS))
 def test_no_access_control_serves_and_says_so(tmp_path: Path, doors_nats: str, door: str) -> None:
-    args = DOORS[door] + (["--listen", f"{LOOPBACK}:{free_port()}"] if door == "mcp-http" else [])
+    args = DOORS[door] + (LISTEN if door == "mcp-http" else [])
     said = _said(_door(tmp_path, doors_nats, *args, "--no-access-control"), "access control is OFF")
     assert any("every caller may use every tool" in line for line in said), said
 

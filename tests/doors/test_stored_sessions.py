@@ -16,8 +16,9 @@ from tests.session.support import SERVICES, workflow_snapshot
 from toolbus.application.agent.audit import ListAuditSink
 from toolbus.application.agent.held import HeldSession
 from toolbus.application.calls.metrics import ToolbusMetrics
-from toolbus.application.doors.door import SESSION, FrontDoor
+from toolbus.application.doors.door import FrontDoor
 from toolbus.application.doors.holding import Held, HeldKey, InProcessHolder, SessionHolder
+from toolbus.application.doors.keeping import SESSION
 from toolbus.application.doors.stored import MAX_CALLS_HELD, StoredHolder
 from toolbus.domain.config.loading import load_registry
 from toolbus.memory.state import connect as connect_memory_state
@@ -117,41 +118,42 @@ async def test_a_session_continues_on_whichever_replica_takes_the_call(kit: Tool
     clock = Clock()
     (left, _), (right, _) = replicas(kit, [await stored(clock), await stored(clock)])
     session = left.open("carol", ["read-only", "knowledge"], counted=False)
-    held = await left.hold(session, SESSION)
+    held = await left.held.hold(session, SESSION)
     tools = ["knowledge-query", "graph-update", "text-completion", "knowledge-query"]
 
     for n, tool in enumerate(tools):
         door = (left, right)[n % 2]
-        found = await door.get("carol", SESSION, held.key.id)
+        found = await door.held.get("carol", SESSION, held.key.id)
         assert found is not None
-        resumed = door.resume(found)
+        resumed = door.held.resume(found)
         arguments = {"question": "q", "entity": "e", "operation": "add", "prompt": "p"}
         outcome = await resumed.call(tool, {k: arguments[k] for k in ARGUMENTS[tool]})
         assert outcome.ok, outcome.observation
-        await door.keep(found, resumed)
+        await door.held.keep(found, resumed)
         clock.now += 1
 
-    record = await right.release("carol", SESSION, held.key.id)
+    record = await right.held.release("carol", SESSION, held.key.id)
     assert record is not None
     assert [call.tool for call in record.calls] == tools
     assert record.final_state == "analysis"
-    assert await left.get("carol", SESSION, held.key.id) is None
+    assert await left.held.get("carol", SESSION, held.key.id) is None
 
 
 async def test_calls_that_finish_at_once_on_two_replicas_are_both_kept(kit: ToolTestKit) -> None:
     clock = Clock()
     (left, _), (right, _) = replicas(kit, [await stored(clock), await stored(clock)])
-    held = await left.hold(left.open("carol", ["read-only", "knowledge"], counted=False), SESSION)
+    session = left.open("carol", ["read-only", "knowledge"], counted=False)
+    held = await left.held.hold(session, SESSION)
 
     # Both replicas resume the same version; the left one keeps first.
-    on_left = await left.get("carol", SESSION, held.key.id)
-    on_right = await right.get("carol", SESSION, held.key.id)
+    on_left = await left.held.get("carol", SESSION, held.key.id)
+    on_right = await right.held.get("carol", SESSION, held.key.id)
     assert on_left is not None and on_right is not None
-    first, second = left.resume(on_left), right.resume(on_right)
+    first, second = left.held.resume(on_left), right.held.resume(on_right)
     await first.call("knowledge-query", {"question": "q"}, "left-call")
     await second.call("knowledge-query", {"question": "q"}, "right-call")
-    await left.keep(on_left, first)
-    kept = await right.keep(on_right, second)
+    await left.held.keep(on_left, first)
+    kept = await right.held.keep(on_right, second)
 
     assert kept.version == on_left.version + 2
     assert [c.tool_call_id for c in kept.session.calls] == ["left-call", "right-call"]
@@ -163,16 +165,16 @@ async def test_an_idle_session_is_closed_by_one_replica_with_its_record(kit: Too
     (left, left_audit), (right, right_audit) = replicas(
         kit, [await stored(clock), await stored(clock)], **{"session-idle-timeout": 60}
     )
-    held = await left.hold(left.open("carol", ["read-only"], counted=False), SESSION)
+    held = await left.held.hold(left.open("carol", ["read-only"], counted=False), SESSION)
     clock.now += 30
-    assert await left.expire() == [] and await right.expire() == []
+    assert await left.held.expire() == [] and await right.held.expire() == []
     clock.now += 31
 
-    closed = [*(await right.expire()), *(await left.expire())]
+    closed = [*(await right.held.expire()), *(await left.held.expire())]
 
     assert [h.key for h in closed] == [held.key]
     assert len(left_audit.records) + len(right_audit.records) == 1
-    assert await left.owned("carol", SESSION) == []
+    assert await left.held.owned("carol", SESSION) == []
 
 
 async def test_limits_count_the_sessions_every_replica_holds(kit: ToolTestKit) -> None:
@@ -180,13 +182,13 @@ async def test_limits_count_the_sessions_every_replica_holds(kit: ToolTestKit) -
     (left, _), (right, _) = replicas(
         kit, [await stored(clock), await stored(clock)], **{"max-sessions-per-user": 2}
     )
-    await left.hold(left.open("carol", ["read-only"], counted=False), SESSION)
-    await right.hold(right.open("carol", ["read-only"], counted=False), SESSION)
+    await left.held.hold(left.open("carol", ["read-only"], counted=False), SESSION)
+    await right.held.hold(right.open("carol", ["read-only"], counted=False), SESSION)
 
     from toolbus.domain.errors import LimitReached
 
     with pytest.raises(LimitReached):
-        await left.hold(left.open("carol", ["read-only"], counted=False), SESSION)
+        await left.held.hold(left.open("carol", ["read-only"], counted=False), SESSION)
 
 
 async def test_a_stored_session_writes_its_record_every_hundred_calls_unless_set(
@@ -200,17 +202,17 @@ async def test_a_stored_session_writes_its_record_every_hundred_calls_unless_set
         kit, [await stored(clock, "chosen")], **{"calls-per-record": 150}
     )
     for front, sink, expected in ((door, audit, 1), (chosen, chosen_audit, 0)):
-        held = await front.hold(front.open("carol", ["read-only"], counted=False), SESSION)
+        held = await front.held.hold(front.open("carol", ["read-only"], counted=False), SESSION)
         for _ in range(MAX_CALLS_HELD + 1):
-            found = await front.get("carol", SESSION, held.key.id)
+            found = await front.held.get("carol", SESSION, held.key.id)
             assert found is not None
-            resumed = front.resume(found)
+            resumed = front.held.resume(found)
             outcome = await resumed.call("text-completion", {"prompt": "p"})
             assert outcome.ok, outcome.observation
-            await front.keep(found, resumed)
+            await front.held.keep(found, resumed)
 
         assert len(sink.records) == expected
         if expected:
             assert len(sink.records[0].calls) == MAX_CALLS_HELD
-            kept = await front.get("carol", SESSION, held.key.id)
+            kept = await front.held.get("carol", SESSION, held.key.id)
             assert kept is not None and len(kept.session.calls) == 1

@@ -17,11 +17,12 @@ import uvicorn
 from joserfc import jwt
 from joserfc.jwk import ECKey, KeySet, OctKey, RSAKey
 
-from tests.support.servers import LOOPBACK, free_port
+from tests.support.servers import LOOPBACK, bound_socket
 from toolbus import tool_service
+from toolbus.application.identity.bearer import Authenticator, JwtVerifier
 from toolbus.application.identity.credentials import ApiKey, CredentialTable
 from toolbus.domain.errors import NotFound
-from toolbus_gateway import Authenticator, Gateway, JwtVerifier, create_app, parse_gateway_settings
+from toolbus_gateway import Gateway, create_app, parse_gateway_settings
 
 KEYS = {
     "alice": "alice-key-0123456789abcdef",
@@ -95,7 +96,10 @@ def authenticator(
     )
     assert settings.jwt is not None
     verifier = JwtVerifier.from_settings(
-        settings.jwt, environ={"TEST_JWT_SECRET": HS256_SECRET}, base_dir=tmp_path
+        settings.jwt,
+        where="toolbus.toml [gateway.jwt]",
+        environ={"TEST_JWT_SECRET": HS256_SECRET},
+        base_dir=tmp_path,
     )
     return Authenticator(table, verifier)
 
@@ -199,12 +203,11 @@ async def serving(
     gateway: Gateway, *, limit_concurrency: int | None = None
 ) -> AsyncIterator[RunningGateway]:
     """Run ``gateway`` under uvicorn on a free loopback port for the block."""
-    port = free_port()
+    listener = bound_socket()
+    port = listener.getsockname()[1]
     server = _Server(
         uvicorn.Config(
             create_app(gateway),
-            host=LOOPBACK,
-            port=port,
             log_level="warning",
             lifespan="on",
             limit_concurrency=limit_concurrency,
@@ -216,7 +219,8 @@ async def serving(
 
         async def serve() -> None:
             try:
-                await server.serve()
+                with listener:
+                    await server.serve(sockets=[listener])
             finally:
                 done.set()
                 server.listening.set()

@@ -195,7 +195,7 @@ async def test_a_request_id_names_one_open_session(served: RunningGateway) -> No
     assert first.status_code == 201 and other.status_code == 201
     assert again.status_code == 409 and again.json()["error"] == "session-exists"
     assert first.json()["session_id"] != other.json()["session_id"]
-    assert len(await served.gateway.door.owned("alice", "session")) == 1
+    assert len(await served.gateway.door.held.owned("alice", "session")) == 1
     assert len(served.gateway.audit.records) == 0  # the refused one never started
 
 
@@ -217,7 +217,7 @@ async def test_the_session_limit_answers_429_with_retry_after(served: RunningGat
         metric(text, "toolbus_gateway_limited_requests_total", {"limit": "sessions-per-user"}) == 1
     )
     # A refused request leaves no half-open session behind.
-    assert len(await served.gateway.door.owned("alice", "session")) == 3
+    assert len(await served.gateway.door.held.owned("alice", "session")) == 3
 
 
 @pytest.mark.parametrize("door_settings", [{"session-idle-timeout": 0.2}])

@@ -95,3 +95,12 @@ def test_workers_that_would_not_share_sessions_are_refused(
     assert result.returncode == 2, result.stderr
     assert "--workers 2" in result.stderr and message in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_workers_on_a_port_the_system_chooses_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "toolbus.toml").write_text(KEYS_TOML)
+    (tmp_path / "tools.json").write_text('{"tool-service": {}, "tool": {}}')
+    args = ["--config", "tools.json", "--workers", "2", "--listen", "127.0.0.1:0"]
+    result = gateway(tmp_path, *args, ALICE_KEY="k" * 20)
+    assert result.returncode == 2, result.stderr
+    assert "--workers 2: the workers share one port, which must be named" in result.stderr

@@ -7,11 +7,10 @@ import os
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
-from playwright.async_api import Page
 
 from tests.gateway.conftest import needs_chromium
 from tests.gateway.support import KEYS, RunningGateway, authenticator, serving, snapshot
@@ -19,6 +18,9 @@ from toolbus import Announcer, running
 from toolbus.plugins import connect
 from toolbus.testing.conformance import echo_service
 from toolbus_gateway import Gateway
+
+if TYPE_CHECKING:  # the browser group's; tests using it skip without it
+    from playwright.async_api import Page
 
 pytestmark = [pytest.mark.anyio, needs_chromium]
 
@@ -78,6 +80,9 @@ async def test_the_console_shows_the_bus_and_follows_it(
 ) -> None:
     bus = await connect(broker_url)
     first, later = echo_service(), echo_service()
+    problems: list[str] = []  # what the browser's console would show as errors
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda error: problems.append(str(error)))
     try:
         await Announcer(bus, first, instance=f"replica-{uuid.uuid4().hex[:4]}").announce()
         async with console.client("alice") as http:
@@ -112,6 +117,9 @@ async def test_the_console_shows_the_bus_and_follows_it(
         with anyio.fail_after(10):
             while await page.locator("#audit tr.denied").count() < 2:  # noqa: ASYNC110
                 await anyio.sleep(0.1)
+
+        # Nothing failed on the way: the log-in page, the icon, the script, the panels.
+        assert problems == []
 
         if SCREENSHOT:
             await page.fill("#tool-filter", "")

@@ -208,8 +208,9 @@ async def test_counts_agree_with_their_nouns(console: RunningGateway) -> None:
         )
 
     counted = re.findall(
-        r"\b(\d+) (tool|group|configured service|open session|event stream)(s?)\b", text
+        r"\b(\d+) (tool|group|configured service|service|open session|event stream)(s?)\b",
+        text,
     )
-    assert {noun for _, noun, _ in counted} >= {"tool", "group", "configured service"}
+    assert {noun for _, noun, _ in counted} >= {"tool", "group", "configured service", "service"}
     assert any(n == "1" for n, _, _ in counted), counted  # the case the plurals got wrong
     assert [(n, noun, s) for n, noun, s in counted if (n == "1") != (s == "")] == []

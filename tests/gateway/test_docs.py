@@ -3,6 +3,7 @@ what the page says they print."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -14,9 +15,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.doors.processes import serving_port
 from tests.nats.server import NatsServer
 from tests.support.doc_examples import DOCS
-from tests.support.servers import LOOPBACK, free_port, stop_process
+from tests.support.servers import LOOPBACK, stop_process
 from toolbus.runtime import _FIRST_PARTY_SERVICES
 
 pytestmark = pytest.mark.broker
@@ -41,23 +43,26 @@ def _process(argv: list[str], cwd: Path, env: dict[str, str], log: str) -> subpr
     return subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
 
 
-def _wait_until_serving(url: str, key: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    """Ready, and the joke service answering: what the page asks the reader to start."""
+def _wait_until_serving(key: str, process: subprocess.Popen[bytes], log: Path) -> str:
+    """Ready, and the joke service answering: what the page asks the reader to start.
+
+    Returns the gateway's address (HOST:PORT), read from what it said once it listened.
+    """
     deadline = time.monotonic() + 60
-    with httpx.Client(base_url=url, timeout=5) as http:
+    with httpx.Client(timeout=5) as http:
         while time.monotonic() < deadline:
             if process.poll() is not None:
                 pytest.fail(f"the gateway exited:\n{log.read_text()}")
-            try:
-                answer = http.post(
-                    "/v1/tools/roast/call",
-                    json={"groups": ["admin"], "arguments": {"topic": "x"}},
-                    headers={"Authorization": f"Bearer {key}"},
-                )
-                if answer.status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
+            port = serving_port(log.read_text())
+            if port is not None:
+                with contextlib.suppress(httpx.TransportError):
+                    answer = http.post(
+                        f"http://{LOOPBACK}:{port}/v1/tools/roast/call",
+                        json={"groups": ["admin"], "arguments": {"topic": "x"}},
+                        headers={"Authorization": f"Bearer {key}"},
+                    )
+                    if answer.status_code == 200:
+                        return f"{LOOPBACK}:{port}"
             # Polling a foreign process over HTTP is its only readiness signal.
             time.sleep(0.1)
     pytest.fail(f"the gateway did not serve within 60 s:\n{log.read_text()}")
@@ -67,12 +72,8 @@ def _wait_until_serving(url: str, key: str, process: subprocess.Popen[bytes], lo
 def documented_gateway(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
     nats = NatsServer(tmp_path / "nats")
     (tmp_path / "nats").mkdir()
-    listen = f"{LOOPBACK}:{free_port()}"
     files = {m["name"]: m["code"] for m in blocks() if m["name"] != "run"}
     assert set(files) == {"toolbus.toml", "config.json"}
-    for name, text in files.items():
-        text = text.replace(DOC_BROKER, nats.url).replace(DOC_LISTEN, listen)
-        (tmp_path / name).write_text(text)
     (tmp_path / "ops.key").write_text("ops-key-0123456789abcdefghij\n")
     env = {
         **os.environ,
@@ -83,16 +84,17 @@ def documented_gateway(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
     for name in ("TOOLBUS_BROKER", "TOOLBUS_CONFIG"):
         env.pop(name, None)
     with nats.running():
+        for name, text in files.items():
+            # Port 0: the system chooses one as the gateway binds, and it says which.
+            text = text.replace(DOC_BROKER, nats.url).replace(DOC_LISTEN, f"{LOOPBACK}:0")
+            (tmp_path / name).write_text(text)
         service = _process(
             [str(BIN / "toolbus"), "serve", "joke-service"], tmp_path, env, "joke.log"
         )
         gateway = _process([str(BIN / "toolbus"), "gateway"], tmp_path, env, "gateway.log")
         try:
-            _wait_until_serving(
-                f"http://{listen}",
-                "ops-key-0123456789abcdefghij",
-                gateway,
-                tmp_path / "gateway.log",
+            listen = _wait_until_serving(
+                "ops-key-0123456789abcdefghij", gateway, tmp_path / "gateway.log"
             )
             yield listen, env
         finally:

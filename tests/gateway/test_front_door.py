@@ -13,7 +13,6 @@ import anyio
 import pytest
 
 from tests.gateway.support import RunningGateway, metric
-from tests.support.servers import free_port
 from toolbus import Announcer
 from toolbus.plugins import connect
 from toolbus.testing.conformance import echo_service
@@ -117,8 +116,8 @@ def _start(tmp_path: Path, *args: str) -> subprocess.Popen[str]:
     (tmp_path / "tools.json").write_text('{"tool-service": {}, "tool": {}}')
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLBUS_")}
     toolbus = str(Path(sys.executable).parent / "toolbus")
-    listen = f"127.0.0.1:{free_port()}"
-    argv = [toolbus, "gateway", "--config", "tools.json", "--listen", listen, *args]
+    # Port 0: the system chooses one as the gateway binds.
+    argv = [toolbus, "gateway", "--config", "tools.json", "--listen", "127.0.0.1:0", *args]
     return subprocess.Popen(
         argv,
         cwd=tmp_path,

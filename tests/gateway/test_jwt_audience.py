@@ -21,10 +21,13 @@ from tests.gateway.support import (
     RunningGateway,
     Signer,
 )
+from toolbus.application.identity.bearer import JwtVerifier
 from toolbus.domain.errors import ConfigError
-from toolbus_gateway import JwtVerifier, parse_gateway_settings
+from toolbus_gateway import parse_gateway_settings
 
 pytestmark = pytest.mark.anyio
+
+WHERE = "toolbus.toml [gateway.jwt]"
 
 
 @pytest.mark.parametrize(
@@ -35,7 +38,7 @@ pytestmark = pytest.mark.anyio
         ({"audience": AUDIENCE}, ["issuer"]),
     ],
 )
-def test_a_key_set_needs_both_issuer_and_audience(
+def test_a_key_set_needs_an_issuer_and_an_audience(
     tmp_path: Path, signer: Signer, given: dict[str, str], missing: list[str]
 ) -> None:
     (tmp_path / "jwks.json").write_text(json.dumps(signer.jwks()))
@@ -43,12 +46,12 @@ def test_a_key_set_needs_both_issuer_and_audience(
     assert settings.jwt is not None
 
     with pytest.raises(ConfigError) as refused:
-        JwtVerifier.from_settings(settings.jwt, base_dir=tmp_path)
+        JwtVerifier.from_settings(settings.jwt, where=WHERE, base_dir=tmp_path)
 
     text = str(refused.value)
     for name in missing:
         assert f"field '{name}': is required with jwks-file" in text
-    assert "only tokens issued for this gateway pass" in text
+    assert "only tokens issued for this door pass" in text
 
 
 @pytest.fixture

@@ -9,10 +9,10 @@ from __future__ import annotations
 import shutil
 import subprocess
 
-import pytest
 from prometheus_client import generate_latest
 
-from toolbus_gateway.gateway import GatewayMetrics
+from tests.support.real_parts import requires
+from toolbus_gateway.metrics import GatewayMetrics
 
 #: The tool-groups specification's names, kept as TrustGraph deployments know them.
 SPECIFICATION = {
@@ -69,10 +69,7 @@ def test_every_name_has_the_toolbus_prefix_or_a_convention_s_name() -> None:
     }
 
 
-@pytest.mark.skipif(
-    shutil.which("promtool") is None,
-    reason="promtool is not installed: apt-get install prometheus",
-)
+@requires(shutil.which("promtool") is not None, "promtool", "apt-get install prometheus")
 def test_promtool_finds_nothing_to_say() -> None:
     result = subprocess.run(
         ["promtool", "check", "metrics"],

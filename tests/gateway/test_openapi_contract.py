@@ -10,8 +10,13 @@ import anyio
 import pytest
 
 from tests.gateway.support import KEYS, RunningGateway
+from tests.support.groups import needs_group
 
-pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.slow,
+    needs_group("fuzz", "-m slow tests/gateway/test_openapi_contract.py"),
+]
 
 SCHEMATHESIS = str(Path(sys.executable).with_name("schemathesis"))
 

@@ -92,6 +92,8 @@ def _tool(name: str, service: str, **extra: Any) -> dict[str, Any]:
         "description": f"The {name} tool",
         "service": service,
         "arguments": [],
+        # The services are untyped functions: they read whatever arguments they are sent.
+        "additional-arguments": True,
         **extra,
     }
 

@@ -11,7 +11,7 @@ import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
 
-from tests.support.servers import LOOPBACK, free_port, server_process
+from tests.support.servers import LOOPBACK, StickyPort, server_process
 
 # Adapter options for Tansu. Tansu holds a group's first join for about half the
 # session timeout (at least a second), so short group timers keep tests quick;
@@ -45,7 +45,10 @@ def tansu_broker(workdir: Path, port: int | None = None) -> Iterator[str]:
     Tansu keeps everything in memory: run again on the same port, it is the same
     broker restarted empty.
     """
-    port = port or free_port()
+    if port is None:
+        with StickyPort(lambda chosen: tansu_broker(workdir, chosen)).running() as address:
+            yield address
+        return
     listener = f"tcp://{LOOPBACK}:{port}"
     argv = [str(tansu_binary()), "broker", "--listener-url", listener]
     argv += ["--advertised-listener-url", listener, "--storage-engine", "memory://tansu/"]

@@ -102,6 +102,20 @@ def test_a_typed_service_gets_a_tool_derived_from_its_signature() -> None:
     load_registry({"tool-service": {"echo": echo.descriptor()}, "tool": {"echo": tool}})
 
 
+def test_a_derived_tool_takes_undeclared_arguments_only_where_its_service_reads_them() -> None:
+    typed = derived_tool(echo.id, echo.__doc__, echo.arguments_schema)
+    untyped = derived_tool("raw", "Reads any arguments.", None)
+    schema = {"properties": {"q": {"type": "string"}}}
+    opened = derived_tool("mcp", None, {**schema, "additionalProperties": True})
+    closed = derived_tool("mcp", None, {**schema, "additionalProperties": False})
+    silent = derived_tool("mcp", None, {"type": "object", "properties": {}})
+
+    assert "additional-arguments" not in typed  # the signature says what it reads
+    assert untyped["additional-arguments"] is True and "arguments" not in untyped
+    assert opened["additional-arguments"] is True
+    assert "additional-arguments" not in closed and "additional-arguments" not in silent
+
+
 def test_optional_and_nested_arguments_get_usable_types() -> None:
     schema = {
         "properties": {

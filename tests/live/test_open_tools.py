@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import uuid
 from pathlib import Path
 
@@ -20,13 +19,7 @@ from toolbus.application.live.config_service import serving_config
 from toolbus.memory.bus import connect
 from toolbus.runtime import open_tools
 
-pytestmark = [
-    pytest.mark.anyio,
-    pytest.mark.skipif(
-        "live" not in inspect.signature(open_tools).parameters,
-        reason="open_tools has no live= yet: apply the runtime.py change",
-    ),
-]
+pytestmark = pytest.mark.anyio
 
 
 async def until_offered(tools: Tools, *names: str) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import json
 import signal
 import sys
@@ -12,7 +11,6 @@ from pathlib import Path
 import anyio
 import pytest
 
-import toolbus.cli.serve
 from tests.live.support import WEATHER_SERVICE, weather_tool
 from tests.live.test_processes import started
 from toolbus.application.calls.client import ToolServiceClient
@@ -24,10 +22,6 @@ pytestmark = [
     pytest.mark.anyio,
     pytest.mark.broker,
     pytest.mark.slow,
-    pytest.mark.skipif(
-        "store" not in inspect.signature(toolbus.cli.serve.serve).parameters,
-        reason="toolbus serve has no --store/--announce yet: apply the cli/serve.py change",
-    ),
 ]
 
 TOOLBUS = str(Path(sys.executable).with_name("toolbus"))

@@ -37,3 +37,15 @@ def test_destructive_tools_need_approval_as_mcp_defines_them() -> None:
     assert not any("approval" in d for d in toolset_tools("files", tools).values())
     every = toolset_tools("files", tools, approve="all")
     assert all(d["approval"] == "always" for d in every.values())
+
+
+def test_a_tool_whose_input_schema_allows_more_takes_undeclared_arguments() -> None:
+    schema = {"type": "object", "properties": {"q": {"type": "string"}}}
+    strict = mcp.Tool(name="strict", input_schema=schema)
+    loose = mcp.Tool(name="loose", input_schema={**schema, "additionalProperties": True})
+
+    found = {d["mcp-tool"]: d for d in toolset_tools("files", [strict, loose]).values()}
+
+    assert "additional-arguments" not in found["strict"]
+    assert found["loose"]["additional-arguments"] is True
+    assert [a["name"] for a in found["loose"]["arguments"]] == ["q"]

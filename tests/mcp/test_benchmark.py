@@ -7,10 +7,11 @@ import shutil
 import pytest
 
 from tests.benchmarks import bench_mcp, count_mcp
+from tests.support.real_parts import requires
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed"),
+    requires(shutil.which("wrk") is not None, "wrk", "apt-get install wrk"),
 ]
 
 

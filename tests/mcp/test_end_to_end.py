@@ -19,6 +19,7 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
+from tests.doors.processes import LISTEN, door_process
 from tests.live.test_processes import started
 from tests.mcp.support import (
     ALICE_TOKEN,
@@ -31,7 +32,6 @@ from tests.mcp.support import (
     write_credentials,
 )
 from tests.session.support import SERVICES
-from tests.support.servers import free_port
 from toolbus.application.agent.audit import ListAuditSink
 from toolbus.application.agent.session import AgentSession
 from toolbus.application.calls.client import ToolServiceClient
@@ -134,21 +134,18 @@ async def test_the_sdk_client_over_stdio_gets_its_session_s_tools(
 async def test_the_sdk_client_over_http_authenticates_with_a_token(
     live_nats: str, workflow_on_nats: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    port = free_port()
-    argv = [*TOOLBUS, "mcp", "serve", "--transport", "http", "--listen", f"127.0.0.1:{port}"]
-    argv += ["--config", str(workflow_on_nats), "--broker", live_nats]
+    args = ["mcp", "serve", "--transport", "http", *LISTEN]
+    args += ["--config", str(workflow_on_nats), "--broker", live_nats]
     write_credentials(tmp_path)
     monkeypatch.setenv("ALICE_MCP_TOKEN", ALICE_TOKEN)
-    url = f"http://127.0.0.1:{port}/mcp"
-    async with (
-        started(argv, "serving MCP on http://", cwd=tmp_path),
-        http_client(url, ALICE_TOKEN, {"Toolbus-Groups": "read-only"}) as alice,
-    ):
-        http = (BOB_TOKEN, {"Toolbus-Groups": "text"})
-        async with http_client(url, *http) as bob:
-            bobs = names(await bob.list_tools())
-        listed = names(await alice.list_tools())
-        answer = await alice.call_tool("text-completion", {"prompt": "a bus"})
+    async with door_process(args, cwd=tmp_path, environment={}, http=True) as door:
+        url = f"http://127.0.0.1:{door.port}/mcp"
+        async with http_client(url, ALICE_TOKEN, {"Toolbus-Groups": "read-only"}) as alice:
+            http = (BOB_TOKEN, {"Toolbus-Groups": "text"})
+            async with http_client(url, *http) as bob:
+                bobs = names(await bob.list_tools())
+            listed = names(await alice.list_tools())
+            answer = await alice.call_tool("text-completion", {"prompt": "a bus"})
     assert listed == ["knowledge-query", "text-completion"]
     assert bobs == ["text-completion"]
     assert answer.content[0].text == "[alice] Once upon a time, a bus"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
 from typing import Any
 
 import anyio
@@ -22,7 +23,7 @@ from mcp.shared.exceptions import MCPError
 
 from tests.mcp.support import ALICE_TOKEN, PERMISSIONS, http_client
 from tests.mcp.test_serve import RESEARCHER, bridge, kit  # noqa: F401  (kit: a fixture)
-from tests.support.servers import free_port
+from tests.session.support import SERVICES
 from toolbus.application.agent.audit import ListAuditSink
 from toolbus.application.identity.credentials import ApiKey, CredentialTable
 from toolbus.testing.kit import ToolTestKit
@@ -39,10 +40,9 @@ ACCEPT = "application/json, text/event-stream"
 async def mcp_url(kit: ToolTestKit) -> AsyncIterator[str]:  # noqa: F811
     server = bridge(kit, ListAuditSink(), caller=None, permissions=PERMISSIONS)
     table = CredentialTable([ApiKey.of("alice", ALICE_TOKEN)])
-    port = free_port()
     async with anyio.create_task_group() as tasks:
-        await tasks.start(
-            lambda task_status: serve_http(server, table, port=port, task_status=task_status)
+        port = await tasks.start(
+            lambda task_status: serve_http(server, table, port=0, task_status=task_status)
         )
         yield f"http://127.0.0.1:{port}/mcp"
         tasks.cancel_scope.cancel()
@@ -96,14 +96,25 @@ def test_a_pattern_is_checked_whichever_validator_compiles_it(pattern: str, comp
     assert schema.error({"code": 7}) == "code: 7 is not of type 'string'"
 
 
-async def test_a_tool_not_offered_is_refused_without_telling_what_it_takes(
-    kit: ToolTestKit,  # noqa: F811
-) -> None:
-    server = bridge(kit, ListAuditSink())
-    async with Client(server.server) as client:
-        refused = await client.call_tool("graph-update", {"entity": 42})
+async def test_a_tool_not_offered_is_refused_without_telling_what_it_takes() -> None:
+    audit = ListAuditSink()
+    async with AsyncExitStack() as stack:
+        kit = await ToolTestKit.open(stack)
+        hosts = {host.service.id: host for host in await kit.serve(*SERVICES)}
+        server = bridge(kit, audit)
+        async with Client(server.server) as client:
+            # Configured, and in carol's groups, but offered in a later state only.
+            refused = await client.call_tool("graph-update", {"entity": 42})
+        await server.close()
+
+    text = refused.content[0].text
     assert refused.is_error
-    assert "entity" not in refused.content[0].text
+    assert text.startswith("The tool 'graph-update' cannot be used in the current state")
+    assert "No call was made" in text and "entity" not in text
+    # Refused for that reason before anything ran: audited so, and the service saw nothing.
+    [call] = [call for record in audit.records for call in record.calls]
+    assert (call.tool, call.status, call.refusal) == ("graph-update", "refused", "state")
+    assert hosts["graph-service"].served().requests == 0
 
 
 async def legacy_session(http: httpx.AsyncClient, url: str) -> dict[str, str]:
@@ -194,8 +205,6 @@ async def test_json_response_answers_calls_with_one_json_body(
 ) -> None:
     server = bridge(kit, ListAuditSink(), caller=None, permissions=PERMISSIONS)
     table = CredentialTable([ApiKey.of("alice", ALICE_TOKEN)])
-    port = free_port()
-    url = f"http://127.0.0.1:{port}/mcp"
     call = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -203,11 +212,12 @@ async def test_json_response_answers_calls_with_one_json_body(
         "params": {"name": "knowledge-query", "arguments": {"question": "who?"}},
     }
     async with anyio.create_task_group() as tasks:
-        await tasks.start(
+        port = await tasks.start(
             lambda task_status: serve_http(
-                server, table, port=port, json_response=json_response, task_status=task_status
+                server, table, port=0, json_response=json_response, task_status=task_status
             )
         )
+        url = f"http://127.0.0.1:{port}/mcp"
         async with httpx.AsyncClient(timeout=30) as http:
             answer = await http.post(url, json=call, headers=await legacy_session(http, url))
         async with http_client(url, ALICE_TOKEN, GROUPS) as client:  # 2026-07-28

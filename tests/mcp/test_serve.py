@@ -30,7 +30,6 @@ from tests.mcp.support import (
     next_change,
 )
 from tests.session.support import SERVICES, workflow_snapshot
-from tests.support.servers import free_port
 from toolbus.application.agent.audit import ListAuditSink
 from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.calls.host import running
@@ -335,10 +334,9 @@ async def http_url(kit: ToolTestKit) -> AsyncIterator[tuple[str, ListAuditSink]]
     audit = ListAuditSink()
     server = bridge(kit, audit, caller=None, permissions=PERMISSIONS)
     table = CredentialTable([ApiKey.of("alice", ALICE_TOKEN), ApiKey.of("bob", BOB_TOKEN)])
-    port = free_port()
     async with anyio.create_task_group() as tasks:
-        await tasks.start(
-            lambda task_status: serve_http(server, table, port=port, task_status=task_status)
+        port = await tasks.start(
+            lambda task_status: serve_http(server, table, port=0, task_status=task_status)
         )
         yield f"http://127.0.0.1:{port}/mcp", audit
         tasks.cancel_scope.cancel()
@@ -413,7 +411,42 @@ async def test_no_or_unknown_token_is_401(
         response = await http.post(url, json={}, headers=headers)
     assert response.status_code == 401
     assert response.headers["www-authenticate"].startswith("Bearer")
-    assert "bearer token" in response.json()["error"]
+    assert response.json()["error"] == "unauthenticated"
+    assert response.json()["reason"] in {"missing", "unknown-key"}
+    assert "not-a-known-token" not in response.text
+
+
+@pytest.mark.parametrize("order", ["alice first", "bob first"])
+async def test_two_authorization_headers_are_400_whichever_comes_first(
+    http_url: tuple[str, ListAuditSink], order: str
+) -> None:
+    url, audit = http_url
+    alice = order == "alice first"
+    tokens = [ALICE_TOKEN, BOB_TOKEN] if alice else [BOB_TOKEN, ALICE_TOKEN]
+    groups = "read-only,knowledge" if alice else "compute,text"  # the first one's
+    hello = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"},
+        },
+    }
+    accept = [("Accept", "application/json, text/event-stream"), ("Toolbus-Groups", groups)]
+    async with httpx2.AsyncClient(timeout=30) as http:
+        both = [("Authorization", f"Bearer {token}") for token in tokens]
+        refused = await http.post(url, json=hello, headers=[*both, *accept])
+        elsewhere = await http.get(url.replace("/mcp", "/other"), headers=both)
+        one = await http.post(url, json=hello, headers=[both[0], *accept])
+
+    for answer in (refused, elsewhere):
+        assert answer.status_code == 400, answer.text
+        assert answer.json()["error"] == "several-credentials"
+        assert "more than one Authorization header" in answer.json()["message"]
+    assert one.status_code == 200, one.text  # the same request with one credential is served
+    assert not audit.records
 
 
 async def test_a_forged_group_is_403_and_audited(http_url: tuple[str, ListAuditSink]) -> None:
@@ -425,11 +458,47 @@ async def test_a_forged_group_is_403_and_audited(http_url: tuple[str, ListAuditS
             headers={"Authorization": f"Bearer {BOB_TOKEN}", "Toolbus-Groups": "text,admin"},
         )
     assert response.status_code == 403
-    assert "'admin'" in response.json()["error"]
+    assert response.json()["error"] == "access-denied"
+    assert "'admin'" in response.json()["message"]
     [record] = audit.records
     assert record.user == "bob" and record.outcome == "denied"
     assert record.access_denied is not None and record.access_denied.denied_groups == ["admin"]
     assert BOB_TOKEN not in repr(record)
+
+
+async def test_a_session_belongs_to_the_credential_that_opened_it(
+    http_url: tuple[str, ListAuditSink],
+) -> None:
+    url, _ = http_url
+    # No groups: what either user may ask for, so that only the session is in question.
+    headers = {"Toolbus-Groups": "", "Accept": "application/json, text/event-stream"}
+    opened: list[str] = []
+
+    async def remember(response: httpx2.Response) -> None:
+        if "mcp-session-id" in response.headers:
+            opened.append(response.headers["mcp-session-id"])
+
+    async with (
+        httpx2.AsyncClient(
+            headers={"Authorization": f"Bearer {BOB_TOKEN}", **headers},
+            timeout=30,
+            event_hooks={"response": [remember]},
+        ) as http,
+        Client(streamable_http_client(url, http_client=http), mode="legacy") as bob,
+    ):
+        await bob.list_tools()
+        ping = {"jsonrpc": "2.0", "id": 9, "method": "ping"}
+        session = {"Mcp-Session-Id": opened[0], "Mcp-Protocol-Version": "2025-06-18"}
+        async with httpx2.AsyncClient(headers=headers, timeout=30) as other:
+            alice = await other.post(
+                url, json=ping, headers={"Authorization": f"Bearer {ALICE_TOKEN}", **session}
+            )
+            owner = await other.post(
+                url, json=ping, headers={"Authorization": f"Bearer {BOB_TOKEN}", **session}
+            )
+
+    assert alice.status_code == 404  # as if bob's session did not exist
+    assert owner.status_code == 200
 
 
 async def test_an_address_in_use_is_a_clear_error(kit: ToolTestKit) -> None:

@@ -16,7 +16,7 @@ import anyio
 import pytest
 
 from tests.mcp.support import MEMORY_SERVER, REPOSITORY
-from tests.support.servers import free_port, server_process
+from tests.support.servers import server_on_free_port
 from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.calls.tools import Tools
 from toolbus.application.live.registry import LiveRegistry
@@ -134,9 +134,11 @@ async def test_replicas_of_a_toolset_compete_for_calls(tmp_path: Path) -> None:
 async def test_a_streamable_http_server_is_bridged_with_headers_from_the_environment(
     tmp_path: Path,
 ) -> None:
-    port = free_port()
-    argv = [*MEMORY_SERVER, "--http", str(port)]
-    with server_process(argv, port=port, workdir=tmp_path, env={"PYTHONPATH": str(REPOSITORY)}):
+    def argv(port: int) -> list[str]:
+        return [*MEMORY_SERVER, "--http", str(port)]
+
+    environment = {"PYTHONPATH": str(REPOSITORY)}
+    with server_on_free_port(argv, workdir=tmp_path, env=environment) as (port, _):
         address = McpServerAddress.parse(
             url=f"http://127.0.0.1:{port}/mcp",
             headers=["X-Api-Key=MEMORY_API_KEY"],

@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import re
 import socket
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -27,7 +28,7 @@ from mcp.server.mcpserver import Context
 from tests.mcp.memory_server import build
 from tests.mcp.support import front_door, http_client
 from tests.support.doc_examples import DOCS
-from tests.support.servers import LOOPBACK, free_port
+from tests.support.servers import LOOPBACK
 from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.identity.credentials import ApiKey, CredentialTable
 from toolbus.application.live.registry import LiveRegistry
@@ -90,7 +91,7 @@ def documented_tree() -> str:
 async def bridged_both_ways(imported_app: Any, tool: str) -> AsyncIterator[Any]:
     """``imported_app`` imported as toolset ``memory_server`` on a bus, served by a
     ``BusMcpServer`` over HTTP; yields an MCP client of that server."""
-    bus = await connect(f"memory://trace-{free_port()}")
+    bus = await connect(f"memory://trace-{uuid.uuid4().hex}")
     try:
         async with (
             asgi_served(imported_app) as imported,
@@ -107,11 +108,10 @@ async def bridged_both_ways(imported_app: Any, tool: str) -> AsyncIterator[Any]:
             ):
                 await live.wait_until(lambda r: tool in r.tools, timeout=30)
                 server = BusMcpServer(front_door(live.tools(client)), live=live)
-                port = free_port()
                 credentials = CredentialTable([ApiKey.of("ann", TOKEN)])
-                await tasks.start(
+                port = await tasks.start(
                     lambda task_status: serve_http(
-                        server, credentials, port=port, task_status=task_status
+                        server, credentials, port=0, task_status=task_status
                     )
                 )
                 async with http_client(f"http://{LOOPBACK}:{port}/mcp", TOKEN) as mcp_client:

@@ -5,7 +5,8 @@
 * ``--endless``: ``tools/list`` pages never end (each page one tool and a
   cursor to the next).
 * ``--tools N``: one page of N tools.
-* ``--lists FILE``: a line is appended to FILE for every ``tools/list`` served.
+* ``--lists FILE``: a line is appended to FILE for every ``tools/list`` served:
+  when it came (``time.monotonic()``, one clock for every process of the machine).
 * The tool ``churn`` (arguments ``count``, ``pause``) adds ``count`` tools one
   by one, announcing a tools-list change after each, ``pause`` seconds apart.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import time
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +38,7 @@ def build(endless: bool, tools: int, lists: Path | None) -> Server[Any]:
     ) -> mcp.ListToolsResult:
         if lists is not None:
             with lists.open("a") as log:
-                log.write("list\n")
+                log.write(f"{time.monotonic()}\n")
         if endless:
             page = int(params.cursor) if params is not None and params.cursor else 0
             tool = mcp.Tool(name=f"page_{page}", input_schema=OPEN)

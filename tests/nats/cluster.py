@@ -16,13 +16,20 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tests.nats.server import MAX_PAYLOAD, nats_server_binary
-from tests.support.servers import LOOPBACK, free_port, stop_process, wait_for_port
+from tests.support.servers import (
+    LOOPBACK,
+    free_port,
+    log_size,
+    on_free_ports,
+    stop_process,
+    wait_for_port,
+)
 
 CLUSTER_NAME = "toolbus-test"
 #: Longest a node (or the whole cluster) may take to become ready.
@@ -38,9 +45,10 @@ class ClusterNode:
 
     name: str
     workdir: Path
-    port: int = field(default_factory=free_port)
-    route_port: int = field(default_factory=free_port)
-    monitor_port: int = field(default_factory=free_port)
+    #: Chosen when the cluster first starts (0 until then), kept after.
+    port: int = 0
+    route_port: int = 0
+    monitor_port: int = 0
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -77,6 +85,7 @@ class ClusterNode:
         config = self.workdir / "nats.conf"
         config.write_text(self.config(routes))
         log = self.workdir / "server.log"
+        start = log_size(log)
         with log.open("ab") as out:
             self.process = subprocess.Popen(
                 [nats_server_binary(), "-c", str(config)],
@@ -84,7 +93,8 @@ class ClusterNode:
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
-        wait_for_port(self.port, self.process, READY_TIMEOUT, log)
+        ports = [self.route_port, self.monitor_port]
+        wait_for_port(self.port, self.process, READY_TIMEOUT, log, ports, start)
 
     def kill(self) -> None:
         """SIGKILL: the node dies at once, as in a crash (no lame-duck mode, no flush)."""
@@ -200,8 +210,16 @@ class NatsCluster:
         for node in self.nodes:
             node.stop()
 
+    def running(self) -> AbstractContextManager[NatsCluster]:
+        """Run the cluster for a ``with`` block, on free ports (others where one was taken)."""
+        return on_free_ports(self._running, self._choose_ports)
+
+    def _choose_ports(self) -> None:
+        for node in self.nodes:
+            node.port, node.route_port, node.monitor_port = free_port(), free_port(), free_port()
+
     @contextmanager
-    def running(self) -> Iterator[NatsCluster]:
+    def _running(self) -> Iterator[NatsCluster]:
         try:
             self.start()
             yield self

@@ -8,22 +8,21 @@ here ships, so the tests ask the way it does with two other clients:
   nats-py's own micro response types;
 * :func:`ask_with_node` asks through the official JavaScript client's services
   client (the ``nats`` package of ``tests/node``, which ``.ci/run`` installs),
-  the same library calls that ``nats micro`` makes in Go; it is ``None`` when
-  Node or the package is missing.
+  the same library calls that ``nats micro`` makes in Go (:data:`needs_node_client`).
 """
 
 from __future__ import annotations
 
 import json
-import shutil
-from pathlib import Path
 from typing import Any
 
 import anyio
 import nats
 from nats.micro.service import ServiceInfo, ServicePing, ServiceStats
 
-NODE_DIR = Path(__file__).resolve().parent.parent / "node"
+from tests.support.real_parts import NODE_PACKAGES, requires_node_package
+
+NODE_DIR = NODE_PACKAGES
 _TYPES = {"PING": ServicePing, "INFO": ServiceInfo, "STATS": ServiceStats}
 
 
@@ -50,13 +49,8 @@ async def ask(url: str, verb: str, name: str, instances: int, timeout: float = 1
         await nc.close()
 
 
-def node_client_missing() -> str | None:
-    """Why :func:`ask_with_node` cannot run here, or None when it can."""
-    if shutil.which("node") is None:
-        return "Node.js is not installed"
-    if not (NODE_DIR / "node_modules" / "nats").is_dir():
-        return f"the nats npm package is not installed (cd {NODE_DIR} && npm ci)"
-    return None
+#: Marks a test that runs :func:`ask_with_node`.
+needs_node_client = requires_node_package("nats", "the official NATS JavaScript client")
 
 
 async def ask_with_node(url: str, verb: str, name: str | None = None) -> list[dict[str, Any]]:

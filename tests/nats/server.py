@@ -6,13 +6,13 @@ import json
 import shutil
 import sys
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.servers import LOOPBACK, free_port, server_process
+from tests.support.servers import LOOPBACK, chosen, free_port, on_free_ports, server_process
 
 # Room for the conformance suite's 4 MB messages with their headers.
 MAX_PAYLOAD = 8 * 1024 * 1024
@@ -30,17 +30,20 @@ def nats_server_binary() -> str:
 
 @dataclass
 class NatsServer:
-    """A nats-server with JetStream that a test may stop and start again on the same ports."""
+    """A nats-server with JetStream that a test may stop and start again on the same ports.
+
+    Its ports are chosen when it first starts (0 until then).
+    """
 
     workdir: Path
-    port: int = field(default_factory=free_port)
-    monitor_port: int = field(default_factory=free_port)
+    port: int = 0
+    monitor_port: int = 0
     extra_config: str = ""
     jetstream: bool = True
 
     @property
     def url(self) -> str:
-        return f"nats://{LOOPBACK}:{self.port}"
+        return f"nats://{LOOPBACK}:{chosen(self.port)}"
 
     def argv(self) -> list[str]:
         config = self.workdir / "nats.conf"
@@ -59,8 +62,19 @@ class NatsServer:
         ]  # fmt: skip
 
     def running(self) -> Any:
-        """Run the server for the duration of a ``with`` block."""
-        return server_process(self.argv(), port=self.port, workdir=self.workdir)
+        """Run the server for the duration of a ``with`` block: on free ports the first
+        time, on the same ones after that."""
+        if self.port:
+            return self._process()
+        return on_free_ports(self._process, self._choose_ports)
+
+    def _process(self) -> Any:
+        return server_process(
+            self.argv(), port=self.port, workdir=self.workdir, ports=[self.monitor_port]
+        )
+
+    def _choose_ports(self) -> None:
+        self.port, self.monitor_port = free_port(), free_port()
 
     def connections(self) -> list[dict[str, Any]]:
         """The server's view of its client connections (the monitoring endpoint /connz)."""

@@ -12,7 +12,8 @@ import pytest
 
 from tests.nats.server import nats_server_binary
 from tests.support.certificates import make_certificates
-from tests.support.servers import LOOPBACK, free_port, server_process
+from tests.support.real_parts import requires
+from tests.support.servers import LOOPBACK, server_on_free_port
 from toolbus.domain.errors import BusClosed
 from toolbus.testing.conformance import fresh_queue, next_delivery
 from toolbus_nats import connect
@@ -23,9 +24,12 @@ pytestmark = [pytest.mark.anyio, pytest.mark.broker]
 @contextmanager
 def plain_server(workdir: Path, *flags: str) -> Iterator[int]:
     """A core-NATS server with ``flags`` (no JetStream needed here); yields its port."""
-    port = free_port()
-    argv = [nats_server_binary(), "-a", LOOPBACK, "-p", str(port), *flags]
-    with server_process(argv, port=port, workdir=workdir):
+    binary = nats_server_binary()
+
+    def argv(port: int) -> list[str]:
+        return [binary, "-a", LOOPBACK, "-p", str(port), *flags]
+
+    with server_on_free_port(argv, workdir=workdir) as (port, _):
         yield port
 
 
@@ -56,7 +60,7 @@ async def test_user_and_password(tmp_path: Path) -> None:
             await round_trip(f"nats://alice:nope@{LOOPBACK}:{port}")
 
 
-@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+@requires(shutil.which("openssl") is not None, "the openssl command", "apt-get install openssl")
 async def test_tls_with_a_private_certificate_authority(tmp_path: Path) -> None:
     make_certificates(tmp_path, "nats")
     flags = (

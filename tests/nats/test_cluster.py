@@ -15,20 +15,20 @@ from __future__ import annotations
 import re
 import subprocess
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 import pytest
 
-from tests.nats.cluster import ClusterNode, NatsCluster
+from tests.nats.cluster import READY_TIMEOUT, ClusterNode, NatsCluster
 from tests.nats.load import CallOutcomes, SteadyLoad
 from tests.nats.processes import ServeProcess, serve_many
 from tests.nats.server import nats_server_binary
 from tests.support.doc_examples import DOCS, assert_runs_as_documented, examples
-from tests.support.servers import free_port
+from tests.support.servers import free_port, log_size, on_free_ports, wait_for_port
 from toolbus import ToolServiceClient
 from toolbus.domain.calls.queues import parse_queue
 from toolbus_nats import NatsBus, connect
@@ -228,11 +228,12 @@ RECIPE = re.compile(r"<!-- recipe: nats-cluster -->\n```bash\n(.*?)```", re.S)
 PORT = re.compile(r"\b(?:42|62|82)2[2-4]\b")
 
 
-def test_the_deployment_example_runs_on_the_cluster_its_recipe_starts(tmp_path: Path) -> None:
-    """The page's three nats-server commands make the cluster its example runs on."""
-    (recipe,) = RECIPE.findall((DOCS / "deployment.md").read_text())
-    # The page's ports, each made a free one: other test runs share this machine.
-    ports = {port: str(free_port()) for port in sorted(set(PORT.findall(recipe)))}
+@contextmanager
+def recipe_cluster(recipe: str, ports: dict[str, str], workdir: Path) -> Iterator[str]:
+    """The recipe's three nats-servers, its ports made ``ports``, until the block ends.
+
+    Yields the NATS_URL the recipe sets.
+    """
     localised = PORT.sub(lambda match: ports[match.group()], recipe)
     commands = [line.removesuffix("&").split() for line in localised.splitlines()]
     servers = [argv[2:] for argv in commands if argv[:2] == ["uv", "run"]]
@@ -241,29 +242,46 @@ def test_the_deployment_example_runs_on_the_cluster_its_recipe_starts(tmp_path: 
     ]
     assert len(servers) == 3 and all(argv[0] == "nats-server" for argv in servers)
 
-    nodes = []
-    for argv in servers:
-        flags = {
-            flag: value
-            for flag, value in zip(argv, [*argv[1:], ""], strict=True)
-            if flag.startswith("-") and not value.startswith("-")
-        }
-        node = ClusterNode(
-            flags["--server_name"],
-            tmp_path,
-            port=int(flags["-p"]),
-            route_port=int(flags["--cluster"].rpartition(":")[2]),
-            monitor_port=int(flags["-m"]),
-        )
-        log = (tmp_path / f"{node.name}.log").open("ab")
-        node.process = subprocess.Popen(
-            [nats_server_binary(), *argv[1:]], cwd=tmp_path, stdout=log, stderr=log
-        )
-        nodes.append(node)
-    cluster = NatsCluster(tmp_path, nodes)
+    nodes: list[ClusterNode] = []
     try:
-        cluster.wait_ready()
+        for argv in servers:
+            flags = {
+                flag: value
+                for flag, value in zip(argv, [*argv[1:], ""], strict=True)
+                if flag.startswith("-") and not value.startswith("-")
+            }
+            node = ClusterNode(
+                flags["--server_name"],
+                workdir,
+                port=int(flags["-p"]),
+                route_port=int(flags["--cluster"].rpartition(":")[2]),
+                monitor_port=int(flags["-m"]),
+            )
+            log = workdir / f"{node.name}.log"
+            start = log_size(log)
+            with log.open("ab") as out:
+                node.process = subprocess.Popen(
+                    [nats_server_binary(), *argv[1:]], cwd=workdir, stdout=out, stderr=out
+                )
+            nodes.append(node)
+            others = [node.route_port, node.monitor_port]
+            wait_for_port(node.port, node.process, READY_TIMEOUT, log, others, start)
+        NatsCluster(workdir, nodes).wait_ready()
+        yield url
+    finally:
+        for node in nodes:
+            node.stop()
+
+
+def test_the_deployment_example_runs_on_the_cluster_its_recipe_starts(tmp_path: Path) -> None:
+    """The page's three nats-server commands make the cluster its example runs on."""
+    (recipe,) = RECIPE.findall((DOCS / "deployment.md").read_text())
+    # The page's ports, each made a free one: other test runs share this machine.
+    ports: dict[str, str] = {}
+
+    def choose() -> None:
+        ports.update({port: str(free_port()) for port in sorted(set(PORT.findall(recipe)))})
+
+    with on_free_ports(lambda: recipe_cluster(recipe, ports, tmp_path), choose) as url:
         (example,) = [e for e in examples(DOCS / "deployment.md") if e.output is not None]
         assert_runs_as_documented(example, tmp_path, env={"NATS_URL": url}, timeout=60)
-    finally:
-        cluster.stop()

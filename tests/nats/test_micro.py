@@ -21,7 +21,7 @@ import nats.errors
 import pytest
 
 from tests.live.test_processes import started
-from tests.nats.micro_clients import ask, ask_with_node, node_client_missing
+from tests.nats.micro_clients import ask, ask_with_node, needs_node_client
 from toolbus import ToolCallError, ToolServiceClient, running, tool_service
 from toolbus.application.calls.advertising import advertised, toolbus_version
 from toolbus.application.calls.service import FunctionToolService
@@ -153,7 +153,7 @@ TOOLBUS = str(Path(sys.executable).with_name("toolbus"))
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(node_client_missing() is not None, reason=str(node_client_missing()))
+@needs_node_client
 async def test_toolbus_serve_is_seen_by_the_official_services_client(nats_url: str) -> None:
     argv = [TOOLBUS, "serve", "joke-service", "--broker", nats_url, "--announce-interval", "600"]
     bus = await connect(nats_url)

@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 from tests.nats.server import NatsServer
-from tests.support.servers import LOOPBACK, free_port
+from tests.support.servers import LOOPBACK, refusing_port
 from toolbus import ToolServiceClient, ToolTimeout, running, tool_service
 from toolbus.domain.calls import wire
 from toolbus.domain.errors import BusClosed
@@ -145,8 +145,7 @@ async def test_a_stored_request_survives_a_restart_while_its_service_is_down(
 
 
 async def test_connecting_to_no_server_fails_clearly() -> None:
-    port = free_port()
-    with anyio.fail_after(10), pytest.raises(BusClosed) as caught:
+    with refusing_port() as port, anyio.fail_after(10), pytest.raises(BusClosed) as caught:
         await connect(f"nats://{LOOPBACK}:{port}", {"connect_timeout": 0.5})
     assert f"{LOOPBACK}:{port}" in str(caught.value)
     assert "nats-server runs there" in str(caught.value)

@@ -45,8 +45,8 @@ class TestNatsStateStore(StateStoreConformance):
     @pytest.fixture
     def outage(self, tmp_path: Path) -> Iterator[Outage]:
         server = NatsServer(tmp_path)
-        url = f"{server.url}?timeout=1&reconnect_wait=0.1"
         with Restartable(server.running) as running:
+            url = f"{server.url}?timeout=1&reconnect_wait=0.1"
             yield Outage(connect=lambda: connect_state(url), stop=running.stop, start=running.start)
 
 

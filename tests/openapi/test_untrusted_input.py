@@ -11,7 +11,6 @@ decides where a secret goes, and is not read over plain http unless allowed.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -139,15 +138,14 @@ async def test_an_answer_that_trickles_ends_by_the_toolsets_timeout_and_frees_it
     limits = Limits(timeout=1.0, max_connections=1)
     tools = await tools_for(toolbus, make_toolset(limits=limits))
 
-    started = time.monotonic()
-    with anyio.fail_after(20), pytest.raises(Unavailable, match="no complete answer"):
+    # Ended by the toolset's 1 s limit ("no complete answer"), not by the caller's 30 s
+    # one; the drip would run for 300 s.
+    with anyio.fail_after(25), pytest.raises(Unavailable, match="no complete answer"):
         await tools.call("shop_drip", timeout=30)
-    ended = time.monotonic() - started
     hung_up = await anyio.to_thread.run_sync(shop.hits.hung_up.wait, 10)
     with anyio.fail_after(10):
         answer = await tools.call("shop_getItem", {"item_id": "1"})
 
-    assert ended < 15  # the drip would run for 300 s
     assert hung_up, "the API kept sending: the connection was not closed"
     assert json.loads(answer)["id"] == "1"
 

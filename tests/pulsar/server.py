@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from importlib.resources import files
 from pathlib import Path
 
-from tests.support.servers import LOOPBACK, free_port, server_process
+from tests.support.servers import LOOPBACK, StickyPort, server_process
 
 BINARY = Path(str(files("pulsar_lite") / "bin" / "pulsar-lite"))
 CONFIG = "[metrics]\nenabled = false\n"
@@ -27,9 +27,14 @@ def pulsar_lite_server(
     Yields its URL. Run it again with the same ``workdir`` and ``port`` to restart it
     with its data.
     """
+    if port is None:
+        with StickyPort(
+            lambda chosen: pulsar_lite_server(workdir, log_level, chosen)
+        ).running() as url:
+            yield url
+        return
     config = workdir / "pulsar-lite.toml"
     config.write_text(CONFIG)
-    port = port or free_port()
     argv = [
         str(BINARY),
         "--config",

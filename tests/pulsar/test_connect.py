@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import socket
 import subprocess
-import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import anyio
@@ -13,7 +14,7 @@ import pytest
 
 from tests.pulsar.processes import child_environment, toolbus_command
 from tests.pulsar.server import pulsar_lite_server
-from tests.support.servers import LOOPBACK, free_port
+from tests.support.servers import LOOPBACK, refusing_port
 from toolbus.plugins import adapter_for
 from toolbus.plugins import connect as connect_any
 from toolbus_pulsar import BrokerUnreachable, PulsarBus, connect
@@ -22,8 +23,11 @@ from toolbus_pulsar.clients import shared_clients
 pytestmark = [pytest.mark.anyio, pytest.mark.broker]
 
 
-def nothing_listening() -> str:
-    return f"pulsar://127.0.0.1:{free_port()}"
+@contextmanager
+def nothing_listening() -> Iterator[str]:
+    """A Pulsar URL where connections are refused until the block ends."""
+    with refusing_port() as port:
+        yield f"pulsar://127.0.0.1:{port}"
 
 
 async def test_a_broker_that_does_not_answer_fails_after_connect_timeout_naming_the_url() -> None:
@@ -41,9 +45,8 @@ async def test_a_broker_that_does_not_answer_fails_after_connect_timeout_naming_
 
 
 async def test_a_url_where_nothing_listens_fails_at_once_saying_so() -> None:
-    url = nothing_listening()
     before = shared_clients()
-    with pytest.raises(BrokerUnreachable) as caught:
+    with nothing_listening() as url, pytest.raises(BrokerUnreachable) as caught:
         await connect(url, {"connect_timeout": 60})
     assert url in str(caught.value) and "nothing listens" in str(caught.value)
     assert shared_clients() == before
@@ -113,27 +116,26 @@ async def test_a_broker_that_dies_later_stops_unconfirmed_sends_too(tmp_path: Pa
 
 
 def test_the_cli_reports_an_unreachable_broker_and_exits(tmp_path: Path) -> None:
-    url = nothing_listening()
-    started = time.monotonic()
-    done = subprocess.run(
-        [*toolbus_command(), "serve", "joke-service", "--broker", f"{url}?connect_timeout=1"],
-        cwd=tmp_path,  # no toolbus.toml here
-        env=child_environment(),
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    with nothing_listening() as url:
+        done = subprocess.run(
+            [*toolbus_command(), "serve", "joke-service", "--broker", f"{url}?connect_timeout=1"],
+            cwd=tmp_path,  # no toolbus.toml here
+            env=child_environment(),
+            capture_output=True,
+            text=True,
+            timeout=30,  # a hang guard: refused, it says so at once
+            check=False,
+        )
     assert done.returncode == 1, done.stderr
-    assert time.monotonic() - started < 20
     assert f"cannot reach the Pulsar broker at {url}" in done.stderr
     assert "nothing listens" in done.stderr
 
 
 async def test_a_url_listing_several_brokers_works_when_one_is_down(pulsar_url: str) -> None:
     live = pulsar_url.removeprefix("pulsar://")
-    dead = nothing_listening().removeprefix("pulsar://")
-    bus = await connect(f"pulsar://{dead},{live}", {"connect_timeout": 5})
+    with nothing_listening() as url:
+        dead = url.removeprefix("pulsar://")
+        bus = await connect(f"pulsar://{dead},{live}", {"connect_timeout": 5})
     try:
         queue = f"persistent://test/several/{uuid.uuid4().hex[:8]}"
         subscription = await bus.subscribe(queue, group="g")

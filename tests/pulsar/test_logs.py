@@ -9,7 +9,7 @@ import threading
 import anyio
 import pytest
 
-from tests.support.servers import free_port
+from tests.support.servers import refusing_port
 from toolbus_pulsar import BrokerUnreachable, connect
 from toolbus_pulsar.logs import CLIENT_LOGGER, parse_line
 
@@ -49,8 +49,8 @@ async def test_client_errors_arrive_as_python_log_records() -> None:
     CLIENT_LOGGER.addHandler(caught)
     try:
         # One broker refuses, the other accepts and never answers: the client tries both.
-        refusing = f"127.0.0.1:{free_port()}"
-        with socket.create_server(("127.0.0.1", 0)) as silent:
+        with refusing_port() as port, socket.create_server(("127.0.0.1", 0)) as silent:
+            refusing = f"127.0.0.1:{port}"
             url = f"pulsar://{refusing},127.0.0.1:{silent.getsockname()[1]}"
             with pytest.raises(BrokerUnreachable):
                 await connect(url, {"connect_timeout": 1})

@@ -23,12 +23,21 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
 from pamqp import frame as amqp_frame
 from pamqp import header as amqp_header
 from pamqp.exceptions import PAMQPException, UnmarshalingException
 
-from tests.support.servers import LOOPBACK, free_port
+from tests.support.real_parts import require
+from tests.support.servers import (
+    LOOPBACK,
+    chosen,
+    failed_to_listen,
+    free_port,
+    log_since,
+    log_size,
+    on_free_ports,
+    wait_for_port,
+)
 
 #: Where Debian's package puts the node's own start script (the one in /usr/sbin
 #: switches to the rabbitmq user and the system's directories).
@@ -42,19 +51,24 @@ STOP_TIMEOUT = 30.0
 
 
 def require_rabbitmq() -> None:
-    """Skip, naming the install line, where Debian's rabbitmq-server is not installed."""
-    if not (RABBITMQ_SERVER.is_file() and EPMD.is_file()):
-        pytest.skip(f"the RabbitMQ tests need Debian's rabbitmq-server: {INSTALL}")
+    """Skip (locally) or fail (in CI), naming the install line, without Debian's rabbitmq-server."""
+    require(RABBITMQ_SERVER.is_file() and EPMD.is_file(), "Debian's rabbitmq-server", INSTALL)
 
 
 @dataclass
 class RabbitMQServer:
-    """A RabbitMQ node that a test may stop and start again, keeping its data."""
+    """A RabbitMQ node that a test may stop and start again, keeping its data.
+
+    Its ports are chosen when it first starts (0 until then), and kept after.
+    """
 
     workdir: Path
-    port: int = field(default_factory=free_port)
-    dist_port: int = field(default_factory=free_port)
-    epmd_port: int = field(default_factory=free_port)
+    port: int = 0
+    dist_port: int = 0
+    epmd_port: int = 0
+    #: A TLS listener too, on ``tls_port`` (``ssl_options`` go in ``extra_config``).
+    tls: bool = False
+    tls_port: int = 0
     #: Extra lines for rabbitmq.conf.
     extra_config: str = ""
     node: str = field(default_factory=lambda: f"toolbus-{uuid.uuid4().hex[:8]}@localhost")
@@ -62,12 +76,18 @@ class RabbitMQServer:
 
     @property
     def url(self) -> str:
-        return f"amqp://{LOOPBACK}:{self.port}"
+        return f"amqp://{LOOPBACK}:{chosen(self.port)}"
+
+    @property
+    def ports(self) -> list[int]:
+        return [self.port, self.dist_port, self.epmd_port, *([self.tls_port] if self.tls else [])]
 
     def _environment(self) -> dict[str, str]:
         work = self.workdir
         (work / "rabbitmq.conf").write_text(
             f"listeners.tcp.default = {LOOPBACK}:{self.port}\n"
+            + (f"listeners.ssl.default = {LOOPBACK}:{self.tls_port}\n" if self.tls else "")
+            +
             # guest may log in from 127.0.0.1 only, which is where the tests are.
             "loopback_users.guest = true\n"
             # Disk and memory alarms would stop publishers on a busy test machine.
@@ -100,24 +120,40 @@ class RabbitMQServer:
             "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": "-kernel inet_dist_use_interface {127,0,0,1}",
         }
 
-    @contextlib.contextmanager
-    def running(self) -> Iterator[str]:
-        """Run the node for the ``with`` block; yields its AMQP URL."""
+    def running(self) -> contextlib.AbstractContextManager[str]:
+        """Run the node for the ``with`` block; yields its AMQP URL. On free ports the
+        first time, on the same ones after that."""
         require_rabbitmq()
+        if self.port:
+            return self._node()
+        return on_free_ports(self._node, self._choose_ports)
+
+    def _choose_ports(self) -> None:
+        self.port, self.dist_port, self.epmd_port, self.tls_port = (free_port() for _ in range(4))
+        if self._epmd is not None:  # on the port mapper's port that was taken
+            _stop(self._epmd)
+            self._epmd = None
+
+    @contextlib.contextmanager
+    def _node(self) -> Iterator[str]:
         self.workdir.mkdir(parents=True, exist_ok=True)
         environment = self._environment()
         if self._epmd is None or self._epmd.poll() is not None:
             # Our own port mapper, in the foreground so that it is ours to stop; a
             # node that found none would start a daemon that outlives the tests.
-            self._epmd = subprocess.Popen(
-                [str(EPMD), "-port", str(self.epmd_port), "-address", LOOPBACK],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                env=environment,
-                start_new_session=True,
-            )
-            _wait_for_listener(self.epmd_port, self._epmd, 10.0, None)
+            epmd_log = self.workdir / "epmd.log"
+            epmd_from = log_size(epmd_log)
+            with epmd_log.open("ab") as out:
+                self._epmd = subprocess.Popen(
+                    [str(EPMD), "-port", str(self.epmd_port), "-address", LOOPBACK],
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env=environment,
+                    start_new_session=True,
+                )
+            wait_for_port(self.epmd_port, self._epmd, 10.0, epmd_log, log_from=epmd_from)
         log = self.workdir / "server.log"
+        log_from = log_size(log)
         with log.open("ab") as out:
             process = subprocess.Popen(
                 [str(RABBITMQ_SERVER)],
@@ -128,8 +164,8 @@ class RabbitMQServer:
                 start_new_session=True,
             )
         try:
-            _wait_for_listener(self.port, process, READY_TIMEOUT, log)
-            _wait_for_amqp(self.port, process, READY_TIMEOUT, log)
+            wait_for_port(self.port, process, READY_TIMEOUT, log, self.ports, log_from)
+            _wait_for_amqp(self.port, process, READY_TIMEOUT, log, self.ports, log_from)
             yield self.url
         finally:
             _stop(process)
@@ -170,20 +206,6 @@ def _failure(what: str, log: Path | None) -> RuntimeError:
     return RuntimeError(f"{what}:\n{tail}")
 
 
-def _wait_for_listener(
-    port: int, process: subprocess.Popen[bytes], timeout: float, log: Path | None
-) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise _failure(f"exited with {process.returncode} before listening on {port}", log)
-        with contextlib.suppress(OSError), socket.create_connection((LOOPBACK, port), 0.2):
-            return
-        # Polling a socket is the readiness signal a foreign server gives us.
-        time.sleep(0.05)
-    raise _failure(f"did not listen on {port} within {timeout} s", log)
-
-
 def _first_frame(sock: socket.socket) -> str:
     """The name of the first AMQP frame the node sends ("" if it hangs up first)."""
     data = b""
@@ -196,12 +218,24 @@ def _first_frame(sock: socket.socket) -> str:
     return ""
 
 
-def _wait_for_amqp(port: int, process: subprocess.Popen[bytes], timeout: float, log: Path) -> None:
+def _wait_for_amqp(
+    port: int,
+    process: subprocess.Popen[bytes],
+    timeout: float,
+    log: Path,
+    ports: list[int],
+    log_from: int,
+) -> None:
     """Until the node answers an AMQP protocol header with ``Connection.Start``."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise _failure(f"exited with {process.returncode} while starting", log)
+            # Listening on AMQP's port, but one of the others was taken?
+            raise failed_to_listen(
+                f"exited with {process.returncode} while starting",
+                ports,
+                log_since(log, log_from),
+            )
         with (
             contextlib.suppress(OSError, PAMQPException),
             socket.create_connection((LOOPBACK, port), 2.0) as sock,

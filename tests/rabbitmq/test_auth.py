@@ -17,16 +17,18 @@ import pytest
 
 from tests.rabbitmq.server import RabbitMQServer
 from tests.support.certificates import make_certificates
-from tests.support.servers import LOOPBACK, free_port
+from tests.support.real_parts import requires
+from tests.support.servers import LOOPBACK
+from toolbus import MessageRefused
 from toolbus.domain.errors import BusClosed, MessageTooLarge
 from toolbus.testing.conformance import fresh_queue, next_delivery
-from toolbus_rabbitmq import MessageRefused, connect
+from toolbus_rabbitmq import connect
 
 pytestmark = [
     pytest.mark.anyio,
     pytest.mark.broker,
     pytest.mark.slow,
-    pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command"),
+    requires(shutil.which("openssl") is not None, "the openssl command", "apt-get install openssl"),
 ]
 
 USER, PASSWORD = "alice", "p@ss:w/rd"
@@ -38,14 +40,13 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, int
     """The node's plain and TLS ports, and the CA file."""
     work = tmp_path_factory.mktemp("rabbitmq-secured")
     make_certificates(work, "rabbit")
-    tls_port = free_port()
     server = RabbitMQServer(
         work / "node",
+        tls=True,
         extra_config="\n".join(
             [
                 f"default_user = {USER}",
                 f"default_pass = {PASSWORD}",
-                f"listeners.ssl.default = {LOOPBACK}:{tls_port}",
                 f"ssl_options.cacertfile = {work / 'ca.pem'}",
                 f"ssl_options.certfile = {work / 'server.pem'}",
                 f"ssl_options.keyfile = {work / 'server.key'}",
@@ -57,7 +58,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, int
     )
     try:
         with server.running():
-            yield server.port, tls_port, work / "ca.pem"
+            yield server.port, server.tls_port, work / "ca.pem"
     finally:
         server.close()
 
@@ -94,6 +95,10 @@ async def test_a_refused_login_fails_at_once_and_names_no_secret(
     with anyio.fail_after(15), pytest.raises(BusClosed, match="refused the login") as caught:
         await round_trip(f"amqp://{LOOPBACK}:{port}", user=USER, password="wrong-secret")
     assert "wrong-secret" not in str(caught.value)
+    # Said once, with one piece of advice: the login's.
+    message = str(caught.value)
+    assert message.count("cannot connect") == 1, message
+    assert message.count("check") == 1 and "the password" in message, message
 
 
 async def test_tls_with_a_private_certificate_authority(secured: tuple[int, int, Path]) -> None:

@@ -33,13 +33,13 @@ async def test_service_and_client_move_to_the_next_node(tmp_path: Path) -> None:
         return text
 
     route = {"request_queue": echo.request_queue, "response_queue": echo.response_queue}
-    nodes = f"amqp://{LOOPBACK}:{first.port},{LOOPBACK}:{second.port}?reconnect_interval=0.2"
     with contextlib.ExitStack() as stack:
         stack.callback(first.close)
         stack.callback(second.close)
         stack.enter_context(second.running())
         first_running = contextlib.ExitStack()
         first_running.enter_context(first.running())
+        nodes = f"amqp://{LOOPBACK}:{first.port},{LOOPBACK}:{second.port}?reconnect_interval=0.2"
         service_bus, client_bus = await connect(nodes), await connect(nodes)
         try:
             assert {service_bus.connection.url.port, client_bus.connection.url.port} == {first.port}

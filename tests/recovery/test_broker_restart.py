@@ -30,7 +30,7 @@ from tests.kafka.broker import TANSU_OPTIONS, tansu_broker
 from tests.nats.server import NatsServer
 from tests.pulsar.server import pulsar_lite_server
 from tests.rabbitmq.server import RabbitMQServer
-from tests.support.servers import LOOPBACK, free_port
+from tests.support.servers import LOOPBACK, StickyPort
 from toolbus import ToolServiceClient, connect, running, tool_service
 from toolbus.domain.errors import ToolbusError
 
@@ -56,11 +56,15 @@ FLOOD = 20
 
 @dataclass
 class Broker:
-    """A broker a test can stop and start again at the same address."""
+    """A broker a test can stop and start again at the same address (chosen at its first run)."""
 
     name: str
-    url: str
     run: Callable[[], AbstractContextManager[Any]]
+    address: Callable[[], str]
+
+    @property
+    def url(self) -> str:
+        return self.address()
 
 
 @pytest.fixture(params=["nats", "pulsar", "kafka", "rabbitmq"])
@@ -70,18 +74,16 @@ def broker(request: pytest.FixtureRequest, tmp_path: Path) -> Broker:
         rabbitmq = RabbitMQServer(tmp_path / "rabbitmq")
         request.addfinalizer(rabbitmq.close)
         # Reconnection attempts every 0.1 s rather than every second.
-        return Broker(kind, f"{rabbitmq.url}?reconnect_interval=0.1", rabbitmq.running)
+        return Broker(kind, rabbitmq.running, lambda: f"{rabbitmq.url}?reconnect_interval=0.1")
     if kind == "nats":
         server = NatsServer(tmp_path)
         # Reconnect attempts every 0.1 s rather than every second.
-        return Broker(kind, f"{server.url}?reconnect_wait=0.1&ack_wait=1", server.running)
-    port = free_port()
+        return Broker(kind, server.running, lambda: f"{server.url}?reconnect_wait=0.1&ack_wait=1")
     if kind == "pulsar":
-        url = f"pulsar://{LOOPBACK}:{port}"
-        return Broker(kind, url, lambda: pulsar_lite_server(tmp_path, port=port))
-    return Broker(
-        kind, f"kafka://{LOOPBACK}:{port}?{TANSU_OPTIONS}", lambda: tansu_broker(tmp_path, port)
-    )
+        pulsar = StickyPort(lambda port: pulsar_lite_server(tmp_path, port=port))
+        return Broker(kind, pulsar.running, lambda: f"pulsar://{LOOPBACK}:{pulsar.port}")
+    tansu = StickyPort(lambda port: tansu_broker(tmp_path, port))
+    return Broker(kind, tansu.running, lambda: f"kafka://{LOOPBACK}:{tansu.port}?{TANSU_OPTIONS}")
 
 
 def echo_on(kind: str) -> Any:

@@ -27,6 +27,6 @@ class TestRedisStateStore(StateStoreConformance):
     @pytest.fixture
     def outage(self, tmp_path: Path) -> Iterator[Outage]:
         server = RedisServer(tmp_path)
-        url = f"{server.url}?timeout=1"
         with Restartable(server.running) as running:
+            url = f"{server.url}?timeout=1"
             yield Outage(connect=lambda: connect_state(url), stop=running.stop, start=running.start)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import textwrap
+import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
+from packaging.requirements import Requirement
 
 from toolbus.application.calls.service import ToolService
 from toolbus.domain.errors import ConfigError, PluginError
@@ -17,6 +19,8 @@ from toolbus.settings import DEFAULT_BROKER, SETTINGS_FILE, Settings, load_setti
 from toolbus_calculator import calculator_service
 from toolbus_joke import joke_service
 from toolbus_joke.service import JokeService
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -299,7 +303,7 @@ def test_resolve_by_id_uses_the_plugins_given() -> None:
     plugin = ToolPlugin(name="only", distribution="x", services=(calculator_service,))
 
     assert resolve_service("calculator", [plugin]) is calculator_service
-    with pytest.raises(PluginError, match=r"installed: calculator\)"):
+    with pytest.raises(PluginError, match=r"the installed ones provide calculator\)"):
         resolve_service("joke-service", [plugin])
 
 
@@ -310,12 +314,12 @@ def test_an_unknown_service_id_lists_the_installed_ones() -> None:
     message = str(caught.value)
     ids = sorted(s.id for p in load_tool_plugins() for s in p.services)
     assert "'weather-service'" in message
-    assert f"installed: {', '.join(ids)}" in message
+    assert f"the installed ones provide {', '.join(ids)}" in message
     assert "import path" in message
 
 
 def test_no_installed_services_at_all_says_so() -> None:
-    with pytest.raises(PluginError, match="none installed"):
+    with pytest.raises(PluginError, match=r"\(no tool plugin is installed\)"):
         resolve_service("weather-service", [])
 
 
@@ -327,8 +331,20 @@ def test_an_example_service_not_installed_names_the_distribution_that_brings_it(
         resolve_service(name, [])
 
     distribution = _FIRST_PARTY_SERVICES[name]
-    assert f"(installed: none installed); {name!r} is the example service of" in str(caught.value)
-    assert f"pip install --find-links DIR {distribution}," in str(caught.value)
+    message = str(caught.value)
+    assert "none installed" not in message
+    assert f"(no tool plugin is installed); {name!r} is the example service of" in message
+    assert f"{distribution}, which the examples extra brings" in message
+    assert "pip install --find-links DIR 'toolbus[examples]'," in message
+
+
+def test_the_examples_extra_brings_every_example_service() -> None:
+    extras = tomllib.loads((ROOT / "core" / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    brought = {Requirement(entry).name for entry in extras["examples"]}
+
+    assert brought == set(_FIRST_PARTY_SERVICES.values())
 
 
 def test_the_example_services_named_are_those_their_plugins_provide() -> None:

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
-import pytest
-
-from tests.support.servers import LOOPBACK, free_port, server_process
+from tests.support.real_parts import missing
+from tests.support.servers import LOOPBACK, StickyPort, server_process
 
 #: The header each answer names its replica in.
 SERVED_BY = "x-served-by"
@@ -26,7 +25,7 @@ SERVED_BY = "x-served-by"
 def haproxy_binary() -> str:
     found = shutil.which("haproxy") or shutil.which("haproxy", path="/usr/sbin")
     if found is None:
-        pytest.skip("the replica tests need haproxy: apt-get install haproxy")
+        missing("haproxy (the replica tests)", "apt-get install haproxy")
     return found
 
 
@@ -58,12 +57,16 @@ backend replicas
 """
 
 
-@contextmanager
-def round_robin(replicas: Sequence[int], workdir: Path) -> Iterator[str]:
+def round_robin(replicas: Sequence[int], workdir: Path) -> AbstractContextManager[str]:
     """haproxy in front of the replicas' ports until the block ends; yields its base URL."""
     workdir.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    path = workdir / "haproxy.cfg"
-    path.write_text(config(port, replicas))
-    with server_process([haproxy_binary(), "-db", "-f", str(path)], port=port, workdir=workdir):
-        yield f"http://{LOOPBACK}:{port}"
+    binary = haproxy_binary()
+
+    @contextmanager
+    def balancer(port: int) -> Iterator[str]:
+        path = workdir / "haproxy.cfg"
+        path.write_text(config(port, replicas))
+        with server_process([binary, "-db", "-f", str(path)], port=port, workdir=workdir):
+            yield f"http://{LOOPBACK}:{port}"
+
+    return StickyPort(balancer).running()

@@ -14,15 +14,15 @@ import json
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Mapping
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anyio
 
-from tests.doors.processes import DoorProcess, door_process
-from tests.support.servers import LOOPBACK, free_port
+from tests.doors.processes import LISTEN, DoorProcess, door_process
+from tests.support.servers import LOOPBACK, free_port, on_free_ports_async
 from toolbus.application.calls.host import running
 from toolbus.application.calls.service import FunctionToolService, tool_service
 from toolbus.application.identity import CallVerifier, generate_key, public_jwk
@@ -167,11 +167,25 @@ class Deployment:
 
     @asynccontextmanager
     async def door(self, *args: str) -> AsyncIterator[tuple[DoorProcess, int]]:
-        """One replica of a door: ``toolbus ARGS --listen 127.0.0.1:PORT``, ready once
-        it accepts connections."""
-        port = free_port()
-        argv = [*args, "--config", str(self.config), "--listen", f"{LOOPBACK}:{port}"]
-        async with door_process(
-            argv, cwd=self.workdir, environment=self.environment, port=port, timeout=90
+        """One replica of a door: ``toolbus ARGS`` on a port the system chooses, ready once
+        it says which. Worker processes share one port that must be named: a free one,
+        another where it was taken."""
+        argv = [*args, "--config", str(self.config)]
+        if "--workers" not in args:
+            async with self._door([*argv, *LISTEN]) as process:
+                yield process, process.port
+            return
+        port = 0
+
+        def choose() -> None:
+            nonlocal port
+            port = free_port()
+
+        async with on_free_ports_async(
+            lambda: self._door([*argv, "--listen", f"{LOOPBACK}:{port}"]), choose
         ) as process:
-            yield process, port
+            yield process, process.port
+
+    def _door(self, argv: list[str]) -> AbstractAsyncContextManager[DoorProcess]:
+        environment = self.environment
+        return door_process(argv, cwd=self.workdir, environment=environment, http=True, timeout=90)

@@ -12,6 +12,7 @@ import anyio
 import pytest
 
 from toolbus.application.agent.audit import ListAuditSink
+from toolbus.application.agent.calling import ToolStream
 from toolbus.application.agent.session import AgentSession
 from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.calls.metrics import ToolbusMetrics
@@ -219,6 +220,41 @@ async def test_llm_arguments_may_be_json_text_and_bad_text_makes_no_call(
     good = await session.call("knowledge-query", '{"question": "who?"}', "c-2")
     assert good.ok and session.state == "analysis"
     assert host.handled == 1
+
+
+async def test_an_argument_the_tool_does_not_declare_makes_no_call_and_is_named(
+    toolbus: ToolTestKit,
+) -> None:
+    [host, *_] = await toolbus.serve(*SERVICES)
+    audit = ListAuditSink()
+    extra = {
+        "open-query": {
+            **workflow_snapshot()["tool"]["knowledge-query"],
+            "name": "open-query",
+            "additional-arguments": True,
+        }
+    }
+    registry = load_registry(workflow_snapshot(extra_tools=extra))
+    async with open_session(
+        toolbus, registry, audit=audit, user="alice", groups=["knowledge"]
+    ) as session:
+        smuggled = await session.call(
+            "knowledge-query", {"question": "who?", "collection": "other"}, "c-1"
+        )
+        streamed = await session.stream("knowledge-query", {"question": "who?", "limit": 3})
+        assert host.handled == 0 and session.state == "undefined"
+        opened = await session.call("open-query", {"question": "who?", "collection": "other"})
+
+    assert smuggled.status == "error" and smuggled.error_type == "bad-request"
+    assert "no argument 'collection'; it takes 'question'" in smuggled.observation
+    assert "No call was made" in smuggled.observation
+    assert not isinstance(streamed, ToolStream) and "'limit'" in streamed.observation
+    assert opened.ok and host.handled == 1  # a tool that takes any arguments
+    [record] = audit.records
+    assert [(c.tool, c.error_type) for c in record.calls][:2] == [
+        ("knowledge-query", "bad-request"),
+        ("knowledge-query", "bad-request"),
+    ]
 
 
 async def test_tool_lists_come_in_every_llm_format(toolbus: ToolTestKit) -> None:

@@ -14,7 +14,8 @@ The names a user needs, by job (docs/architecture.md has the table):
   :func:`load_registry_from_path`;
 * errors: :class:`ToolbusError` and the kinds a caller catches: a tool call's
   (:class:`ToolCallError` and its wire types), :class:`UnknownTool`,
-  :class:`BusClosed`, :class:`MessageTooLarge`, :class:`PluginError`,
+  :class:`BusClosed`, :class:`MessageTooLarge` (:class:`MessageRefused` when the
+  broker's own limit is lower), :class:`PluginError`,
   :class:`ConfigError`, :class:`AccessDenied`;
 * state shared by replicas: :func:`connect_state` (``memory://``, ``nats://``,
   ``redis://``), raising :class:`StateStoreError` and :class:`StateStoreUnavailable`.
@@ -51,6 +52,7 @@ from toolbus.domain.errors import (
     ConfigError,
     DeadlineExceeded,
     InternalError,
+    MessageRefused,
     MessageTooLarge,
     NotFound,
     PluginError,
@@ -93,6 +95,7 @@ __all__ = [
     "InternalError",
     "LLMError",
     "LiveRegistry",
+    "MessageRefused",
     "MessageTooLarge",
     "NotFound",
     "Permissions",

@@ -103,18 +103,21 @@ def resolve_service(name: str, plugins: Sequence[ToolPlugin] | None = None) -> T
     services = {service.id: service for plugin in plugins for service in plugin.services}
     if name in services:
         return services[name]
-    known = ", ".join(sorted(services)) or "none installed"
+    known = (
+        f"the installed ones provide {', '.join(sorted(services))}"
+        if services
+        else "no tool plugin is installed"
+    )
     distribution = _FIRST_PARTY_SERVICES.get(name)
     fix = (
-        f"{name!r} is the example service of {distribution}: install it with pip install "
-        f"--find-links DIR {distribution}, DIR holding the wheels built from a checkout "
-        "(see the README's set-up)"
+        f"{name!r} is the example service of {distribution}, which the examples extra "
+        "brings (with toolbus-calculator and toolbus-joke, the services of toolbus demo): "
+        "pip install --find-links DIR 'toolbus[examples]', DIR holding the wheels built "
+        "from a checkout (see the README's set-up)"
         if distribution is not None
         else "pip install the plugin, or give an import path like 'my_package.tools:my_service'"
     )
-    raise PluginError(
-        f"no installed tool plugin provides a service {name!r} (installed: {known}); {fix}"
-    )
+    raise PluginError(f"no installed tool plugin provides a service {name!r} ({known}); {fix}")
 
 
 @asynccontextmanager

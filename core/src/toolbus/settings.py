@@ -27,6 +27,8 @@ DEFAULT_BROKER = "memory://"
 @dataclass(frozen=True, slots=True)
 class Settings:
     broker: str = DEFAULT_BROKER
+    #: Whether the broker was named (flag, environment or ``toolbus.toml``), not defaulted.
+    broker_named: bool = False
     config: Path | None = None
     broker_options: Mapping[str, Any] = field(default_factory=dict)
     #: The state store's URL (``memory://``, ``nats://...``, ``redis://...``), if any.
@@ -112,8 +114,10 @@ def load_settings(
             )
     if problems:
         raise ConfigError(problems)
+    named = broker or env.get("TOOLBUS_BROKER") or file.get("broker")
     return Settings(
-        broker=broker or env.get("TOOLBUS_BROKER") or str(file.get("broker") or DEFAULT_BROKER),
+        broker=str(named or DEFAULT_BROKER),
+        broker_named=bool(named),
         config=config_path,
         broker_options=file.get("broker-options", {}),
         state=state or env.get("TOOLBUS_STATE") or state_in_file,

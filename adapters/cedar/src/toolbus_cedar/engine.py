@@ -43,10 +43,10 @@ from toolbus.domain.access.policy import (
 )
 from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import ConfigError, Problem
-from toolbus_cedar.fixes import explained
+from toolbus_cedar.fixes import explained, named_attribute, unknown_argument
 from toolbus_cedar.reading import Located, PolicyText, read
 from toolbus_cedar.reading import Problem as FileProblem
-from toolbus_cedar.references import References, references
+from toolbus_cedar.references import References, arguments_named, references
 from toolbus_cedar.schema import CallSchema, ValueProblem, call_schema, cedar_value, user_problems
 from toolbus_cedar.watching import watch
 
@@ -58,6 +58,8 @@ DECISIONS_KEPT = 8192
 PRINCIPALS_KEPT = 1024
 _ACTION = {"type": "Action", "id": "call"}
 _WRONG_TYPES = "its arguments do not have the types its tool declares"
+#: The types of JSON's scalar values as Python reads them; anything else is keyed by its JSON.
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def _files_of(paths: Sequence[Path]) -> tuple[list[Path], list[FileProblem]]:
@@ -112,14 +114,28 @@ class Policies:
         """The policies checked against ``schema``: every mistake, with its file and line."""
         result = cedarpy.validate_policies(self.text.text, schema.text)
         found = []
+        reported: set[tuple[str, str | None]] = set()
         for error in result.errors:
-            where = self.text.policies.get(error.policy_id)
-            message = explained(error.error, schema)
-            if where is None:
-                found.append(Problem("policy files", "", message))
-            else:
-                found.append(Problem(f"policy file {where.file}, line {where.line}", "", message))
+            reported.add((error.policy_id, named_attribute(error.error)))
+            found.append(self._problem(error.policy_id, explained(error.error, schema)))
+        # Cedar types `context.arguments has ctiy` as false when no tool declares `ctiy`,
+        # and checks nothing behind it: a misspelt name under the guard the docs recommend
+        # would quietly turn a forbid off. Every argument a policy names must exist.
+        for policy_id, policy in self.text.json.items():
+            for name in sorted(arguments_named(policy) - schema.arguments.keys()):
+                if (policy_id, name) not in reported:
+                    message = (
+                        f"names the argument {name!r} (context.arguments has {name} is never "
+                        f"true, so the policy never applies); {unknown_argument(name, schema)}"
+                    )
+                    found.append(self._problem(policy_id, message))
         return found
+
+    def _problem(self, policy_id: str, message: str) -> Problem:
+        where = self.text.policies.get(policy_id)
+        if where is None:
+            return Problem("policy files", "", message)
+        return Problem(f"policy file {where.file}, line {where.line}", "", message)
 
 
 class Compiled:
@@ -225,27 +241,33 @@ class Compiled:
 
 
 def _key(request: PolicyRequest, state: bool, picked: dict[str, Any]) -> Any:
-    """What the decision on ``request`` depends on, hashable; ``None`` when it cannot be."""
-    try:
-        values = tuple(sorted(picked.items()))
-        key = (
-            request.user,
-            request.groups,
-            request.tool.name,
-            request.state if state else None,
-            values,
-        )
-        hash(key)
-    except TypeError:  # a list or an object among the values read
-        text = json.dumps(picked, sort_keys=True, default=str)
-        return (
-            request.user,
-            request.groups,
-            request.tool.name,
-            request.state if state else None,
-            text,
-        )
-    return key
+    """What the decision on ``request`` depends on, hashable; ``None`` when it cannot be.
+
+    Values are kept apart by their JSON types: Python holds ``true == 1 == 1.0``
+    (with equal hashes), but Cedar permits a Boolean ``true`` and refuses a
+    number where the schema says Bool, so a decision made for one must never be
+    found for the others.
+    """
+    values: Any = []
+    for name, value in picked.items():
+        kind = type(value)
+        if kind not in _SCALARS:  # a list or an object: its JSON text keeps them apart too
+            try:
+                values = json.dumps(picked, sort_keys=True, allow_nan=False)
+            except (TypeError, ValueError):  # not JSON: decided afresh every time
+                return None
+            break
+        values.append((name, kind, value))
+    else:
+        values.sort()
+        values = tuple(values)
+    return (
+        request.user,
+        request.groups,
+        request.tool.name,
+        request.state if state else None,
+        values,
+    )
 
 
 def _tool_entity(tool: Any) -> dict[str, Any]:

@@ -9,24 +9,33 @@ from toolbus_cedar.schema import CallSchema
 _ATTRIBUTE = re.compile(r"attribute `(?:arguments\.)?([^`]+)`")
 
 
+def named_attribute(message: str) -> str | None:
+    """The attribute a Cedar validation message is about, if it names one."""
+    named = _ATTRIBUTE.search(message)
+    return named.group(1) if named else None
+
+
+def unknown_argument(name: str, schema: CallSchema) -> str:
+    """Why policies cannot use the argument ``name``, and the fix."""
+    why = schema.unusable.get(name)
+    if why is not None:
+        return f"policies cannot use argument {name!r}: {why}"
+    known = ", ".join(schema.arguments) or "none"
+    return (
+        f"no tool declares an argument {name!r} (the arguments policies can use: "
+        f"{known}); correct the name, or declare the argument in the tool's arguments"
+    )
+
+
 def explained(message: str, schema: CallSchema) -> str:
     """``message`` (Cedar's, without its ``for policy `policyN`, `` prefix) and the fix."""
     text = re.sub(r"^for policy `[^`]+`, ", "", message)
-    named = _ATTRIBUTE.search(text)
-    attribute = named.group(1) if named else ""
+    attribute = named_attribute(text) or ""
     if "unable to guarantee safety of access to optional attribute" in text:
         subject = "context.arguments" if "in context" in text else "principal"
         fix = f"test that it is there first: {subject} has {attribute} && ..."
     elif "in context" in text and "not found" in text:
-        why = schema.unusable.get(attribute)
-        if why is not None:
-            fix = f"policies cannot use argument {attribute!r}: {why}"
-        else:
-            known = ", ".join(schema.arguments) or "none"
-            fix = (
-                f"no tool declares an argument {attribute!r} (the arguments policies can use: "
-                f"{known}); correct the name, or declare the argument in the tool's arguments"
-            )
+        fix = unknown_argument(attribute, schema)
     elif "on entity type `User`" in text and "not found" in text:
         known = ", ".join(schema.user_attributes) or "none"
         fix = (

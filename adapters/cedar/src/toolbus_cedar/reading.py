@@ -105,7 +105,7 @@ def _one_file(path: Path, text: str) -> list[Located] | Problem:
             "holds a template (a policy with ?principal or ?resource); write each policy "
             "for the principals and tools it is about",
         )
-    ends = [_end_of(lines, n + 1) for n in range(len(parsed))]
+    ends = _policy_ends(lines, len(parsed))
     starts = []
     previous = 0
     for end in ends:
@@ -141,17 +141,24 @@ def _failing_line(lines: list[str]) -> int:
     return low
 
 
-def _end_of(lines: list[str], policies: int) -> int:
-    """The number of lines the first ``policies`` policies take."""
-    low, high = 1, len(lines)
-    while low < high:
-        middle = (low + high) // 2
-        count, _ = _parses("\n".join(lines[:middle]))
-        if count is not None and count >= policies:
-            high = middle
-        else:
-            low = middle + 1
-    return low
+def _policy_ends(lines: list[str], policies: int) -> list[int]:
+    """The line each policy ends on (1-based), for a text that parses as ``policies``.
+
+    A policy ends with ``;``: only the beginnings that end on a line holding one
+    are parsed. (A search by halving would need "the first N lines hold at least
+    k policies" to stay true once true, and it does not: a beginning that stops
+    inside the next policy's annotations does not parse at all.)
+    """
+    ends: list[int] = []
+    for number, line in enumerate(lines, start=1):
+        if ";" not in line:
+            continue
+        count, _ = _parses("\n".join(lines[:number]))
+        while count is not None and len(ends) < min(count, policies):
+            ends.append(number)
+        if len(ends) == policies:
+            break
+    return ends + [len(lines)] * (policies - len(ends))
 
 
 def _first_code_line(lines: list[str], after: int) -> int:

@@ -43,6 +43,11 @@ def references(policies: Iterable[Mapping[str, Any]]) -> References:
     return found
 
 
+def arguments_named(policy: Mapping[str, Any]) -> frozenset[str]:
+    """The arguments one policy (Cedar's JSON form) names, read or tested with ``has``."""
+    return _read(policy).arguments or frozenset()
+
+
 def _attribute_of(node: Any) -> tuple[Any, str] | None:
     """``(what, attribute)`` when ``node`` reads an attribute (``x.a``, ``x["a"]``, ``x has a``)."""
     if not isinstance(node, Mapping) or len(node) != 1:

@@ -26,7 +26,7 @@ as in every adapter; its readers take turns to fetch.
 
 from toolbus.domain.errors import BrokerOptionError
 from toolbus_kafka.bus import KafkaBus, connect
-from toolbus_kafka.errors import KafkaTopicError, KafkaUnavailable, MessageRefused
+from toolbus_kafka.errors import KafkaTopicError, KafkaUnavailable
 from toolbus_kafka.options import KafkaOptions, parse_options
 
 __all__ = [
@@ -35,7 +35,6 @@ __all__ = [
     "KafkaOptions",
     "KafkaTopicError",
     "KafkaUnavailable",
-    "MessageRefused",
     "connect",
     "parse_options",
 ]

@@ -23,7 +23,7 @@ from toolbus._internal.reachability import refused_by_all
 from toolbus.domain.calls.queues import parse_queue
 from toolbus.domain.errors import BusClosed
 from toolbus_kafka.errors import KafkaUnavailable
-from toolbus_kafka.logs import throttle_aiokafka_logs
+from toolbus_kafka.logs import throttle_client_logs
 from toolbus_kafka.options import KafkaOptions, parse_options
 from toolbus_kafka.provisioning import TopicManager
 from toolbus_kafka.publishing import FRAMING, Publisher
@@ -41,7 +41,7 @@ class KafkaBus:
     """A connection to a Kafka cluster. Create it with :func:`connect`."""
 
     def __init__(self, options: KafkaOptions) -> None:
-        throttle_aiokafka_logs()
+        throttle_client_logs()
         self.options = options
         #: What every aiokafka client of this bus is made with: brokers, TLS, SASL.
         self._client = {**options.connection_kwargs(), **security_kwargs(options)}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from toolbus.domain.errors import BusClosed, MessageTooLarge, ToolbusError
+from toolbus.domain.errors import BusClosed, MessageRefused, ToolbusError
 
 
 class KafkaTopicError(ToolbusError):
@@ -23,17 +23,11 @@ class KafkaUnavailable(BusClosed):
     """The Kafka brokers could not be reached, or refused a request."""
 
 
-class MessageRefused(MessageTooLarge):
-    """The broker refused a message as too large: its limit is below toolbus's own."""
-
-    def __init__(self, size: int, topic: str) -> None:
-        self.size = size
-        #: The broker's limit is not known to the client.
-        self.limit = 0
-        self.topic = topic
-        ToolbusError.__init__(
-            self,
-            f"the Kafka broker refused a message of {size:,} bytes on topic {topic!r} as too "
-            "large; raise the topic's max.message.bytes (and the broker's message.max.bytes), "
-            "or lower the adapter's max_message_size to what the broker accepts",
-        )
+def message_refused(size: int, topic: str) -> MessageRefused:
+    """The broker refused a message of ``size`` bytes on ``topic`` as too large."""
+    return MessageRefused(
+        size,
+        f"the Kafka broker refused a message of {size:,} bytes on topic {topic!r} as too large",
+        "raise the topic's max.message.bytes (and the broker's message.max.bytes), or lower "
+        "the adapter's max_message_size to what the broker accepts",
+    )

@@ -13,7 +13,7 @@ from __future__ import annotations
 from toolbus._internal.throttled_log import ThrottlingFilter, throttle_loggers
 
 #: Every aiokafka logger that writes warnings or errors.
-AIOKAFKA_LOGGERS = (
+CLIENT_LOGGERS = (
     "aiokafka",
     "aiokafka.admin.client",
     "aiokafka.cluster",
@@ -29,6 +29,6 @@ AIOKAFKA_LOGGERS = (
 _THROTTLING = ThrottlingFilter()
 
 
-def throttle_aiokafka_logs() -> None:
+def throttle_client_logs() -> None:
     """Throttle aiokafka's repeated warnings and errors (idempotent; process-wide)."""
-    throttle_loggers(AIOKAFKA_LOGGERS, _THROTTLING)
+    throttle_loggers(CLIENT_LOGGERS, _THROTTLING)

@@ -22,7 +22,7 @@ from aiokafka.errors import (
 
 from toolbus.domain.calls.wire import PROP_ID
 from toolbus.domain.errors import BusClosed, MessageTooLarge
-from toolbus_kafka.errors import KafkaUnavailable, MessageRefused
+from toolbus_kafka.errors import KafkaUnavailable, message_refused
 from toolbus_kafka.options import KafkaOptions
 from toolbus_kafka.provisioning import TopicManager
 
@@ -80,7 +80,7 @@ class Publisher:
                 await self.topics.ensure_again(topic)
                 await self._send(topic, body, headers, call_id)
         except MessageSizeTooLargeError as exc:
-            raise MessageRefused(len(body), topic) from exc
+            raise message_refused(len(body), topic) from exc
         except KafkaError as exc:
             if self.closed:
                 raise BusClosed("the Kafka bus connection is closed") from exc

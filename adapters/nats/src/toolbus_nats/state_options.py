@@ -35,10 +35,10 @@ from toolbus._internal.broker_options import (
     Text,
     at_most,
     parse_broker_options,
-    public_url,
     split_url,
 )
 from toolbus._internal.state_keys import check_namespace, key_bytes
+from toolbus._internal.urls import redact_url
 from toolbus.domain.errors import BrokerOptionError, Problem
 from toolbus_nats.options import DEFAULT_PORT, NatsOptions, parse_options
 
@@ -99,7 +99,7 @@ def parse_state_options(url: str, options: Mapping[str, Any] | None = None) -> N
     its problems are reported as the state store URL's, with the options' own.
     """
     parts = split_url(url, "NATS", DEFAULT_PORT)
-    where = f"state store URL {public_url(parts)!r}"
+    where = f"state store URL {redact_url(url)!r}"
     values: dict[str, Any] = {}
     problems: list[Problem] = []
     try:

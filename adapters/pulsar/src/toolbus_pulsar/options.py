@@ -19,7 +19,7 @@ import json
 import math
 from collections.abc import Iterator, Mapping
 from typing import Annotated, Any, ClassVar
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import pydantic
 
@@ -34,9 +34,9 @@ from toolbus._internal.broker_options import (
     host_ports,
     one_of,
     parse_broker_url,
-    public_url,
 )
 from toolbus._internal.broker_tls import TlsOptions
+from toolbus._internal.urls import redact_url
 
 SCHEMES = ("pulsar", "pulsar+ssl")
 DEFAULT_PORT = 6650
@@ -143,8 +143,8 @@ class PulsarOptions(TlsOptions):
 
     @property
     def safe_url(self) -> str:
-        """The service URL as it may be shown to people: no query, no user info."""
-        return public_url(urlsplit(self.service_url))
+        """The service URL as it may be shown to people (it has no query or user info)."""
+        return redact_url(self.service_url)
 
     def client_key(self) -> tuple[Any, ...]:
         """Identity of the pulsar-client ``Client`` these options need (see ``clients``)."""
@@ -194,5 +194,5 @@ def parse_options(url: str, options: Mapping[str, Any] | None = None) -> PulsarO
     parts = urlsplit(url)
     if parsed.uses_tls:
         parts = parts._replace(scheme="pulsar+ssl")
-    parsed._service_url = public_url(parts)
+    parsed._service_url = urlunsplit(parts._replace(query="", fragment=""))
     return parsed

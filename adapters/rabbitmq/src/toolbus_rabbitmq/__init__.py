@@ -24,12 +24,11 @@ AsyncAPI terms) and ``plugin`` (the entry point).
 
 from toolbus.domain.errors import BrokerOptionError
 from toolbus_rabbitmq.bus import RabbitMQBus, connect
-from toolbus_rabbitmq.errors import MessageRefused, RabbitMQRefused, RabbitMQUnavailable
+from toolbus_rabbitmq.errors import RabbitMQRefused, RabbitMQUnavailable
 from toolbus_rabbitmq.options import RabbitMQOptions, parse_options
 
 __all__ = [
     "BrokerOptionError",
-    "MessageRefused",
     "RabbitMQBus",
     "RabbitMQOptions",
     "RabbitMQRefused",

@@ -31,7 +31,14 @@ from toolbus._internal.reachability import CHECK_TIMEOUT, refused_by_all
 from toolbus.domain.calls.queues import parse_queue
 from toolbus.domain.errors import BusClosed
 from toolbus.ports import MessageHandler
-from toolbus_rabbitmq.errors import RabbitMQUnavailable, too_large, translate
+from toolbus_rabbitmq.errors import (
+    CHECK_LOGIN,
+    RabbitMQUnavailable,
+    login_refused,
+    too_large,
+    translate,
+    why_not_connected,
+)
 from toolbus_rabbitmq.logs import throttle_client_logs
 from toolbus_rabbitmq.naming import exchange_for
 from toolbus_rabbitmq.options import RabbitMQOptions, parse_options
@@ -266,6 +273,7 @@ async def connect(url: str, options: Mapping[str, Any] | None = None) -> RabbitM
     context = tls_context(settings)
     properties: FieldTable | None = {"connection_name": settings.name} if settings.name else None
     failures: list[str] = []
+    refusals = 0
     for index, node in enumerate(urls):
         try:
             connection = await aio_pika.connect_robust(
@@ -276,14 +284,17 @@ async def connect(url: str, options: Mapping[str, Any] | None = None) -> RabbitM
                 client_properties=properties,
             )
         except Exception as exc:
-            reason = translate(exc, "connect", settings.servers[index])
-            failures.append(f"{settings.servers[index]}: {reason}")
+            failures.append(f"{settings.servers[index]} {why_not_connected(exc)}")
+            refusals += login_refused(exc)
             continue
         # Later nodes first, so that a reconnection tries the others in turn.
         return RabbitMQBus(connection, settings, urls[index:] + urls[:index])
-    raise RabbitMQUnavailable(
-        "cannot connect to RabbitMQ: "
-        + "; ".join(failures)
-        + ". Check that RabbitMQ runs there and that the URL, credentials and TLS options "
+    # One piece of advice, after every node's few words: the one that fits when every
+    # node refused the login, else what to check in general.
+    advice = (
+        CHECK_LOGIN
+        if refusals == len(failures)
+        else "check that RabbitMQ runs there and that the URL, credentials and TLS options "
         "are right"
     )
+    raise RabbitMQUnavailable(f"cannot connect to RabbitMQ: {'; '.join(failures)}; {advice}")

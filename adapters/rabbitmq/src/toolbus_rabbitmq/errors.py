@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import aiormq.exceptions
 
-from toolbus.domain.errors import BusClosed, MessageTooLarge, ToolbusError
+from toolbus.domain.errors import BusClosed, MessageRefused, MessageTooLarge, ToolbusError
 
 HOW_TO_RAISE_MAX_MESSAGE = (
     "raise it with amqp://...?max_message_size=BYTES (the broker's own max_message_size, "
@@ -21,25 +21,36 @@ class RabbitMQRefused(ToolbusError):
     or a message it would not take."""
 
 
-class MessageRefused(MessageTooLarge):
-    """The broker refused a message as too large: its limit is below toolbus's own."""
-
-    def __init__(self, size: int, exchange: str, reason: str) -> None:
-        self.size = size
-        #: The broker's limit is in its reason, not known to the client.
-        self.limit = 0
-        self.exchange = exchange
-        ToolbusError.__init__(
-            self,
-            f"RabbitMQ refused a message of {size:,} bytes on exchange {exchange!r} ({reason}); "
-            "raise the broker's max_message_size in rabbitmq.conf, or lower the adapter's "
-            "max_message_size to what the broker accepts",
-        )
+def message_refused(size: int, exchange: str, reason: str) -> MessageRefused:
+    """The broker refused a message of ``size`` bytes on ``exchange`` as too large."""
+    return MessageRefused(
+        size,
+        f"RabbitMQ refused a message of {size:,} bytes on exchange {exchange!r} ({reason})",
+        "raise the broker's max_message_size in rabbitmq.conf, or lower the adapter's "
+        "max_message_size to what the broker accepts",
+    )
 
 
 def too_large(size: int, limit: int) -> MessageTooLarge:
     """The error for a body over the adapter's ``max_message_size``."""
     return MessageTooLarge(size, limit, HOW_TO_RAISE_MAX_MESSAGE)
+
+
+#: What to check when RabbitMQ refuses the login.
+CHECK_LOGIN = "check the user, the password and that the user may use the vhost"
+
+
+def login_refused(exc: BaseException) -> bool:
+    """Whether ``exc`` is RabbitMQ refusing the login (not the node being away)."""
+    return isinstance(
+        exc, aiormq.exceptions.AuthenticationError | aiormq.exceptions.ProbableAuthenticationError
+    )
+
+
+def why_not_connected(exc: BaseException) -> str:
+    """What one node's failure to connect was, in a few words (no advice: the caller
+    gives it once for every node)."""
+    return "refused the login" if login_refused(exc) else reason(exc)
 
 
 def translate(exc: Exception, doing: str, where: str) -> Exception:
@@ -48,26 +59,23 @@ def translate(exc: Exception, doing: str, where: str) -> Exception:
         return exc
     if isinstance(exc, aiormq.exceptions.ChannelPreconditionFailed):
         return RabbitMQRefused(
-            f"cannot {doing}: RabbitMQ said {_reason(exc)}. A queue or exchange of that "
+            f"cannot {doing}: RabbitMQ said {reason(exc)}. A queue or exchange of that "
             "name exists with other settings (durable or not, its queue type, its "
             "arguments): delete it (rabbitmqctl delete_queue NAME) or use another name"
         )
     if isinstance(exc, aiormq.exceptions.ChannelAccessRefused):
         return RabbitMQRefused(
-            f"cannot {doing}: RabbitMQ refused access ({_reason(exc)}); grant the user "
+            f"cannot {doing}: RabbitMQ refused access ({reason(exc)}); grant the user "
             "configure, write and read permissions on the vhost for these names "
             "(rabbitmqctl set_permissions)"
         )
     if isinstance(exc, aiormq.exceptions.ChannelLockedResource):
         return RabbitMQRefused(
-            f"cannot {doing}: {_reason(exc)}; another connection holds that exclusive queue"
+            f"cannot {doing}: {reason(exc)}; another connection holds that exclusive queue"
         )
-    if isinstance(
-        exc, aiormq.exceptions.AuthenticationError | aiormq.exceptions.ProbableAuthenticationError
-    ):
+    if login_refused(exc):
         return RabbitMQUnavailable(
-            f"cannot {doing}: RabbitMQ at {where} refused the login; check the user, the "
-            "password and that the user may use the vhost"
+            f"cannot {doing}: RabbitMQ at {where} refused the login; {CHECK_LOGIN}"
         )
     if isinstance(exc, aiormq.exceptions.DeliveryError):
         return RabbitMQRefused(
@@ -83,12 +91,12 @@ def translate(exc: Exception, doing: str, where: str) -> Exception:
         | TimeoutError,
     ):
         return RabbitMQUnavailable(
-            f"cannot {doing}: RabbitMQ at {where} is not reachable now ({_reason(exc)}); "
+            f"cannot {doing}: RabbitMQ at {where} is not reachable now ({reason(exc)}); "
             "the connection is being restored"
         )
     return exc
 
 
-def _reason(exc: BaseException) -> str:
+def reason(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
     return text if len(text) < 300 else text[:297] + "..."

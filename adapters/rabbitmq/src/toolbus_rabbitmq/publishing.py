@@ -35,8 +35,8 @@ from aio_pika.abc import (
 )
 
 from toolbus_rabbitmq.errors import (
-    MessageRefused,
     RabbitMQUnavailable,
+    message_refused,
     translate,
 )
 from toolbus_rabbitmq.naming import PUBLISHED_AT_HEADER
@@ -212,7 +212,7 @@ class Publisher:
 
     def _failure(self, exc: Exception, exchange_name: str, size: int) -> Exception:
         if isinstance(exc, aiormq.exceptions.ChannelPreconditionFailed) and "max size" in str(exc):
-            return MessageRefused(size, exchange_name, str(exc))
+            return message_refused(size, exchange_name, str(exc))
         return translate(exc, f"publish to exchange {exchange_name!r}", self._where)
 
     async def close(self) -> None:

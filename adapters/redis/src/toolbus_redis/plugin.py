@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from toolbus.plugins import StateStoreInfo, StateStoreRegistrar, hookimpl
-from toolbus_redis.options import SCHEMES
-from toolbus_redis.store import connect
+from toolbus_redis.state import connect
+from toolbus_redis.state_options import SCHEMES
 
 
 @hookimpl

@@ -13,6 +13,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from toolbus._internal.web_server import several_authorizations
+from toolbus.application.identity.bearer import AuthFailure, InsufficientScope, KeysUnavailable
 from toolbus.domain.errors import (
     AccessDenied,
     ApprovalClosed,
@@ -37,9 +39,10 @@ from toolbus_gateway import (
     task_routes,
     tool_routes,
 )
-from toolbus_gateway.auth import AuthFailure
 from toolbus_gateway.console_sessions import ConsoleSessions
+from toolbus_gateway.credential_headers import OneCredential
 from toolbus_gateway.direct import HEALTHZ, DirectRoutes
+from toolbus_gateway.discovery import metadata_router
 from toolbus_gateway.gateway import Gateway
 from toolbus_gateway.http_auth import ConsoleForbidden, gateway_of
 from toolbus_gateway.limits import BodySizeLimit
@@ -49,6 +52,9 @@ from toolbus_gateway.sessions import SessionExists
 from toolbus_gateway.streams import STREAMS_RETRY_AFTER, StreamLimit
 from toolbus_gateway.tasks import GatewayStopping
 
+#: Seconds a caller waits before trying again while the identity provider's keys are missing.
+KEYS_RETRY_AFTER = 10
+
 
 class GatewayApp(FastAPI):
     """FastAPI, with ``/healthz`` and ordinary tool calls answered before its router
@@ -57,7 +63,7 @@ class GatewayApp(FastAPI):
     direct: DirectRoutes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
+        if scope["type"] == "http" and not several_authorizations(scope["headers"]):
             direct = self.direct
             matched = direct.match(scope)
             if matched == HEALTHZ:
@@ -113,8 +119,12 @@ def create_app(gateway: Gateway, *, run_gateway: bool = True) -> FastAPI:
     app.include_router(console.router)
     app.include_router(console_tasks.router)
     app.include_router(asyncapi.router)
+    if gateway.authenticator.resource is not None:
+        app.include_router(metadata_router(gateway.authenticator.resource))
     app.mount("/console/static", StaticFiles(directory=console.STATIC), name="console-static")
+    app.add_api_route("/favicon.ico", console.favicon, include_in_schema=False)
     _add_error_answers(app)
+    app.add_middleware(OneCredential)
     app.add_middleware(BodySizeLimit, max_bytes=gateway.settings.max_body_bytes)
     app.add_middleware(RequestCounter, gateway=gateway)
     app.add_middleware(SecurityHeaders)
@@ -126,11 +136,28 @@ def _error(status: int, error: str, message: str, **extra: Any) -> JSONResponse:
 
 
 def _unauthenticated(gateway: Gateway, exc: AuthFailure) -> JSONResponse:
-    challenge = 'Bearer realm="toolbus"'
-    if exc.reason != "missing":
-        challenge += f', error="invalid_token", error_description="{exc.reason}"'
     response = _error(401, "unauthenticated", exc.message, reason=exc.reason)
-    response.headers["WWW-Authenticate"] = challenge
+    response.headers["WWW-Authenticate"] = gateway.authenticator.challenge(exc)
+    return response
+
+
+def _insufficient_scope(gateway: Gateway, exc: InsufficientScope) -> JSONResponse:
+    gateway.metrics.auth_failures.labels(exc.reason).inc()
+    response = _error(
+        403,
+        "insufficient-scope",
+        exc.message,
+        denied_groups=list(exc.denied),
+        scopes=list(exc.scopes),
+    )
+    response.headers["WWW-Authenticate"] = gateway.authenticator.challenge(exc)
+    return response
+
+
+def _no_keys(gateway: Gateway, exc: KeysUnavailable) -> JSONResponse:
+    # The identity provider cannot be reached: nothing the caller sent was wrong.
+    response = _error(503, "keys-unavailable", str(exc))
+    response.headers["Retry-After"] = str(KEYS_RETRY_AFTER)
     return response
 
 
@@ -140,12 +167,7 @@ def _denied(gateway: Gateway, exc: AccessDenied) -> JSONResponse:
 
 
 def _not_operator(gateway: Gateway, exc: ConsoleForbidden) -> JSONResponse:
-    return _error(
-        403,
-        "forbidden",
-        f"user {exc.args[0]!r} may not open the console; it is for the users in "
-        "console-users ([gateway]), or with '*' among their groups when that is not set",
-    )
+    return _error(403, "forbidden", exc.message)
 
 
 def _too_many(gateway: Gateway, exc: LimitReached) -> JSONResponse:
@@ -217,6 +239,8 @@ def _unavailable(gateway: Gateway, exc: ToolbusError) -> JSONResponse:
 #: direct ones alike (the most specific class that matches wins).
 ERROR_ANSWERS: dict[type[Exception], Callable[[Gateway, Any], JSONResponse]] = {
     AuthFailure: _unauthenticated,
+    InsufficientScope: _insufficient_scope,
+    KeysUnavailable: _no_keys,
     AccessDenied: _denied,
     ConsoleForbidden: _not_operator,
     LimitReached: _too_many,

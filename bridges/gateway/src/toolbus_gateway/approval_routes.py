@@ -14,9 +14,9 @@ from typing import Any
 from fastapi import Request
 
 from toolbus.application.doors.approvals import ApprovalBook
+from toolbus.application.identity.bearer import Principal
 from toolbus.domain.access.approvals import Approval
 from toolbus.domain.errors import ApprovalNotFound
-from toolbus_gateway.auth import Principal
 from toolbus_gateway.http_auth import gateway_of
 from toolbus_gateway.models import ApprovalList, ApprovalView, Decision
 from toolbus_gateway.routing import v1_router

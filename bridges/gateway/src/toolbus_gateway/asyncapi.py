@@ -16,9 +16,9 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
 from toolbus.application.calls.advertising import toolbus_version
+from toolbus.application.identity.bearer import Principal
 from toolbus.domain.asyncapi.document import asyncapi_document
 from toolbus.plugins import asyncapi_broker
-from toolbus_gateway.auth import Principal
 from toolbus_gateway.gateway import Gateway
 from toolbus_gateway.http_auth import console_caller, gateway_of
 

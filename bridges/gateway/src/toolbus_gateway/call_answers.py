@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from toolbus import AgentSession, CallOutcome
+from toolbus.application.identity.bearer import Principal
 from toolbus.domain.errors import UnknownTool
 from toolbus.domain.tasks import Task
 from toolbus_gateway.gateway import Gateway
@@ -72,20 +73,22 @@ def wants_task(gateway: Gateway, name: str, preference: Preference) -> bool:
 
 async def answer_call(
     gateway: Gateway,
-    user: str,
+    caller: Principal,
     name: str,
     arguments: Mapping[str, Any] | str | None,
     groups: list[str] | None,
     state: str | None,
     preference: Preference,
 ) -> Answer:
-    """One call outside a session (AccessDenied and StateRefused propagate, audited)."""
+    """One call outside a session: InsufficientScope for groups beyond the caller's token's
+    scopes; AccessDenied and StateRefused (audited) beyond the user's permissions."""
     tasks = tasks_of(gateway)
+    caller.within(groups)
     if wants_task(gateway, name, preference):
-        session: AgentSession = tasks.session(user, groups, state)
+        session: AgentSession = tasks.session(caller.user, groups, state)
     else:
         assert gateway.door is not None
-        session = gateway.door.open(user, groups, state, counted=False)
+        session = gateway.door.open(caller.user, groups, state, counted=False)
     answered = await tasks.begin(session, name, arguments, None, preference)
     return await settled(tasks, answered, preference)
 

@@ -36,9 +36,12 @@ GRACEFUL_SHUTDOWN = 30
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[::1]:8080`` for IPv6) as host and port; ValueError says what is wrong."""
+    """``HOST:PORT`` (``[::1]:8080`` for IPv6) as host and port; ValueError says what is wrong.
+
+    Port 0 has the system choose a free port, which the start-up line names.
+    """
     host, sep, port = listen.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
         raise ValueError(f"--listen {listen!r} is not HOST:PORT, e.g. 127.0.0.1:8080")
     return host.strip("[]"), int(port)
 
@@ -70,11 +73,11 @@ class GatewayArguments:
 def build_gateway(arguments: GatewayArguments) -> tuple[Gateway, str, int]:
     """The :class:`~toolbus_gateway.gateway.Gateway` the arguments describe, and where it
     listens. ConfigError and ValueError say what is wrong."""
+    from toolbus.application.identity.bearer import Authenticator
     from toolbus.application.identity.credentials import load_credentials
     from toolbus.application.identity.signing import CallSigner
     from toolbus.runtime import seal_keys_of
     from toolbus.settings import load_settings
-    from toolbus_gateway.auth import Authenticator, JwtVerifier
     from toolbus_gateway.gateway import Gateway
     from toolbus_gateway.settings import parse_gateway_settings
 
@@ -84,10 +87,12 @@ def build_gateway(arguments: GatewayArguments) -> tuple[Gateway, str, int]:
     host, port = parse_listen(arguments.listen or gateway_settings.listen)
     base = Path(arguments.cwd)
     credentials = load_credentials(settings=settings.file, base_dir=base)
-    verifier = (
-        None
-        if gateway_settings.jwt is None
-        else JwtVerifier.from_settings(gateway_settings.jwt, base_dir=base)
+    authenticator = Authenticator.from_settings(
+        credentials,
+        gateway_settings.jwt,
+        where="toolbus.toml [gateway.jwt]",
+        door="toolbus gateway",
+        base_dir=base,
     )
     source = arguments.sign_key or gateway_settings.sign_key
     signer = None if source is None else CallSigner.load(source, issuer="toolbus-gateway")
@@ -98,7 +103,7 @@ def build_gateway(arguments: GatewayArguments) -> tuple[Gateway, str, int]:
         )
     served = Gateway(
         settings.broker,
-        authenticator=Authenticator(credentials, verifier),
+        authenticator=authenticator,
         config=settings.config,
         live=arguments.live,
         settings=gateway_settings,
@@ -198,6 +203,11 @@ def gateway(
         fail(str(exc))
     except ValueError as exc:  # SigningKeyError included
         fail(str(exc))
+    if workers > 1 and port == 0:
+        fail(
+            f"--workers {workers}: the workers share one port, which must be named: "
+            "--listen HOST:PORT with a port other than 0"
+        )
     if workers > 1 and served.state is None:
         fail(
             f"--workers {workers}: the gateway holds sessions in its process, so each worker "
@@ -213,14 +223,16 @@ def gateway(
             "run one worker"
         )
 
-    where = f"http://{host}:{port}"
     stored = "" if served.state is None else f", sessions in {redact_url(str(served.state))}"
-    serving_line = (
-        f"toolbus gateway on {where} (broker {redact_url(str(served.broker))}{stored}); "
-        "console at /console"
-    )
+
+    def serving_line(port: int) -> str:
+        return (
+            f"toolbus gateway on http://{host}:{port} (broker {redact_url(str(served.broker))}"
+            f"{stored}); console at /console"
+        )
+
     if workers > 1:
-        typer.echo(serving_line, err=True)
+        typer.echo(serving_line(port), err=True)
         # Each worker builds the gateway again from the same arguments, and enters it
         # in its app's lifespan: the broker and the store are each worker's own.
         os.environ[WORKER_ARGUMENTS] = arguments.to_json()
@@ -259,7 +271,8 @@ def gateway(
                         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN,
                     )
                 )
-                typer.echo(serving_line, err=True)  # once bound: callers may connect
+                # Once bound, callers may connect; port 0 had the system choose one.
+                typer.echo(serving_line(listener.getsockname()[1]), err=True)
                 with listener:
                     async with anyio.create_task_group() as tasks:
 

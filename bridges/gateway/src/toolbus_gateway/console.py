@@ -1,9 +1,11 @@
 """The operators' console: one server-rendered page that keeps itself current over SSE.
 
 The page is plain HTML in panels (pending approvals, tasks, services, workflow,
-tools, audit, call rates). Each panel is also served on its own as a fragment; the console's
-small script listens to ``/console/events`` and, when an event says a panel
-changed, fetches that fragment again and swaps it in. Nothing is built on
+tools, audit, call rates), of the whole gateway: with a state store, every
+process sharing it (:mod:`toolbus_gateway.figures`). Each panel is also
+served on its own as a fragment; the console's small script listens to
+``/console/events`` and, when an event says a panel changed, fetches that
+fragment again and swaps it in. Nothing is built on
 the client, so the page works without a build step, and a thousand tools are
 a thousand table rows, filtered in place.
 """
@@ -13,20 +15,21 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
 from html import escape
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from sse_starlette import EventSourceResponse
 
+from toolbus.application.identity.bearer import AuthFailure, Principal
 from toolbus.application.identity.credentials import Secret
 from toolbus.domain.errors import ApprovalClosed, ApprovalNotFound, NotAnApprover
 from toolbus_gateway import console_tasks
 from toolbus_gateway.asyncapi import CONSOLE_PATH as ASYNCAPI_PATH
-from toolbus_gateway.auth import AuthFailure, Principal
 from toolbus_gateway.console_sessions import (
     COOKIE_PATH,
     LOGIN_CSRF_COOKIE,
@@ -35,6 +38,7 @@ from toolbus_gateway.console_sessions import (
     same_token,
 )
 from toolbus_gateway.events import Event
+from toolbus_gateway.figures import counted
 from toolbus_gateway.gateway import Gateway
 from toolbus_gateway.http_auth import (
     ConsoleForbidden,
@@ -51,17 +55,6 @@ router = APIRouter(prefix="/console", include_in_schema=False)
 STATIC = Path(__file__).parent / "static"
 
 ConsoleCaller = Annotated[Principal, Depends(console_caller)]
-#: Audit records shown in the console.
-AUDIT_ROWS = 50
-#: How the console names each kind of refused call; every refusal is highlighted.
-REFUSALS = {
-    "group": "outside the groups",
-    "unknown": "unknown tool",
-    "state": "wrong state",
-    "hook": "denied by a hook",
-    "policy": "forbidden by the policy",
-    "approval": "not approved",
-}
 
 
 # ------------------------------------------------------------------ pages
@@ -73,11 +66,18 @@ async def console_page(request: Request) -> Response:
     try:
         caller = await console_caller(request)
     except AuthFailure as failure:
+        if failure.reason == "missing" and _wants_html(request):
+            # A browser opening the console: the log-in page is the page, not a failure
+            # (a 401 would be an error in its console on every visit).
+            return _login(request, "", status_code=200)
         message = "" if failure.reason == "missing" else failure.message
         return _login(request, message)
-    except ConsoleForbidden:
-        raise
+    except ConsoleForbidden as refused:
+        if not _wants_html(request):
+            raise  # a program asking: the API's JSON answer
+        return _login(request, refused.message, status_code=403)
     session = await console_session(request)
+    await gateway.figures.refresh()
     # A bearer-header caller has no session, and so no log-out form to protect.
     return HTMLResponse(
         _page(
@@ -89,6 +89,15 @@ async def console_page(request: Request) -> Response:
     )
 
 
+def _wants_html(request: Request) -> bool:
+    return "text/html" in request.headers.get("accept", "")
+
+
+async def favicon() -> FileResponse:
+    """The gateway's icon, at ``/favicon.ico`` too: browsers ask for it on any page."""
+    return FileResponse(STATIC / "favicon.svg", media_type="image/svg+xml")
+
+
 @router.post("/login")
 async def login(request: Request) -> Response:
     form = parse_qs((await request.body()).decode("utf-8", "replace"))
@@ -96,11 +105,12 @@ async def login(request: Request) -> Response:
         return _login(request, "the log-in form expired; log in again", status_code=403)
     token = _field(form, "token").strip()
     try:
-        caller = authenticate(request, Secret(token) if token else None)
+        caller = await authenticate(request, Secret(token) if token else None)
     except AuthFailure as failure:
         return _login(request, failure.message)
     if not gateway_of(request).may_use_console(caller.user):
-        raise ConsoleForbidden(caller.user)
+        # A person at the log-in form: a page saying why, to log in as someone else.
+        return _login(request, ConsoleForbidden(caller.user).message, status_code=403)
     sessions = console_sessions(request)
     cookie, _ = sessions.issue(caller)
     response = RedirectResponse("/console", status_code=303)
@@ -166,7 +176,9 @@ async def fragment(request: Request, name: str, caller: ConsoleCaller) -> HTMLRe
     render = FRAGMENTS.get(name)
     if render is None:
         return HTMLResponse(f"<p>no panel {escape(name)!r}</p>", status_code=404)
-    return HTMLResponse(render(gateway_of(request)))
+    gateway = gateway_of(request)
+    await gateway.figures.refresh()
+    return HTMLResponse(render(gateway))
 
 
 @router.get("/events")
@@ -227,11 +239,11 @@ def _decision_failed(message: str, status_code: int) -> HTMLResponse:
 
 
 def _approvals(gateway: Gateway, caller: Principal, csrf: str) -> str:
-    pending = [a for a in gateway.pending_approvals if a.open_at(time.time())]
+    now = time.time()
+    pending = [a for a in gateway.pending_approvals if a.open_at(now)]
     if not pending:
         return '<p class="empty">No call is waiting for approval.</p>'
     rows = []
-    now = time.time()
     for approval in pending:
         arguments = json.dumps(approval.arguments, ensure_ascii=False)
         if approval.may_decide(caller.user):
@@ -244,24 +256,44 @@ def _approvals(gateway: Gateway, caller: Principal, csrf: str) -> str:
                 '<button type="submit" name="decision" value="deny">deny</button></form>'
             )
         else:
-            action = f"for {escape(', '.join(approval.approvers))}"
+            action = '<span class="empty" title="not among its approvers">not yours</span>'
+        approvers = ", ".join(approval.approvers)
+        if approval.team:
+            approvers = f"{approval.team}: {approvers}"
+        since = datetime.fromtimestamp(approval.created_at, UTC)
+        # data-label: on a narrow window each approval is a card, its cells labelled.
         rows.append(
             f'<tr data-approval="{escape(approval.id)}" data-tool="{escape(approval.tool)}">'
-            f"<td>{escape(approval.user)}</td><td>{escape(approval.tool)}</td>"
-            f'<td class="arguments">{escape(arguments)}</td><td>{escape(approval.reason)}</td>'
-            f"<td>{max(0, int(approval.expires_at - now))} s</td><td>{action}</td></tr>"
+            f'<td class="since" data-label="waiting since (UTC)">'
+            f'<time datetime="{since.isoformat()}">{since:%H:%M:%S}</time> '
+            f'<span class="waited" data-since="{int(approval.created_at * 1000)}">'
+            f"({human_seconds(now - approval.created_at)})</span></td>"
+            f'<td data-label="user">{escape(approval.user)}</td>'
+            f'<td data-label="tool">{escape(approval.tool)}</td>'
+            f'<td class="arguments" data-label="arguments">{escape(arguments)}</td>'
+            f'<td data-label="why">{escape(approval.reason)}</td>'
+            f'<td class="approvers" data-label="approvers">{escape(approvers)}</td>'
+            f'<td class="expires" data-label="expires in" '
+            f'data-expires="{int(approval.expires_at * 1000)}">'
+            f"{human_seconds(approval.expires_at - now)}</td>"
+            f'<td class="decision">{action}</td></tr>'
         )
     return (
-        "<table><thead><tr><th>user</th><th>tool</th><th>arguments</th><th>why</th>"
-        "<th>expires in</th><th>decision</th></tr></thead><tbody>"
-        + "".join(rows)
-        + "</tbody></table>"
+        "<table><thead><tr><th>waiting since (UTC)</th><th>user</th><th>tool</th>"
+        "<th>arguments</th><th>why</th><th>approvers</th><th>expires in</th>"
+        "<th>decision</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
     )
 
 
-def counted(n: int, noun: str) -> str:
-    """``1 tool``, ``2 tools``: a count with its noun (the console's nouns are regular)."""
-    return f"{n} {noun}{'' if n == 1 else 's'}"
+def human_seconds(seconds: float) -> str:
+    """``42 s``, ``4 m 59 s``, ``2 h 5 m``: a duration as a person reads it (the
+    console's script writes the same as it ticks)."""
+    whole = max(0, int(seconds))
+    if whole < 60:
+        return f"{whole} s"
+    if whole < 3600:
+        return f"{whole // 60} m {whole % 60} s"
+    return f"{whole // 3600} h {whole % 3600 // 60} m"
 
 
 def _services(gateway: Gateway) -> str:
@@ -323,45 +355,24 @@ def _tools(gateway: Gateway) -> str:
 
 
 def _audit(gateway: Gateway) -> str:
-    records = list(gateway.audit.records)[:AUDIT_ROWS]
-    if not records:
+    rows = gateway.figures.audit_rows()
+    if not rows:
         return '<p class="empty">No session has ended yet.</p>'
-    rows = []
-    for record in records:
-        denied = record.access_denied
-        outcome = record.outcome
-        refusals = sorted({REFUSALS[c.refusal] for c in record.calls if c.refusal is not None})
-        if denied is not None and denied.state is not None:
-            detail = f"denied: state {denied.state!r} is not an entry state"
-        elif denied is not None:
-            detail = f"denied: groups {', '.join(denied.denied_groups)}"
-        else:
-            detail = (
-                f"{counted(len(record.calls), 'call')}, "
-                f"{record.initial_state} → {record.final_state}"
-            )
-            if refusals:
-                detail += f"; refused: {', '.join(refusals)}"
-        requested = (
-            "default" if record.requested_groups is None else ", ".join(record.requested_groups)
-        )
-        kind = "denied" if denied is not None else "refused" if refusals else escape(outcome)
-        rows.append(
-            f'<tr class="{kind}">'
-            f"<td>{record.started_at:%H:%M:%S}</td><td>{escape(record.user)}</td>"
-            f"<td>{escape(outcome)}</td><td>{escape(requested or '(none)')}</td>"
-            f"<td>{escape(detail)}</td></tr>"
-        )
+    body = "".join(
+        f'<tr class="{escape(row.kind)}">'
+        f"<td>{row.started_at:%H:%M:%S}</td><td>{escape(row.user)}</td>"
+        f"<td>{escape(row.outcome)}</td><td>{escape(row.requested)}</td>"
+        f"<td>{escape(row.detail)}</td></tr>"
+        for row in rows
+    )
     return (
         "<table><thead><tr><th>time (UTC)</th><th>user</th><th>outcome</th>"
-        "<th>requested groups</th><th>detail</th></tr></thead><tbody>"
-        + "".join(rows)
-        + "</tbody></table>"
+        "<th>requested groups</th><th>detail</th></tr></thead><tbody>" + body + "</tbody></table>"
     )
 
 
 def _rates(gateway: Gateway) -> str:
-    rows = gateway.stats.rates()
+    rows = gateway.figures.rates()
     if not rows:
         return '<p class="empty">No calls through this gateway yet.</p>'
     body = "".join(
@@ -379,10 +390,15 @@ def _status(gateway: Gateway) -> str:
     readiness = gateway.readiness()
     checks = " · ".join(f"{escape(k)}: {escape(v)}" for k, v in readiness.checks.items())
     state = "ready" if readiness.ready else "not-ready"
+    # Several processes (workers, replicas sharing the state store): their figures added up.
+    figures = gateway.figures
+    processes = figures.processes
+    named = counted(processes, "gateway process", "gateway processes")
+    whole = f' · <span class="processes">{named}</span>'
     return (
         f'<span class="badge {state}">{"ready" if readiness.ready else "not ready"}</span> '
         f"{checks} · {counted(gateway.held_sessions(), 'open session')} · "
-        f"{counted(gateway.open_streams, 'event stream')}"
+        f"{counted(figures.event_streams(), 'event stream')}" + (whole if processes > 1 else "")
     )
 
 
@@ -462,6 +478,7 @@ def _document(title: str, body: str) -> str:
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         f"<title>{escape(title)}</title>"
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        '<link rel="icon" href="/console/static/favicon.svg" type="image/svg+xml">'
         '<link rel="stylesheet" href="/console/static/console.css">'
         f"</head><body>{body}</body></html>"
     )

@@ -28,9 +28,10 @@ from joserfc import jwt
 from joserfc.errors import JoseError
 from joserfc.jwk import OctKey
 
+from toolbus.application.identity.bearer.principal import Method, Principal
+from toolbus.application.identity.bearer.tokens import MIN_HS256_SECRET
 from toolbus.application.identity.credentials import read_secret
 from toolbus.ports import StateStore
-from toolbus_gateway.auth import MIN_HS256_SECRET, Method, Principal
 from toolbus_gateway.settings import GatewaySettings
 
 #: The console's session cookie (the session itself, never a credential).

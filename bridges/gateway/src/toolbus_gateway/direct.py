@@ -28,8 +28,8 @@ import orjson
 from pydantic import ValidationError
 from starlette.types import Message, Receive, Scope, Send
 
+from toolbus.application.identity.bearer import AuthFailure
 from toolbus.application.identity.credentials import bearer_token
-from toolbus_gateway.auth import AuthFailure
 from toolbus_gateway.call_answers import answer_call
 from toolbus_gateway.gateway import Gateway
 from toolbus_gateway.models import CallRequest
@@ -123,7 +123,7 @@ class DirectRoutes:
         try:
             answer = await answer_call(
                 gateway,
-                caller.user,
+                caller,
                 name,
                 body.arguments,
                 body.groups,

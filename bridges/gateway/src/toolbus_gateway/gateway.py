@@ -9,143 +9,60 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
-from collections import deque
 from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import anyio
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry
 
 from toolbus import LiveRegistry, Registry, Tools, ToolServiceClient, connect
-from toolbus.application.agent.audit import AuditEntry, AuditRecord, LoggingAuditSink
 from toolbus.application.agent.code_hooks import CompiledHooks
-from toolbus.application.calls.metrics import ToolbusMetrics
+from toolbus.application.calls.health import Readiness
 from toolbus.application.doors.door import FrontDoor
 from toolbus.application.doors.holding import InProcessHolder, SessionHolder
 from toolbus.application.doors.stored import StoredHolder
-from toolbus.application.doors.tasks import CLI_DOOR
+from toolbus.application.identity.bearer import Authenticator
 from toolbus.application.identity.signing import CallSigner
 from toolbus.application.live.registry import DEFAULT_FETCH_TIMEOUT
 from toolbus.application.sealing import SealKeys
 from toolbus.application.sealing.doors import door_seal_keys, door_store, shared_url
-from toolbus.application.tasks import TaskBook, TaskRunner
 from toolbus.domain.access.approvals import Approval
 from toolbus.domain.access.permissions import Permissions
 from toolbus.domain.errors import ConfigError, Problem, ToolbusError
 from toolbus.domain.tasks import parse_task_settings
 from toolbus.domain.tasks.settings import SECTION as TASKS_SECTION
 from toolbus.hooks import CodeHooks
-from toolbus.plugins import connect_state, load_tool_plugins
+from toolbus.plugins import load_tool_plugins
 from toolbus.ports import Bus, StateStore
 from toolbus.runtime import opened_door, private_store, registry_from, shared_state, tool_types
-from toolbus_gateway.auth import Authenticator
-from toolbus_gateway.events import Event, Topic
+from toolbus_gateway.console_feed import ConsoleChanges, RecentAudit
+from toolbus_gateway.events import Topic
+from toolbus_gateway.figures import (
+    AUDIT_ROWS,
+    ProcessFigures,
+    SharedFigures,
+    WholeGateway,
+    audit_row,
+    counted,
+)
+from toolbus_gateway.metrics import GatewayMetrics
 from toolbus_gateway.services import ServiceWatch
+from toolbus_gateway.session_events import SessionEvents
 from toolbus_gateway.sessions import SessionChannels
 from toolbus_gateway.settings import GatewaySettings
 from toolbus_gateway.stats import CallStats
-from toolbus_gateway.tasks import TASK_DOOR, GatewayTasks
+from toolbus_gateway.tasks import GatewayTasks
 
 log = logging.getLogger("toolbus.gateway")
-
-#: Audit records the console keeps for its "recent" table.
-RECENT_AUDIT = 200
 
 ConfigSource = Path | Mapping[str, Any] | Registry | None
 
 
-@dataclass(frozen=True, slots=True)
-class Readiness:
-    """Whether the gateway can serve calls now, and why not."""
-
-    ready: bool
-    checks: dict[str, str]
-
-
-class ConsoleChanges:
-    """Tells the console which panels changed, at most once per panel per ``interval``.
-
-    Changes are marked as they happen and sent by :meth:`run`: a busy gateway
-    (a hundred calls a second) then costs each open console one event per
-    panel per interval, not one per call.
-    """
-
-    def __init__(self, topic: Topic, interval: float = 0.5) -> None:
-        self.topic = topic
-        self.interval = interval
-        self._dirty: dict[str, None] = {}
-        self._wake = anyio.Event()
-
-    def mark(self, panel: str) -> None:
-        self._dirty[panel] = None
-        self._wake.set()
-
-    async def run(self) -> None:
-        while True:
-            await self._wake.wait()
-            self._wake = anyio.Event()
-            changed, self._dirty = list(self._dirty), {}
-            for panel in changed:
-                self.topic.publish(Event(panel))
-            await anyio.sleep(self.interval)
-
-
 #: How the gateway names itself in start-up errors.
 GATEWAY_DOOR = "toolbus gateway"
-
-
-class RecentAudit:
-    """The audit sink of the gateway: the log, and the console's recent records."""
-
-    def __init__(self, changes: ConsoleChanges, keep: int = RECENT_AUDIT) -> None:
-        self.records: deque[AuditRecord] = deque(maxlen=keep)
-        self._log = LoggingAuditSink()
-        self._changes = changes
-
-    def emit(self, record: AuditEntry) -> None:
-        self._log.emit(record)
-        if isinstance(record, AuditRecord):
-            self.records.appendleft(record)
-            self._changes.mark("audit")
-
-
-class GatewayMetrics:
-    """The toolbus metrics and the gateway's own, in one registry that ``/metrics`` serves."""
-
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        self.registry = registry if registry is not None else CollectorRegistry()
-        self.toolbus = ToolbusMetrics(self.registry)
-        self.auth_failures = Counter(
-            "toolbus_gateway_auth_failures_total",
-            "Requests refused for a missing or invalid credential, by reason",
-            ["reason"],
-            registry=self.registry,
-        )
-        self.requests = Counter(
-            "toolbus_gateway_http_requests_total",
-            "HTTP requests answered, by route and status code",
-            ["route", "status"],
-            registry=self.registry,
-        )
-        self.sessions_open = Gauge(
-            "toolbus_gateway_sessions_open", "Agent sessions held open", registry=self.registry
-        )
-        self.event_streams = Gauge(
-            "toolbus_gateway_event_streams_open",
-            "Server-Sent-Event streams open",
-            registry=self.registry,
-        )
-        self.limited = Counter(
-            "toolbus_gateway_limited_requests_total",
-            "Requests answered 429, by limit",
-            ["limit"],
-            registry=self.registry,
-        )
 
 
 class Gateway:
@@ -234,7 +151,11 @@ class Gateway:
         self.door: FrontDoor | None = None
         #: Locks and event topics of the held sessions, in this process.
         self.channels = SessionChannels()
+        #: Their events, on every replica once sessions are shared (set when it starts).
+        self.session_events = SessionEvents(self.channels, None)
         self.metrics.sessions_open.set_function(lambda: self.held_sessions())
+        #: The console's figures of every process sharing the state store, this one's too.
+        self.figures = WholeGateway(self.own_figures, clock)
         self.open_streams = 0
         self.metrics.event_streams.set_function(lambda: self.open_streams)
         self.started = clock()
@@ -265,6 +186,8 @@ class Gateway:
         if self._config is not None:
             self._local = registry_from(self._config, plugins)
         async with AsyncExitStack() as stack:
+            # An identity provider's keys: fetched now, and kept fresh while serving.
+            await stack.enter_async_context(self.authenticator)
             if isinstance(self.broker, str):
                 self.bus = await connect(self.broker, self._broker_options)
                 stack.push_async_callback(self.bus.close)
@@ -273,18 +196,21 @@ class Gateway:
             client = await stack.enter_async_context(
                 ToolServiceClient(self.bus, signer=self.signer)
             )
+            shared_store = False
             if isinstance(self.state, str):
+                shared_store = shared_url(self.state)
                 if self.seal_keys is None and shared_url(self.state):
                     door_seal_keys(GATEWAY_DOOR, self.state, ())  # stops, naming the fix
                 connected = await stack.enter_async_context(
                     shared_state(self.state, self._state_options)
                 )
                 self.state_store = door_store(
-                    GATEWAY_DOOR, connected, self.seal_keys, private=not shared_url(self.state)
+                    GATEWAY_DOOR, connected, self.seal_keys, private=not shared_store
                 )
             elif self.state is not None:
+                shared_store = not private_store(self.state)
                 self.state_store = door_store(
-                    GATEWAY_DOOR, self.state, self.seal_keys, private=private_store(self.state)
+                    GATEWAY_DOOR, self.state, self.seal_keys, private=not shared_store
                 )
             tasks = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(tasks.cancel_scope.cancel)
@@ -313,45 +239,37 @@ class Gateway:
                 self.tools = Tools(client, self._local)
                 await self.watch.probe()
             self.door = await stack.enter_async_context(self._front_door(self.tools))
+            if self.state_store is not None:
+                # Sessions are shared: so are their events.
+                self.session_events = SessionEvents(self.channels, self.bus)
+                shared = await self.session_events.subscribe()
+                assert shared is not None
+                stack.push_async_callback(shared.close)
+                tasks.start_soon(self.session_events.follow, shared)
             self.warning = self.door.require_access_control(
                 "toolbus gateway", allow_off=not self.access_control
             )
             tasks.start_soon(self._follow_approvals)
-            self.tasks = await self._run_tasks(stack)
-            tasks.start_soon(self._follow_tasks, self.tasks.book)
+            self.tasks = await GatewayTasks.started(
+                stack,
+                self.door,
+                self.state_store,
+                self.task_settings,
+                shared=shared_store,
+                events=self.session_events,
+                stats=self.stats,
+                changed=self.changes.mark,
+            )
+            tasks.start_soon(self.tasks.follow)
             stack.push_async_callback(self._close_sessions)
             tasks.start_soon(self._expire_sessions)
+            if self.state_store is not None:
+                assert isinstance(self.door.holder, StoredHolder)
+                self.figures.sharing(SharedFigures(self.state_store), self.door.holder)
+                stack.push_async_callback(self.figures.withdraw)
+                tasks.start_soon(self.figures.share, self._console_open, self.changes.mark)
             self._stack = stack.pop_all()
         return self
-
-    async def _run_tasks(self, stack: AsyncExitStack) -> GatewayTasks:
-        """Calls that run as tasks, kept where the door keeps its state (sealed), or in this
-        process's memory with no store: then this replica is the only one to run them."""
-        assert self.door is not None
-        store = self.state_store
-        if isinstance(self.state, str):
-            shared = shared_url(self.state)
-        else:
-            shared = self.state is not None and not private_store(self.state)
-        if store is None:
-            store = await connect_state(f"memory://gateway-tasks-{uuid.uuid4().hex}")
-            stack.push_async_callback(store.close)
-        settings = self.task_settings
-        runner = TaskRunner(TaskBook(store), shared=shared, lease=settings.lease)
-        gateway_tasks = GatewayTasks(
-            self.door,
-            runner.book,
-            runner,
-            settings,
-            channels=self.channels,
-            stats=self.stats,
-            changed=self.changes.mark,
-        )
-        runner.on_abandoned = gateway_tasks.calls.withdraw
-        runner.resumes(TASK_DOOR, gateway_tasks.resume)
-        runner.resumes(CLI_DOOR, gateway_tasks.calls.resume)
-        await stack.enter_async_context(runner)
-        return gateway_tasks
 
     async def stopping(self) -> None:
         """The gateway is told to stop: the callers waiting on a task, or in place for a
@@ -399,17 +317,26 @@ class Gateway:
         except ToolbusError as exc:  # the store went away: the panel shows the last it read
             log.warning("stopped following approvals: %s", exc)
 
-    async def _follow_tasks(self, book: TaskBook) -> None:
-        """The console's tasks panel changes whenever any replica's open tasks do."""
-        try:
-            async for _ in book.open_changes():
-                self.changes.mark("tasks")
-        except ToolbusError as exc:
-            log.warning("stopped following tasks: %s", exc)
-
     def held_sessions(self) -> int:
+        """The sessions the gateway holds: in this process, or in the state store for
+        every process (as last counted: :meth:`WholeGateway.refresh`)."""
         holder = None if self.door is None else self.door.holder
-        return len(holder) if isinstance(holder, InProcessHolder) else 0
+        if isinstance(holder, InProcessHolder):
+            return len(holder)
+        return self.figures.stored_sessions
+
+    def _console_open(self) -> bool:
+        return len(self.console) > 0
+
+    def own_figures(self) -> ProcessFigures:
+        """This process's own figures, for the console (and, named, for the others')."""
+        records = list(self.audit.records)[:AUDIT_ROWS]
+        return ProcessFigures(
+            process="",
+            rates=tuple(self.stats.rates()),
+            audit=tuple(audit_row(record) for record in records),
+            event_streams=self.open_streams,
+        )
 
     async def _expire_sessions(self) -> None:
         """Close the sessions left idle, ending their event streams."""
@@ -417,8 +344,8 @@ class Gateway:
         every = max(0.05, min(self.door.settings.session_idle_timeout / 4, 30.0))
         while True:
             await anyio.sleep(every)
-            for held in await self.door.expire():
-                self.channels.ended(held.key.id, "idle")
+            for held in await self.door.held.expire():
+                await self.session_events.ended(held.key.owner, held.key.id, "idle")
                 self.changes.mark("sessions")
 
     async def _close_sessions(self) -> None:
@@ -428,8 +355,8 @@ class Gateway:
             return  # held elsewhere: another replica serves them on
         with anyio.CancelScope(shield=True):
             for held in door.holder.all():
-                await door.release(held.key.owner, held.key.kind, held.key.id)
-                self.channels.ended(held.key.id, "gateway stopping")
+                await door.held.release(held.key.owner, held.key.kind, held.key.id)
+                self.channels.ended(held.key.owner, held.key.id, "gateway stopping")
 
     async def __aexit__(
         self,
@@ -475,7 +402,8 @@ class Gateway:
         return self.is_operator(user)
 
     def readiness(self) -> Readiness:
-        """Broker connected and configuration loaded, each with a reason."""
+        """Broker connected, configuration loaded and, with an identity provider's keys,
+        keys at hand; each with a reason."""
         checks: dict[str, str] = {}
         ok = True
         if self.bus is None:
@@ -492,6 +420,8 @@ class Gateway:
             registry = self.tools.registry
             source = "live" if self.live else "file"
             checks["config"] = (
-                f"loaded ({source}): {len(registry.tools)} tools, {len(registry.services)} services"
+                f"loaded ({source}): {counted(len(registry.tools), 'tool')}, "
+                f"{counted(len(registry.services), 'service')}"
             )
-        return Readiness(ok, checks)
+        checks.update(self.authenticator.readiness())
+        return Readiness(ok and self.authenticator.ready, checks)

@@ -46,9 +46,10 @@ async def metrics(request: Request) -> Response:
     credential is required and the series are whole.
     """
     gateway = gateway_of(request)
+    await gateway.figures.refresh()  # the sessions held in the state store, counted afresh
     registry = gateway.metrics.registry
     if gateway.settings.metrics == "operators":
-        caller = authenticate(request, bearer_token(request.headers.get("authorization")))
+        caller = await authenticate(request, bearer_token(request.headers.get("authorization")))
         if not gateway.is_operator(caller.user):
             raise ConsoleForbidden(caller.user)
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

@@ -7,8 +7,8 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from toolbus.application.identity.bearer import AuthFailure, Principal
 from toolbus.application.identity.credentials import Secret, bearer_token
-from toolbus_gateway.auth import AuthFailure, Principal
 from toolbus_gateway.console_sessions import SESSION_COOKIE, ConsoleSession, ConsoleSessions
 from toolbus_gateway.gateway import Gateway
 
@@ -16,16 +16,29 @@ from toolbus_gateway.gateway import Gateway
 class ConsoleForbidden(Exception):
     """An authenticated user who is not an operator asked for the console (HTTP 403)."""
 
+    def __init__(self, user: str) -> None:
+        super().__init__(user)
+        self.user = user
+
+    @property
+    def message(self) -> str:
+        return (
+            f"user {self.user!r} may not open the console; it is for the users in "
+            "console-users ([gateway]), or with '*' among their groups when that is not set"
+        )
+
 
 def gateway_of(request: Request) -> Gateway:
     gateway: Gateway = request.app.state.gateway
     return gateway
 
 
-def authenticate(request: Request, token: Secret | None) -> Principal:
+async def authenticate(request: Request, token: Secret | None) -> Principal:
+    """The caller ``token`` proves; an identity provider's keys are fetched again when the
+    token names one not at hand. Failures are counted."""
     gateway = gateway_of(request)
     try:
-        return gateway.authenticator.authenticate(token)
+        return await gateway.authenticator.authenticate_fetching(token)
     except AuthFailure as failure:
         gateway.metrics.auth_failures.labels(failure.reason).inc()
         raise
@@ -41,7 +54,7 @@ async def api_caller(
     request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)]
 ) -> Principal:
     """The caller of an API request: ``Authorization: Bearer`` only (no cookies: no CSRF)."""
-    return authenticate(request, bearer_token(request.headers.get("authorization")))
+    return await authenticate(request, bearer_token(request.headers.get("authorization")))
 
 
 def console_sessions(request: Request) -> ConsoleSessions:
@@ -59,7 +72,7 @@ async def console_caller(request: Request) -> Principal:
     """The caller of a console page: the bearer header, else a console session; operators only."""
     token = bearer_token(request.headers.get("authorization"))
     session = await console_session(request) if token is None else None
-    caller = session.principal if session is not None else authenticate(request, token)
+    caller = session.principal if session is not None else await authenticate(request, token)
     if not gateway_of(request).may_use_console(caller.user):
         raise ConsoleForbidden(caller.user)
     return caller

@@ -34,7 +34,7 @@ async def list_services(request: Request, caller: CallerDep) -> ServicesView:
     registry = gateway.registry
     permissions = gateway.door.rules(registry, places=False).permissions
     assert permissions is not None
-    allowed = permissions.allowed(caller.user)
+    allowed = caller.narrowed(permissions.allowed(caller.user))
     live = []
     for service in gateway.watch.services():
         tools = [

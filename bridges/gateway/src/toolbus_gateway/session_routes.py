@@ -17,8 +17,9 @@ from fastapi.responses import Response
 from sse_starlette import EventSourceResponse
 
 from toolbus import CallOutcome
-from toolbus.application.doors.door import SESSION
 from toolbus.application.doors.holding import Held
+from toolbus.application.doors.keeping import SESSION
+from toolbus.application.identity.bearer import Principal
 from toolbus.domain.errors import SessionNotFound
 from toolbus_gateway.call_answers import settled, tasks_of
 from toolbus_gateway.events import Event
@@ -43,11 +44,13 @@ router = v1_router()
 OPEN_ONE = "Open one with POST /v1/sessions"
 
 
-async def _held(gateway: Gateway, user: str, session_id: str) -> Held:
+async def _held(gateway: Gateway, caller: Principal, session_id: str) -> Held:
+    """The caller's session ``session_id``, if the caller's token still reaches its groups."""
     assert gateway.door is not None
-    held = await gateway.door.get(user, SESSION, session_id)
+    held = await gateway.door.held.get(caller.user, SESSION, session_id)
     if held is None:
         raise SessionNotFound(session_id, OPEN_ONE)
+    caller.within(held.session.requested_groups)
     return held
 
 
@@ -78,16 +81,17 @@ async def open_session(request: Request, caller: CallerDep, body: OpenSession) -
     gateway = gateway_of(request)
     door = gateway.door
     assert door is not None
-    await door.check_room(caller.user, SESSION)
+    caller.within(body.groups)
+    await door.held.check_room(caller.user, SESSION)
     request_id = None
     if body.request_id is not None:
         # Scoped by user: one user's ids never collide with, or reveal, another's.
         request_id = f"{caller.user}:{body.request_id}"
-        if await door.get(caller.user, SESSION, request_id) is not None:
+        if await door.held.get(caller.user, SESSION, request_id) is not None:
             raise SessionExists(request_id)
     session = door.open(caller.user, body.groups, body.state, request_id=request_id, counted=False)
     messages = await session.start(body.messages)
-    held = await door.hold(session, SESSION)
+    held = await door.held.hold(session, SESSION)
     gateway.changes.mark("sessions")
     return SessionView(
         session_id=held.key.id,
@@ -106,7 +110,7 @@ async def get_session(
 ) -> SessionView:
     """The session's current state and the tools it is offered now."""
     gateway = gateway_of(request)
-    return _view(gateway, await _held(gateway, caller.user, session_id), format, None)
+    return _view(gateway, await _held(gateway, caller, session_id), format, None)
 
 
 @router.post(
@@ -134,23 +138,25 @@ async def call_in_session(
     assert door is not None
     tasks = tasks_of(gateway)
     preference = Preference.of(request.headers.getlist("prefer"))
-    if session_id not in gateway.channels:
+    key = (caller.user, session_id)
+    if key not in gateway.channels:
         # No channel for ids nobody holds (whose session this is, is checked under the
         # lock); a session served here before has one: a read of the store saved.
-        await _held(gateway, caller.user, session_id)
-    channel = gateway.channels[session_id]
-    async with channel.lock:
+        await _held(gateway, caller, session_id)
+    async with gateway.channels[key].lock:
         # Read again under the lock: the call before this one may have moved the session.
-        held = await _held(gateway, caller.user, session_id)
-        session = door.resume(held)
+        held = await _held(gateway, caller, session_id)
+        session = door.held.resume(held)
         answered = await tasks.begin(
             session, body.name, body.arguments, body.tool_call_id, preference, held_id=session_id
         )
         if isinstance(answered, CallOutcome):
-            await door.keep(held, session)
-    if isinstance(answered, CallOutcome):
-        result = outcome_view(answered)
-        channel.events.publish(Event("call", result.model_dump(mode="json", by_alias=True)))
+            await door.held.keep(held, session)
+            result = outcome_view(answered)
+            # Under the lock: listeners see the session's calls in the order they were made.
+            await gateway.session_events.call(
+                caller.user, session_id, result.model_dump(mode="json", by_alias=True)
+            )
     answer = await settled(tasks, answered, preference, in_session=True)
     return Response(
         answer.body,
@@ -165,13 +171,13 @@ async def close_session(request: Request, caller: CallerDep, session_id: str) ->
     gateway = gateway_of(request)
     door = gateway.door
     assert door is not None
-    await _held(gateway, caller.user, session_id)
-    async with gateway.channels[session_id].lock:
+    await _held(gateway, caller, session_id)
+    async with gateway.channels[caller.user, session_id].lock:
         with anyio.CancelScope(shield=True):
-            record = await door.release(caller.user, SESSION, session_id)
+            record = await door.held.release(caller.user, SESSION, session_id)
     if record is None:
         raise SessionNotFound(session_id, OPEN_ONE)
-    gateway.channels.ended(session_id, "closed")
+    await gateway.session_events.ended(caller.user, session_id, "closed")
     gateway.changes.mark("sessions")
     return {"session_id": session_id, "audit": record.to_dict()}
 
@@ -185,11 +191,12 @@ async def close_session(request: Request, caller: CallerDep, session_id: str) ->
 async def session_events(
     request: Request, caller: CallerDep, session_id: str
 ) -> EventSourceResponse:
-    """``call`` events as calls in the session finish, and ``closed`` when it ends."""
+    """``call`` events as calls in the session finish, ``task`` events as its calls that run
+    as tasks change, and ``closed`` when it ends."""
     gateway = gateway_of(request)
-    held = await _held(gateway, caller.user, session_id)
+    held = await _held(gateway, caller, session_id)
     leave = take_stream(gateway, caller.user)
-    channel = gateway.channels[session_id]
+    channel = gateway.channels[caller.user, session_id]
 
     async def events() -> AsyncIterator[dict[str, Any]]:
         async with channel.events.subscribe() as received:

@@ -18,15 +18,13 @@
     sign-key = "env:GATEWAY_KEY"    # sign each call for services that verify callers
                                     # (a key source: a JWK or PEM file, or env:NAME)
 
-    [gateway.jwt]                   # optional: accept JWTs besides API keys
-    secret-env = "TOOLBUS_JWT_SECRET"   # HS256 shared secret, or secret-file = "..."
-    jwks-file = "jwks.json"             # RS256 / ES256 public keys (a JWKS document)
-    issuer = "https://login.example"    # required "iss" (required with jwks-file)
-    audience = "toolbus"                # required "aud" (required with jwks-file)
-    user-claim = "sub"                  # the claim that names the user
-    leeway = 30                         # seconds of clock skew tolerated on exp/nbf/iat
-    max-age = 3600                      # optional: refuse tokens issued longer ago
+    [gateway.jwt]                   # optional: accept an identity provider's tokens
+    issuer = "https://login.example/realms/tools"
+    discover = true                 # keys from the issuer's openid-configuration (or jwks-url,
+                                    # jwks-file, secret-env / secret-file for HS256)
+    resource = "https://tools.example"  # this gateway's URL: the audience tokens must name
 
+The whole token table: :mod:`toolbus.application.identity.bearer.settings`.
 API keys live in ``[[credentials.api-keys]]`` (see
 :mod:`toolbus.application.identity.credentials`). Per-user limits and idle
 sessions are every front door's: ``[doors]`` (docs/access-control.md).
@@ -39,6 +37,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from toolbus.application.identity.bearer.settings import TokenSettings
 from toolbus.domain.errors import ConfigError, Problem
 
 SECTION = "gateway"
@@ -47,19 +46,6 @@ DEFAULT_LISTEN = "127.0.0.1:8080"
 
 class _Table(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
-
-class JwtSettings(_Table):
-    """Where the JWT keys are and what a token must say."""
-
-    secret_env: str | None = Field(None, alias="secret-env", min_length=1)
-    secret_file: str | None = Field(None, alias="secret-file", min_length=1)
-    jwks_file: str | None = Field(None, alias="jwks-file", min_length=1)
-    issuer: str | None = None
-    audience: str | None = None
-    user_claim: str = Field("sub", alias="user-claim", min_length=1)
-    leeway: int = Field(30, ge=0, le=3600)
-    max_age: int | None = Field(None, alias="max-age", gt=0)
 
 
 class GatewaySettings(_Table):
@@ -76,7 +62,8 @@ class GatewaySettings(_Table):
     tls_proxy_header: str | None = Field(None, alias="tls-proxy-header", min_length=1)
     metrics: Literal["redacted", "operators"] = "redacted"
     sign_key: str | None = Field(None, alias="sign-key", min_length=1)
-    jwt: JwtSettings | None = None
+    #: Tokens of an identity provider (the table is every HTTP door's: TokenSettings).
+    jwt: TokenSettings | None = None
 
 
 def parse_gateway_settings(

@@ -24,8 +24,9 @@ place for a person, whose approvals are withdrawn.
 from __future__ import annotations
 
 import logging
-import time
+import uuid
 from collections.abc import Callable, Mapping
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,8 +35,10 @@ import anyio
 from toolbus import CallOutcome
 from toolbus.application.agent.asking import ApprovalAnswer, listening
 from toolbus.application.agent.session import AgentSession
-from toolbus.application.doors.door import SESSION, FrontDoor
+from toolbus.application.doors.door import FrontDoor
+from toolbus.application.doors.keeping import SESSION
 from toolbus.application.doors.tasks import (
+    CLI_DOOR,
     CallTasks,
     call_task,
     task_end,
@@ -47,9 +50,10 @@ from toolbus.domain.access.approvals import Approval
 from toolbus.domain.config.descriptors import ToolDescriptor
 from toolbus.domain.errors import AccessDenied, TaskNotFound, ToolbusError
 from toolbus.domain.tasks import Task, TaskError, TaskSettings
-from toolbus_gateway.events import Event
+from toolbus.plugins import connect_state
+from toolbus.ports import StateStore
 from toolbus_gateway.models import outcome_view
-from toolbus_gateway.sessions import SessionChannels
+from toolbus_gateway.session_events import SessionEvents
 from toolbus_gateway.stats import CallStats
 
 log = logging.getLogger("toolbus.gateway")
@@ -117,7 +121,8 @@ class GatewayTasks:
         book: where tasks are kept (the gateway's store).
         runner: runs them (this process's).
         settings: the ``[tasks]`` table.
-        channels: the held sessions' event topics, for their tasks' events.
+        events: the held sessions' events (on every replica, with a shared store), for
+            their tasks' ``task`` and ``call`` events.
         stats: the console's call rates.
         changed: marks a console panel changed.
     """
@@ -129,7 +134,7 @@ class GatewayTasks:
         runner: TaskRunner,
         settings: TaskSettings,
         *,
-        channels: SessionChannels,
+        events: SessionEvents,
         stats: CallStats,
         changed: Callable[[str], None],
     ) -> None:
@@ -138,13 +143,50 @@ class GatewayTasks:
         self.runner = runner
         self.settings = settings
         self.calls = CallTasks(door, runner, settings)
-        self.channels = channels
+        self.events = events
         self.stats = stats
         self.changed = changed
         self._settling: dict[str, _Settling] = {}
         #: Calls waiting in place for a person: their cancel scopes, by approval id.
         self._in_place: dict[str, anyio.CancelScope] = {}
         self.stopping = anyio.Event()
+
+    @classmethod
+    async def started(
+        cls,
+        stack: AsyncExitStack,
+        door: FrontDoor,
+        store: StateStore | None,
+        settings: TaskSettings,
+        *,
+        shared: bool,
+        events: SessionEvents,
+        stats: CallStats,
+        changed: Callable[[str], None],
+    ) -> GatewayTasks:
+        """The gateway's tasks, run until ``stack`` closes: kept in ``store`` (the door's,
+        sealed; ``shared`` when other replicas use it too), or in this process's memory
+        without one, when this replica is the only one to run them."""
+        if store is None:
+            store = await connect_state(f"memory://gateway-tasks-{uuid.uuid4().hex}")
+            stack.push_async_callback(store.close)
+        runner = TaskRunner(TaskBook(store), shared=shared, lease=settings.lease)
+        tasks = cls(
+            door, runner.book, runner, settings, events=events, stats=stats, changed=changed
+        )
+        runner.on_abandoned = tasks.calls.withdraw
+        runner.resumes(TASK_DOOR, tasks.resume)
+        runner.resumes(CLI_DOOR, tasks.calls.resume)
+        await stack.enter_async_context(runner)
+        return tasks
+
+    async def follow(self) -> None:
+        """The console's tasks panel changes whenever any replica's open tasks do."""
+        try:
+            async for _ in self.book.open_changes():
+                self.changed("tasks")
+        except ToolbusError as exc:
+            log.warning("stopped following tasks: %s", exc)
 
     # ------------------------------------------------------------------ calls
 
@@ -187,7 +229,6 @@ class GatewayTasks:
                 return None  # it waits here, in place
             raise _HandedOver(approval)
 
-        started = time.perf_counter()
         try:
             with scope, listening(waits):
                 outcome = await session.call(name, arguments, tool_call_id=tool_call_id)
@@ -210,7 +251,7 @@ class GatewayTasks:
                 await self._close(session, held_id)
             raise GatewayStopping()
         if handed is None:
-            self._record(outcome, time.perf_counter() - started)
+            self._record(outcome)
             if held_id is None:
                 await session.close()
             return outcome
@@ -295,9 +336,10 @@ class GatewayTasks:
         if held_id is None:
             await session.close()
 
-    def _record(self, outcome: CallOutcome, seconds: float) -> None:
+    def _record(self, outcome: CallOutcome) -> None:
         if outcome.tool is not None and outcome.status != "refused":
-            self.stats.record(outcome.tool, seconds, outcome.ok)
+            # The tool's own time: a person's approval wait before it is not the tool's latency.
+            self.stats.record(outcome.tool, outcome.seconds, outcome.ok)
             self.changed("stats")
 
     # ------------------------------------------------------------------ the work
@@ -323,14 +365,13 @@ class GatewayTasks:
     ) -> TaskEnd:
         call = task.call
         assert call is not None
-        started = time.perf_counter()
         held = None
         settling = self._settling.get(task.id)
         try:
             async with anyio.create_task_group() as events:
                 if call.session is not None:
-                    events.start_soon(self._follow, task.id, call.session)
-                    held = await self.door.get(task.owner, SESSION, call.session)
+                    events.start_soon(self._follow, task.id, task.owner, call.session)
+                    held = await self.door.held.get(task.owner, SESSION, call.session)
                 if session is None:
                     try:
                         session, approval_id = await self.calls.resumed(
@@ -346,7 +387,7 @@ class GatewayTasks:
                 finally:
                     with anyio.CancelScope(shield=True):
                         if held is not None:
-                            await self.door.keep(held, session)
+                            await self.door.held.keep(held, session)
                         else:
                             await session.close()
                 events.cancel_scope.cancel()
@@ -356,22 +397,22 @@ class GatewayTasks:
                 settling.error = exc
                 settling.done.set()
             return unavailable(exc)
-        self._record(outcome, time.perf_counter() - started)
+        self._record(outcome)
         if settling is not None:
             settling.outcome = outcome
             settling.done.set()
-        if call.session is not None and call.session in self.channels:
-            self.channels[call.session].events.publish(Event("call", _outcome_event(outcome)))
+        if call.session is not None:
+            await self.events.call(task.owner, call.session, _outcome_event(outcome))
         self.changed("tasks")
         return task_end(outcome)
 
-    async def _follow(self, task_id: str, session_id: str) -> None:
-        """Each change of a held session's task, as a ``task`` event of the session."""
+    async def _follow(self, task_id: str, owner: str, session_id: str) -> None:
+        """Each change of a held session's task, as a ``task`` event of the session (on
+        every replica where the session's events are listened to)."""
         async for task in self.book.changes(task_id):
             if task is None:
                 return
-            if session_id in self.channels:
-                self.channels[session_id].events.publish(Event("task", task.view()))
+            await self.events.task(owner, session_id, task.view())
             if task.final:
                 return
 

@@ -22,10 +22,10 @@ from sse_starlette import EventSourceResponse
 
 from toolbus import AgentSession, CallOutcome
 from toolbus.application.agent.calling import ToolStream
+from toolbus.application.identity.bearer import Principal
 from toolbus.domain.config.registry import normalize_state
 from toolbus.domain.config.schemas import export_tools
 from toolbus.domain.errors import ToolCallError
-from toolbus_gateway.auth import Principal
 from toolbus_gateway.call_answers import answer_call
 from toolbus_gateway.gateway import Gateway
 from toolbus_gateway.http_auth import api_caller, gateway_of
@@ -59,8 +59,10 @@ def groups_query(groups: str | None) -> list[str] | None:
 
 
 def one_call_session(gateway: Gateway, caller: Principal, body: CallRequest) -> AgentSession:
-    """A session for one call; AccessDenied / StateRefused (counted and audited) if refused."""
+    """A session for one call; InsufficientScope for groups beyond the token's scopes,
+    AccessDenied / StateRefused (counted and audited) beyond the user's permissions."""
     assert gateway.door is not None
+    caller.within(body.groups)
     return gateway.door.open(caller.user, body.groups, body.state, counted=False)
 
 
@@ -68,17 +70,6 @@ def answered(outcome: CallOutcome) -> Response:
     return Response(
         outcome_json(outcome), status_code=call_status(outcome), media_type="application/json"
     )
-
-
-async def timed_call(
-    gateway: Gateway, session: AgentSession, name: str, arguments: Any, tool_call_id: str | None
-) -> CallOutcome:
-    started = time.perf_counter()
-    outcome = await session.call(name, arguments, tool_call_id=tool_call_id)
-    if outcome.tool is not None and outcome.status != "refused":
-        gateway.stats.record(outcome.tool, time.perf_counter() - started, outcome.ok)
-        gateway.changes.mark("stats")
-    return outcome
 
 
 @router.get("/tools", response_model=ToolList, summary="List the tools offered to the caller")
@@ -100,6 +91,7 @@ async def list_tools(
     gateway = gateway_of(request)
     assert gateway.door is not None
     requested = groups_query(groups)
+    caller.within(requested)
     granted = gateway.door.admit(caller.user, requested, state)
     availability = gateway.registry.availability(granted, state)
     return ToolList(
@@ -140,7 +132,7 @@ async def call_tool(
     gateway = gateway_of(request)
     answer = await answer_call(
         gateway,
-        caller.user,
+        caller,
         name,
         body.arguments,
         body.groups,

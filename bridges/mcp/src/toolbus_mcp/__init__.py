@@ -28,9 +28,9 @@ if TYPE_CHECKING:
         toolset_tool_name,
         toolset_tools,
     )
+    from toolbus_mcp.serving.gate import CallerGate
     from toolbus_mcp.serving.server import WORKFLOW_META_KEY, BusMcpServer, McpCaller, Workflow
     from toolbus_mcp.serving.transports import (
-        CallerGate,
         ListenError,
         http_app,
         serve_http,
@@ -52,7 +52,7 @@ _HOMES = {
     "observation": "importing.translation",
     "toolset_tool_name": "importing.translation",
     "toolset_tools": "importing.translation",
-    "CallerGate": "serving.transports",
+    "CallerGate": "serving.gate",
     "ListenError": "serving.transports",
     "http_app": "serving.transports",
     "serve_http": "serving.transports",

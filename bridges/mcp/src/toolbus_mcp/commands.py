@@ -170,6 +170,26 @@ def serve_toolset(
             help="HTTP header NAME=SOURCE, its value read from variable SOURCE; repeat.",
         ),
     ] = None,
+    oauth_issuer: Annotated[
+        str | None,
+        typer.Option(
+            metavar="URL",
+            help="--url's server wants OAuth tokens: get them from this authorization server "
+            "by the client-credentials grant (the credentials are sent nowhere else).",
+        ),
+    ] = None,
+    oauth_client_id: Annotated[
+        str | None,
+        typer.Option(metavar="VAR", help="The environment variable holding the client id."),
+    ] = None,
+    oauth_client_secret: Annotated[
+        str | None,
+        typer.Option(metavar="VAR", help="The environment variable holding the client secret."),
+    ] = None,
+    oauth_scope: Annotated[
+        str | None,
+        typer.Option(metavar="SCOPES", help="The scopes to ask for (space-separated)."),
+    ] = None,
     group: Annotated[
         list[str] | None,
         typer.Option(
@@ -233,7 +253,14 @@ def serve_toolset(
     try:
         settings = load_settings(broker)
         address = McpServerAddress.parse(
-            command=command, url=url, env=env or (), headers=header or ()
+            command=command,
+            url=url,
+            env=env or (),
+            headers=header or (),
+            oauth_issuer=oauth_issuer,
+            oauth_client_id=oauth_client_id,
+            oauth_client_secret=oauth_client_secret,
+            oauth_scope=oauth_scope,
         )
         bridge = McpToolset(
             toolset,

@@ -16,8 +16,9 @@ stay out of the URL), validates them and checks how they fit together
 :class:`~toolbus.domain.errors.BrokerOptionError`.
 
 Values never appear in the messages, since an option may hold a secret; the
-URL is named (without its password and its query string) in every message
-about it. A message names its option once, as its problem's field, and says
+URL is named in every message about it as
+:func:`~toolbus._internal.urls.redact_url` shows it (no user info, no option
+values). A message names its option once, as its problem's field, and says
 what is wrong: ``broker URL 'nats://h:4222' field 'ack_wait': must be a number
 of seconds``.
 """
@@ -28,11 +29,12 @@ import difflib
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Annotated, Any, ClassVar, TypeVar
-from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit, urlunsplit
+from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
 import pydantic
 from pydantic_core import PydanticCustomError
 
+from toolbus._internal.urls import redact_url
 from toolbus.domain.errors import BrokerOptionError, Problem
 
 _TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
@@ -132,7 +134,7 @@ def parse_broker_url(model: type[Options], url: str, options: Mapping[str, Any] 
     :meth:`BrokerOptions.from_userinfo` says), the path (as
     :meth:`BrokerOptions.from_path` says) and the query string; then
     :func:`parse_broker_options`. Every problem comes in one error; the URL is
-    named without its password or query.
+    named as :func:`~toolbus._internal.urls.redact_url` shows it.
     """
     broker = model.broker
     parts = split_url(url, broker, model.default_port)
@@ -420,12 +422,6 @@ def split_url(url: str, broker: str, default_port: int) -> SplitResult:
         ) from None
 
 
-def public_url(parts: SplitResult) -> str:
-    """The URL as it may be shown: without user info (a password) or query (options)."""
-    hosts = parts.netloc.rpartition("@")[2]
-    return urlunsplit((parts.scheme, hosts, parts.path, "", ""))
-
-
 def broker_url_where(parts: SplitResult) -> str:
     """What messages about a broker URL's options say they are about."""
-    return f"broker URL {public_url(parts)!r}"
+    return f"broker URL {redact_url(parts.geturl())!r}"

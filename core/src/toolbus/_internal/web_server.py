@@ -1,5 +1,8 @@
 """uvicorn inside a toolbus command, stopped by the command's signals rather than its own.
 
+It also holds what every HTTP door checks of a request's credential
+(:func:`several_authorizations`).
+
 A long-running ``toolbus`` command catches SIGTERM and SIGINT itself
 (:func:`toolbus.cli.plugin_api.stop_signals`) so that it stops the same way as
 every other and exits 0. uvicorn would install its own handlers over them while
@@ -15,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import uvicorn
 
@@ -77,3 +80,26 @@ def cannot_listen(host: str, port: int, exc: OSError, option: str = "--listen") 
         f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose another {option} "
         "address or stop what uses it"
     )
+
+
+#: What a request with more than one ``Authorization`` header is answered (400).
+SEVERAL_AUTHORIZATIONS = (
+    "the request has more than one Authorization header, so it names more than one "
+    "caller; send exactly one"
+)
+
+
+def several_authorizations(headers: Iterable[tuple[bytes, bytes]]) -> bool:
+    """Whether an ASGI request's ``headers`` hold more than one ``Authorization`` header.
+
+    Such a request is refused whole: one reader takes the first, another the last,
+    and who the caller is must not depend on which path reads it. (ASGI servers
+    give header names in lower case.)
+    """
+    seen = False
+    for name, _ in headers:
+        if name == b"authorization":
+            if seen:
+                return True
+            seen = True
+    return False

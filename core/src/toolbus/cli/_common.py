@@ -13,12 +13,12 @@ import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 import typer
 
 from toolbus._internal.event_loops import EventLoop, EventLoopUnavailable, backend_options
+from toolbus._internal.urls import RedactingFormatter, redact_urls
 from toolbus.domain.errors import (
     ConfigError,
     PluginError,
@@ -37,20 +37,12 @@ EXIT_BAD_INPUT = 2
 BAD_INPUT = (ConfigError, PluginError, UnknownTool)
 
 
-def redact_url(url: str) -> str:
-    """``url`` without a password or token, for printing (``kafka://user:***@host``)."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    userinfo, _, hosts = parts.netloc.rpartition("@")
-    user = userinfo.split(":", 1)[0]
-    shown = f"{user}:***" if ":" in userinfo else "***"
-    return urlunsplit(parts._replace(netloc=f"{shown}@{hosts}"))
-
-
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
-    """Print ``error: message`` on stderr and exit with ``code`` (bad input by default)."""
-    typer.echo(f"error: {message}", err=True)
+    """Print ``error: message`` on stderr and exit with ``code`` (bad input by default).
+
+    A URL in the message (a library's error may quote one) is shown redacted.
+    """
+    typer.echo(f"error: {redact_urls(message)}", err=True)
     raise typer.Exit(code)
 
 
@@ -132,9 +124,11 @@ def run(main: Callable[..., Awaitable[T]], *args: Any, loop: EventLoop = EventLo
 
 
 def setup_logging(verbose: bool) -> None:
-    """Log to stderr: warnings and up, or from INFO with ``verbose`` (``--verbose``)."""
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    """Log to stderr: warnings and up, or from INFO with ``verbose`` (``--verbose``).
+
+    Every line shows URLs as :func:`~toolbus._internal.urls.redact_url` does:
+    a library's message or a traceback may quote a URL with its secrets.
+    """
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[handler])

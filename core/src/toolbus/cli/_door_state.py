@@ -38,7 +38,9 @@ API_KEY_ENV = "TOOLBUS_API_KEY"
 StateOption = Annotated[
     str | None,
     typer.Option(
-        "--state", help="State store URL; default TOOLBUS_STATE, then state in toolbus.toml."
+        "--state",
+        metavar="URL",
+        help="State store URL; default TOOLBUS_STATE, then state in toolbus.toml.",
     ),
 ]
 

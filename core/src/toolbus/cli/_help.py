@@ -17,6 +17,7 @@ that only changes how they are shown) as it hands them out.
 from __future__ import annotations
 
 import enum
+import inspect
 import pathlib
 from collections.abc import Callable
 from typing import Any, get_args, get_origin
@@ -84,8 +85,26 @@ def _readable(params: list[Any]) -> list[Any]:
     return params
 
 
+def listed_help(help: str | None) -> str | None:
+    """The first paragraph of ``help`` on one line, for a group's list of commands.
+
+    typer joins a docstring's lines in a command's own help but keeps them in
+    the list of commands, where a docstring wrapped at 90 columns would then
+    break mid-sentence however wide the terminal.
+    """
+    if not help:
+        return None
+    first = inspect.cleandoc(help).partition("\f")[0].split("\n\n")[0]
+    return " ".join(first.split())
+
+
 class ReadableCommand(TyperCommand):
     """A command whose options and arguments read as docs/cli.md writes them."""
+
+    def __init__(self, *args: Any, **options: Any) -> None:
+        super().__init__(*args, **options)
+        if self.short_help is None:
+            self.short_help = listed_help(self.help)
 
     def get_params(self, ctx: Any) -> list[Any]:
         return _readable(super().get_params(ctx))
@@ -93,6 +112,11 @@ class ReadableCommand(TyperCommand):
 
 class ReadableGroup(TyperGroup):
     """A group of commands whose own options (``--help``, ``--version``) read the same way."""
+
+    def __init__(self, *args: Any, **options: Any) -> None:
+        super().__init__(*args, **options)
+        if self.short_help is None:
+            self.short_help = listed_help(self.help)
 
     def get_params(self, ctx: Any) -> list[Any]:
         return _readable(super().get_params(ctx))

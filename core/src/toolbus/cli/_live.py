@@ -19,6 +19,7 @@ import typer
 
 from toolbus.application.live.registry import LiveRegistry
 from toolbus.cli.plugin_api import fail, run
+from toolbus.domain.config.loading import load_registry
 from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import ConfigError, PluginError, UnknownTool
 from toolbus.plugins import ToolPlugin, connect, load_tool_plugins
@@ -84,11 +85,15 @@ async def registry_with(live: LiveRegistry, tool: str, wait: float, broker: str)
         return live.registry
 
 
-def live_registry(settings: Settings, wait: float) -> Registry:
-    """The registry an agent on ``settings.broker`` would have after ``wait`` seconds."""
+def live_registry(settings: Settings, wait: float, *, local_layer: bool = True) -> Registry:
+    """The registry an agent on ``settings.broker`` would have after ``wait`` seconds.
+
+    ``local_layer=False`` leaves out the local configuration (and with none
+    configured, the installed plugins' tools): only what the broker knows.
+    """
     try:
         plugins = load_tool_plugins()
-        local = build_registry(settings, plugins)
+        local = build_registry(settings, plugins) if local_layer else load_registry({})
     except (ConfigError, PluginError) as exc:
         fail(str(exc))
 

@@ -19,6 +19,7 @@ import typer
 
 from toolbus._internal.event_loops import EventLoop, running_loop_name
 from toolbus._internal.heap import settle_heap
+from toolbus._internal.urls import redact_url
 from toolbus.application.calls.advertising import advertised
 from toolbus.application.calls.health import ServingHealth
 from toolbus.application.calls.host import (
@@ -38,7 +39,7 @@ from toolbus.application.live.announcements import DEFAULT_INTERVAL, Announcer
 from toolbus.application.live.companions import alongside
 from toolbus.application.live.config_service import ConfigPublisher
 from toolbus.application.tracing.export import export_from_environment
-from toolbus.cli._common import fail, redact_url, run
+from toolbus.cli._common import fail, run
 from toolbus.cli._serve_plan import describe
 from toolbus.cli._signals import StopSignals, stop_signals
 from toolbus.domain.calls.queues import parse_queue

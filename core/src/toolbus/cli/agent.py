@@ -136,10 +136,22 @@ def agent_seal_keys(settings: Settings) -> SealKeys | None:
 
 
 def _plan(broker: str | None, config: str | None) -> tuple[Settings, list[ToolPlugin], Registry]:
+    settings = _settings(broker, config)
+    return (settings, *_tools(settings))
+
+
+def _settings(broker: str | None, config: str | None) -> Settings:
     try:
-        settings = load_settings(broker, config)
+        return load_settings(broker, config)
+    except ConfigError as exc:
+        fail(str(exc))
+
+
+def _tools(settings: Settings) -> tuple[list[ToolPlugin], Registry]:
+    """The installed tool plugins and the configuration, for an agent that runs here."""
+    try:
         plugins = load_tool_plugins()
-        return settings, plugins, build_registry(settings, plugins)
+        return plugins, build_registry(settings, plugins)
     except (ConfigError, PluginError) as exc:
         fail(str(exc))
 
@@ -368,7 +380,7 @@ def ask(
     with the model --llm names.
     """
     setup_logging(verbose)
-    settings, plugins, registry = _plan(broker, config)
+    settings = _settings(broker, config)
     in_process = settings.broker.startswith("memory:")
     url = _llm_url(llm)
     if in_process and url is None:
@@ -377,6 +389,10 @@ def ask(
             f"or set {LLM_VARIABLE} (scripted://demo needs no API key), or --broker for a "
             "broker where 'toolbus agent serve' runs"
         )
+    # Only an agent running here needs the tools: on a broker, loading every installed
+    # plugin (the OpenAPI toolset's HTTP and schema libraries among them) was most of
+    # what the asker spent before even looking for an agent service.
+    plugins, registry = _tools(settings) if in_process else ([], None)
     limits = _limits(max_iterations, DEFAULT_TIME_LIMIT)
     request = AgentRequest(
         question=question, user=user, group=group, state=state, session=session, streaming=True
@@ -393,7 +409,7 @@ def ask(
             bus = await connect(settings.broker, settings.broker_options)
             stack.push_async_callback(bus.close)
             if in_process:
-                assert url is not None
+                assert url is not None and registry is not None
                 loop = await stack.enter_async_context(
                     _agent(stack, bus, settings, plugins, registry, url, limits, None)
                 )

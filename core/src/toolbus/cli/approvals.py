@@ -29,7 +29,12 @@ from toolbus.cli._door_state import (
 from toolbus.cli._help import CommandApp
 from toolbus.cli.plugin_api import VerboseOption, fail, setup_logging
 from toolbus.domain.access.approvals import Approval
-from toolbus.domain.errors import ApprovalClosed, ApprovalNotFound, NotAnApprover
+from toolbus.domain.errors import (
+    AmbiguousApproval,
+    ApprovalClosed,
+    ApprovalNotFound,
+    NotAnApprover,
+)
 from toolbus.ports import StateStore
 
 #: How a decision taken here says its approver was authenticated.
@@ -52,7 +57,14 @@ app.add_typer(approvals_app)
 NoteOption = Annotated[
     str | None, typer.Option("--note", help="Why; a denied call's model reads it.")
 ]
-IdArgument = Annotated[str, typer.Argument(help="The approval's id.", show_default=False)]
+IdArgument = Annotated[
+    str,
+    typer.Argument(
+        help="The approval's id, or its first characters (at least 4) when no other pending "
+        "approval's id begins with them.",
+        show_default=False,
+    ),
+]
 
 
 def _line(approval: Approval, now: float) -> str:
@@ -94,8 +106,9 @@ def _decide(approval_id: str, approve: bool, note: str | None, state: str | None
 
     async def decide(store: StateStore) -> Approval:
         try:
-            return await ApprovalBook(store).decide(approval_id, user, approve, note, via=VIA)
-        except (ApprovalNotFound, NotAnApprover, ApprovalClosed) as exc:
+            book = ApprovalBook(store)
+            return await book.decide(await book.resolve(approval_id), user, approve, note, via=VIA)
+        except (ApprovalNotFound, AmbiguousApproval, NotAnApprover, ApprovalClosed) as exc:
             fail(str(exc))
 
     decided = with_store(where, "approvals", decide)

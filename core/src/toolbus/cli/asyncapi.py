@@ -14,7 +14,7 @@ from toolbus.application.live.config_files import load_registry_from_path
 from toolbus.cli._app import app
 from toolbus.cli._common import ConfigOption, config_path
 from toolbus.cli._live import DEFAULT_WAIT, WaitOption, live_registry
-from toolbus.cli.plugin_api import fail
+from toolbus.cli.plugin_api import VerboseOption, fail, setup_logging
 from toolbus.domain.asyncapi.document import asyncapi_document
 from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import ConfigError, PluginError
@@ -59,32 +59,51 @@ def asyncapi_command(
         typer.Option("--output", "-o", help="Write to this file instead of standard output."),
     ] = None,
     wait: WaitOption = DEFAULT_WAIT,
+    verbose: VerboseOption = False,
 ) -> None:
     """Write the AsyncAPI 3.0 document of a deployment's tool services.
 
     One channel per request and response queue, one operation per tool, the
     request and response messages with each tool's argument schema, and the
-    broker as the server, with its bindings.
+    broker as the server, with its bindings. With no broker named, the
+    document has no server.
     """
+    setup_logging(verbose)
     if live and config is not None:
         fail("--live reads the configuration from the broker: drop --config, or drop --live")
     try:
         settings = load_settings(broker, config)
     except ConfigError as exc:
         fail(str(exc))
+    if live and (not settings.broker_named or settings.broker.startswith("memory:")):
+        fail(
+            "--live describes what a broker knows: name the broker with --broker URL (or "
+            "TOOLBUS_BROKER, or broker in toolbus.toml); memory:// is each process's own, "
+            "so nothing announces on it from outside"
+        )
     registry: Registry
     if live:
-        registry = live_registry(settings, wait)
+        # What the broker knows only: the tools of plugins installed here are not served
+        # anywhere until a service announces them.
+        registry = live_registry(settings, wait, local_layer=False)
     else:
         path = config_path(config)
         try:
             registry = load_registry_from_path(path)
         except ConfigError as exc:
             fail(f"{path}: {exc}")
-    try:
-        described = asyncapi_broker(settings.broker, settings.broker_options)
-    except (ConfigError, PluginError) as exc:
-        fail(str(exc))
+    described = None
+    if settings.broker_named:
+        try:
+            described = asyncapi_broker(settings.broker, settings.broker_options)
+        except (ConfigError, PluginError) as exc:
+            fail(str(exc))
+    else:
+        typer.echo(
+            "no broker named (--broker URL, TOOLBUS_BROKER or broker in toolbus.toml): "
+            "the document has no server, and no broker's addresses or bindings",
+            err=True,
+        )
     document = asyncapi_document(registry, described, title=title, version=toolbus_version())
     text = render(document, output)
     if out is None:

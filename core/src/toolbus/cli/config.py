@@ -37,6 +37,7 @@ from toolbus.cli.plugin_api import (
     BrokerOption,
     VerboseOption,
     fail,
+    redact_url,
     run,
     setup_logging,
 )
@@ -93,9 +94,9 @@ def _talk(
     settings = load_settings(broker)
     if settings.broker.startswith("memory:"):
         fail(
-            f"the broker is {settings.broker}, which lives inside one process, so no config "
-            "service can be reached through it; give --broker (or TOOLBUS_BROKER) the URL of "
-            "the broker the config service uses, e.g. nats://127.0.0.1:4222"
+            f"the broker is {redact_url(settings.broker)}, which lives inside one process, so "
+            "no config service can be reached through it; give --broker (or TOOLBUS_BROKER) "
+            "the URL of the broker the config service uses, e.g. nats://127.0.0.1:4222"
         )
 
     async def main() -> T:
@@ -110,8 +111,8 @@ def _talk(
                 except ToolTimeout:
                     fail(
                         f"no config service answered on {CONFIG_REQUEST_QUEUE} via "
-                        f"{settings.broker} within {timeout:g} s; start one with 'toolbus serve "
-                        f"config --store PATH --broker {settings.broker}', or raise --timeout",
+                        f"{redact_url(settings.broker)} within {timeout:g} s; start one with "
+                        f"'toolbus serve config --store PATH --broker URL', or raise --timeout",
                         EXIT_FAILED,
                     )
         finally:

@@ -21,6 +21,7 @@ See docs/plugins.md ("Adding commands") for a complete example.
 from __future__ import annotations
 
 from toolbus._internal.event_loops import EventLoop
+from toolbus._internal.urls import redact_url
 from toolbus.cli._common import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -28,7 +29,6 @@ from toolbus.cli._common import (
     LoopOption,
     VerboseOption,
     fail,
-    redact_url,
     run,
     setup_logging,
 )

@@ -194,6 +194,19 @@ class ApprovalNotFound(ToolbusError, LookupError):
         )
 
 
+class AmbiguousApproval(ToolbusError, LookupError):
+    """An id prefix that begins more than one pending approval's id."""
+
+    def __init__(self, prefix: str, candidates: Iterable[str]) -> None:
+        self.prefix = prefix
+        self.candidates = tuple(candidates)
+        listed = "\n".join(f"  {candidate}" for candidate in self.candidates)
+        super().__init__(
+            f"{prefix[:100]!r} begins the ids of {len(self.candidates)} pending approvals; "
+            f"give more of the id:\n{listed}"
+        )
+
+
 class NotAnApprover(ToolbusError):
     """This person may not decide this approval: not among its approvers, or it is their own
     call and callers do not approve their own calls."""
@@ -346,6 +359,17 @@ class MessageTooLarge(ToolbusError, ValueError):
         super().__init__(
             f"message of {size:,} bytes is larger than the limit of {limit:,} bytes; {how_to_raise}"
         )
+
+
+class MessageRefused(MessageTooLarge):
+    """The broker refused a message as too large: its own limit, below toolbus's, is one
+    the client does not know (``limit`` is 0). ``refusal`` says what the broker did and
+    where, ``how_to_raise`` what to change."""
+
+    def __init__(self, size: int, refusal: str, how_to_raise: str) -> None:
+        self.size = size
+        self.limit = 0
+        ToolbusError.__init__(self, f"{refusal}; {how_to_raise}")
 
 
 class BusClosed(ToolbusError, ConnectionError):

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 import pydantic
 
 from toolbus._internal.broker_options import BrokerOptions, parse_broker_options
+from toolbus._internal.urls import redact_url
 from toolbus.domain.errors import BrokerOptionError
 
 DEFAULT_BUFFER = 10_000
@@ -44,10 +45,10 @@ def parse_options(
     parts = urlsplit(url)
     if parts.scheme != "memory":
         raise BrokerOptionError(
-            f"not an in-memory bus URL: {url!r}; use 'memory://' or 'memory://name'"
+            f"not an in-memory bus URL: {redact_url(url)!r}; use 'memory://' or 'memory://name'"
         )
     parsed = parse_broker_options(
-        MemoryOptions, parts.query, options, where=f"memory bus URL {url.partition('?')[0]!r}"
+        MemoryOptions, parts.query, options, where=f"memory bus URL {redact_url(url)!r}"
     )
     parsed._name = (parts.netloc + parts.path).strip("/") or "default"
     return parsed

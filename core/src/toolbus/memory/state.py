@@ -29,6 +29,7 @@ import pydantic
 from toolbus._internal.broker_options import BrokerOptions, parse_broker_options
 from toolbus._internal.state_keys import check_namespace, check_ttl, check_value, key_bytes
 from toolbus._internal.state_watch import LatestState, Watches
+from toolbus._internal.urls import redact_url
 from toolbus.domain.errors import BrokerOptionError, StateStoreError
 from toolbus.ports import Clock, StateEntry
 
@@ -218,7 +219,7 @@ async def connect(
         MemoryStateOptions,
         parts.query,
         options,
-        where=f"in-memory state store URL {url.partition('?')[0]!r}",
+        where=f"in-memory state store URL {redact_url(url)!r}",
     )
     name = (parts.netloc + parts.path).strip("/") or "default"
     return MemoryStateStore(holder_for(name, clock), settings.max_value_size)

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 import pluggy
 
+from toolbus._internal.urls import redact_url
 from toolbus.application.calls.service import ToolService
 from toolbus.domain.asyncapi.brokers import AsyncApiBroker, PlainBroker
 from toolbus.domain.errors import PluginError
@@ -134,9 +135,7 @@ def _adapter_serving(kind: _AdapterKind, url: str) -> Any:
     """The ``kind`` of adapter serving ``url``'s scheme, importing that adapter only."""
     scheme = urlsplit(url).scheme
     if not scheme:
-        # Whatever precedes an '@' may be a key: such a URL is not echoed.
-        shown = "" if "@" in url else f" {url!r}"
-        raise PluginError(f"{kind.label}{shown} has no scheme; use {kind.url_forms}")
+        raise PluginError(f"{kind.label} {redact_url(url)!r} has no scheme; use {kind.url_forms}")
     base = scheme.split("+", 1)[0]
     found = [ep for ep in _entry_points(kind.group) if ep.name == base]
     if not found:

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 import httpx
 import yaml
 
+from toolbus._internal.urls import redact_url
 from toolbus.domain.errors import ConfigError, Problem
 
 #: How long fetching a document by URL may take.
@@ -146,4 +147,5 @@ class _InsecureSpec(Exception):
 
 
 def _problem(source: str, message: str) -> ConfigError:
-    return ConfigError([Problem(f"OpenAPI document {source}", "", message)])
+    shown = redact_url(source) if is_url(source) else source
+    return ConfigError([Problem(f"OpenAPI document {shown}", "", message)])

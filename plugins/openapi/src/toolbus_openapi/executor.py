@@ -37,6 +37,7 @@ from typing import Any
 import anyio
 import httpx
 
+from toolbus._internal.urls import redact_url
 from toolbus.application.calls.deadline import call_deadline
 from toolbus.domain.errors import (
     AccessDenied,
@@ -146,10 +147,13 @@ class HTTPExecutor:
         base = httpx.URL(self.base_url)
         if base.scheme not in _DEFAULT_PORTS or not base.host:
             raise ValueError(
-                f"base URL {self.base_url!r} must be an absolute http:// or https:// URL"
+                f"base URL {redact_url(self.base_url)!r} must be an absolute http:// or "
+                "https:// URL"
             )
         if base.query or base.fragment:
-            raise ValueError(f"base URL {self.base_url!r} may not have a query or fragment")
+            raise ValueError(
+                f"base URL {redact_url(self.base_url)!r} may not have a query or fragment"
+            )
         self._base = base
         self._base_path = base.path.rstrip("/")
         self._origin = _Origin.of(base)

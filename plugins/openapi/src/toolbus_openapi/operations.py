@@ -3,8 +3,8 @@
 Every operation becomes one tool named ``sanitize_toolname(f"{toolset}_{operationId}")``
 (an operation with no ``operationId`` is named after its method and path,
 ``get_pets_petId``; operationIds that would share a name get a hash suffix,
-see :func:`_tool_names`). Its arguments are the operation's path, query and header
-parameters and its request body: a JSON or form body that is an object is
+see :mod:`toolbus_openapi.naming`). Its arguments are the operation's path,
+query and header parameters and its request body: a JSON or form body that is an object is
 flattened into one argument per property, any other body is one argument
 ``body``. Schemas are resolved into self-contained JSON Schemas
 (:mod:`toolbus_openapi.schemas`), required flags kept; each operation also
@@ -23,17 +23,16 @@ is skipped with the reason, for one warning each.
 
 from __future__ import annotations
 
-import hashlib
 import re
-from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolbus.domain.calls.naming import MAX_TOOL_NAME, sanitize_toolname
+from toolbus.domain.calls.naming import sanitize_toolname
 from toolbus.domain.errors import ConfigError, Problem
 from toolbus_openapi.credentials import Credential
 from toolbus_openapi.document import Document
+from toolbus_openapi.naming import operation_ids, operation_tool_names
 from toolbus_openapi.schemas import Resolved, UnresolvableRef, json_schema, registry_for
 
 HTTP_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
@@ -58,7 +57,6 @@ _RESERVED_HEADERS = frozenset(
 )
 # Property names LLM tool APIs accept.
 _ARGUMENT_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-_NOT_WORD = re.compile(r"[^A-Za-z0-9]+")
 FORM = "application/x-www-form-urlencoded"
 
 
@@ -168,8 +166,8 @@ def read_operations(
     resolved = Resolved.of(registry_for(document), document.uri)
     openapi_30 = document.version.startswith("3.0")
     found = list(_operations(document.contents))
-    names = _operation_ids(found, where, problems)
-    tool_names = _tool_names(toolset, set(names.values()))
+    names = operation_ids(found, where, problems)
+    tool_names = operation_tool_names(toolset, set(names.values()))
 
     known_filters = set(names.values()) | {tag for _, _, op in found for tag in _tags(op)}
     for option, given in (("--include", include), ("--exclude", exclude)):
@@ -244,58 +242,6 @@ def _operations(contents: Mapping[str, Any]) -> Iterable[tuple[str, str, Mapping
 def _tags(operation: Mapping[str, Any]) -> tuple[str, ...]:
     tags = operation.get("tags")
     return tuple(str(tag) for tag in tags) if isinstance(tags, list) else ()
-
-
-def fallback_id(method: str, path: str) -> str:
-    """The name of an operation without an operationId: ``get_pets_petId``."""
-    return "_".join(part for part in (method, *_NOT_WORD.split(path)) if part)
-
-
-def _tool_names(toolset: str, operation_ids: set[str]) -> dict[str, str]:
-    """Each operation's tool name: ``sanitize_toolname(f"{toolset}_{operationId}")``.
-
-    Where distinct operationIds give one name (cut at 64 characters, or made
-    alike by sanitizing), each of them gets the first 57 characters and ``_``
-    plus 6 hex digits of the SHA-256 of its operationId instead. The names are
-    worked out over the whole document, before any filter, so that a tool's
-    name never depends on which other operations are served.
-    """
-    plain = {
-        operation_id: sanitize_toolname(f"{toolset}_{operation_id}")
-        for operation_id in operation_ids
-    }
-    owners = Counter(plain.values())
-    return {
-        operation_id: name
-        if owners[name] == 1
-        else f"{name[: MAX_TOOL_NAME - 7]}_{hashlib.sha256(operation_id.encode()).hexdigest()[:6]}"
-        for operation_id, name in plain.items()
-    }
-
-
-def _operation_ids(
-    found: list[tuple[str, str, Mapping[str, Any]]], where: str, problems: list[Problem]
-) -> dict[tuple[str, str], str]:
-    """Each operation's id (its operationId, or the fallback), every collision a problem."""
-    names: dict[tuple[str, str], str] = {}
-    owners: dict[str, str] = {}
-    for path, method, operation in found:
-        given = operation.get("operationId")
-        name = given if isinstance(given, str) and given else fallback_id(method, path)
-        label = f"{method.upper()} {path}"
-        if name in owners:
-            hint = (
-                "operationIds must be unique"
-                if isinstance(given, str) and given
-                else "it has no operationId and its fallback name is taken; give it one"
-            )
-            problems.append(
-                Problem(where, "", f"{label} and {owners[name]} are both named {name!r}: {hint}")
-            )
-        else:
-            owners[name] = label
-        names[(path, method)] = name
-    return names
 
 
 def _operation(

@@ -28,6 +28,7 @@ from urllib.parse import urljoin
 
 import httpx
 
+from toolbus._internal.urls import redact_url
 from toolbus.domain.errors import ConfigError, Problem
 from toolbus.ports import Bus
 from toolbus_openapi.credentials import Credential
@@ -180,8 +181,8 @@ def _server_url(document: Document, problems: list[Problem], where: str) -> str 
                 Problem(
                     where,
                     "base-url",
-                    f"the document's server URL {url!r} is relative to where it is served; "
-                    "give --base-url URL",
+                    f"the document's server URL {redact_url(url)!r} is relative to where it is "
+                    "served; give --base-url URL",
                 )
             )
             return None

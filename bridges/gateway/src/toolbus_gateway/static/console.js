@@ -1,5 +1,5 @@
 // The console's only script: refresh panels when the server says they changed,
-// keep announcement ages ticking, and filter the tools table in place.
+// keep announcement ages and approvals' waits ticking, and filter the tools table in place.
 "use strict";
 
 const refreshes = JSON.parse(document.querySelector("main").dataset.refreshes);
@@ -37,11 +37,26 @@ function connect() {
   events.onerror = () => document.body.classList.remove("live");
 }
 
+// As the server writes durations (console.py's human_seconds): 42 s, 4 m 59 s, 2 h 5 m.
+function human(seconds) {
+  const whole = Math.max(0, Math.floor(seconds));
+  if (whole < 60) return `${whole} s`;
+  if (whole < 3600) return `${Math.floor(whole / 60)} m ${whole % 60} s`;
+  return `${Math.floor(whole / 3600)} h ${Math.floor((whole % 3600) / 60)} m`;
+}
+
 function tickAges() {
   const now = Date.now();
   document.querySelectorAll("td.age[data-heard]").forEach((cell) => {
     const seconds = Math.max(0, Math.round((now - Number(cell.dataset.heard)) / 1000));
     cell.textContent = `${seconds} s ago`;
+  });
+  document.querySelectorAll("#approvals [data-since]").forEach((cell) => {
+    cell.textContent = `(${human((now - Number(cell.dataset.since)) / 1000)})`;
+  });
+  document.querySelectorAll("#approvals [data-expires]").forEach((cell) => {
+    const left = (Number(cell.dataset.expires) - now) / 1000;
+    cell.textContent = left > 0 ? human(left) : "expired";
   });
 }
 

@@ -17,8 +17,9 @@ While it runs:
   tools again and re-announce them, at most once per ``relist_interval``
   (changes in between are taken up by the next listing, none is lost);
 * a tool list is read for at most ``max_pages`` pages and ``max_tools``
-  tools: a server beyond either is refused at start, and keeps its previous
-  tools after a change, so one server cannot flood the bus or the registry;
+  tools (:mod:`~toolbus_mcp.importing.listing`): a server beyond either is
+  refused at start, and keeps its previous tools after a change, so one
+  server cannot flood the bus or the registry;
 * replicas of the bridge compete for calls like replicas of any service;
 * each call carries its trace context in the request's ``_meta``
   (``traceparent``, ``tracestate``), so the MCP server continues the trace.
@@ -39,7 +40,6 @@ from typing import Any, cast
 import anyio
 import httpx2
 import mcp_types as mcp
-import pydantic
 from anyio.abc import TaskStatus
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -56,14 +56,15 @@ from toolbus.domain.errors import (
     BadRequest,
     ConfigError,
     DeadlineExceeded,
-    Problem,
     ToolbusError,
     ToolCallError,
     ToolServiceError,
     Unavailable,
 )
 from toolbus.ports import Bus
+from toolbus_mcp.importing._stdio_logs import quiet_parse_errors
 from toolbus_mcp.importing.addresses import McpServerAddress
+from toolbus_mcp.importing.listing import all_tools
 from toolbus_mcp.importing.translation import (
     MCP_TOOL_PARAM,
     Approve,
@@ -358,16 +359,15 @@ class McpToolset:
         """A connected client and the descriptors of the tools the server lists now."""
         async with AsyncExitStack() as stack:
             client = await stack.enter_async_context(self._client_for(stack))
-            tools = toolset_tools(
-                self.name, await self._all_tools(client), groups=self.groups, approve=self.approve
-            )
+            listed = await all_tools(client, self.name, self.max_pages, self.max_tools)
+            tools = toolset_tools(self.name, listed, groups=self.groups, approve=self.approve)
             self.connections += 1
             yield client, tools
 
     def _client_for(self, stack: AsyncExitStack) -> Client:
         server = self.server
         if server.command:
-            _quiet_parse_errors()
+            quiet_parse_errors()
             program, *arguments = server.command
             parameters = StdioServerParameters(
                 command=program, args=arguments, env=dict(server.env) or None
@@ -377,6 +377,7 @@ class McpToolset:
         http = httpx2.AsyncClient(
             headers=dict(server.headers),
             timeout=httpx2.Timeout(self.connect_timeout, read=max(self.call_timeout, 300.0)),
+            auth=None if server.oauth is None else server.oauth.auth_for(server.url),
         )
         stack.push_async_callback(http.aclose)
         transport = streamable_http_client(server.url, http_client=http)
@@ -432,7 +433,7 @@ class McpToolset:
             with anyio.fail_after(self.connect_timeout):
                 tools = toolset_tools(
                     self.name,
-                    await self._all_tools(client),
+                    await all_tools(client, self.name, self.max_pages, self.max_tools),
                     groups=self.groups,
                     approve=self.approve,
                 )
@@ -451,29 +452,6 @@ class McpToolset:
         except ConfigError as exc:
             log.error("MCP toolset %r: cannot announce the new tools: %s", self.name, exc)
 
-    async def _all_tools(self, client: Client) -> list[mcp.Tool]:
-        """Every tool the server lists, within ``max_pages`` and ``max_tools``."""
-        tools: list[mcp.Tool] = []
-        cursor: str | None = None
-        for _ in range(self.max_pages):
-            page = await client.list_tools(cursor=cursor, cache_mode="bypass")
-            tools.extend(page.tools)
-            if len(tools) > self.max_tools:
-                raise self._too_many(
-                    f"lists {len(tools)} tools{' or more' if page.next_cursor else ''}; at most "
-                    f"{self.max_tools} are served (max_tools)"
-                )
-            cursor = page.next_cursor
-            if not cursor:
-                return tools
-        raise self._too_many(
-            f"lists its tools in more than {self.max_pages} pages; at most that many are read "
-            "(max_pages)"
-        )
-
-    def _too_many(self, what: str) -> ConfigError:
-        return ConfigError([Problem(f"MCP toolset {self.name!r}", "", f"its server {what}")])
-
 
 def _trace_meta() -> mcp.RequestParamsMeta | None:
     """The call's trace context for the request's ``_meta``, as MCP's conventions carry it.
@@ -486,34 +464,6 @@ def _trace_meta() -> mcp.RequestParamsMeta | None:
     if context is None:
         return None
     return cast(mcp.RequestParamsMeta, tracing.as_properties(context))
-
-
-class _ParseErrorsInOneLine(logging.Filter):
-    """The SDK logs each line a stdio server writes that is not JSON-RPC with a traceback
-    of pydantic's errors; what helps is one line saying what came, and what to fix."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        failure = record.exc_info[1] if record.exc_info else None
-        if isinstance(failure, pydantic.ValidationError):
-            errors = failure.errors(include_url=False)
-            line = str(errors[0].get("input", "")) if errors else ""
-            record.msg = (
-                "an MCP server wrote a line that is not an MCP message on stdout: %r; a "
-                "server speaking stdio writes JSON-RPC there only (logs go to stderr)"
-            )
-            record.args = (line[:120],)
-            record.exc_info = record.exc_text = None
-            record.levelno, record.levelname = logging.WARNING, "WARNING"
-        return True
-
-
-_PARSE_ERRORS = _ParseErrorsInOneLine()
-
-
-def _quiet_parse_errors() -> None:
-    logger = logging.getLogger("mcp.client.stdio")
-    if _PARSE_ERRORS not in logger.filters:
-        logger.addFilter(_PARSE_ERRORS)
 
 
 def _innermost(exc: BaseException) -> BaseException:

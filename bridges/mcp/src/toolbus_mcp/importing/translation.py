@@ -96,8 +96,9 @@ def toolset_tools(
             or f"The {tool.name} tool of the MCP server {toolset}",
             MCP_TOOL_PARAM: tool.name,
         }
-        if "arguments" in derived:
-            descriptor["arguments"] = derived["arguments"]
+        for taken in ("arguments", "additional-arguments"):
+            if taken in derived:
+                descriptor[taken] = derived[taken]
         if groups is not None:
             descriptor["group"] = list(groups)
         annotations = hints(tool)

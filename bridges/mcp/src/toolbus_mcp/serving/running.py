@@ -14,7 +14,8 @@ from anyio.abc import TaskStatus
 
 from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.calls.tools import Tools
-from toolbus.application.identity.credentials import CredentialTable, load_credentials
+from toolbus.application.identity.bearer import Authenticator
+from toolbus.application.identity.credentials import load_credentials
 from toolbus.application.identity.signing import CallSigner
 from toolbus.application.live.registry import LiveRegistry
 from toolbus.cli.plugin_api import redact_url
@@ -25,6 +26,7 @@ from toolbus.plugins import ToolPlugin, connect, load_tool_plugins
 from toolbus.runtime import opened_door, plugins_in_process, registry_from, tool_types
 from toolbus.settings import Settings, load_settings
 from toolbus_mcp.serving.server import BusMcpServer, McpCaller
+from toolbus_mcp.serving.settings import SECTION, parse_mcp_settings
 from toolbus_mcp.serving.transports import serve_http, serve_stdio
 
 
@@ -50,29 +52,41 @@ class ServeOptions:
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
-    """``"127.0.0.1:8000"`` as ``("127.0.0.1", 8000)``; :class:`ConfigError` otherwise."""
+    """``"127.0.0.1:8000"`` as ``("127.0.0.1", 8000)``; :class:`ConfigError` otherwise.
+
+    Port 0 has the system choose a free port, which the start-up line names.
+    """
     host, sep, port = listen.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
         raise ConfigError([Problem("--listen", "", f"{listen!r} must look like 127.0.0.1:8000")])
     return host, int(port)
 
 
-def credential_table(snapshot: Mapping[str, Any], settings: Settings) -> CredentialTable:
-    """The API keys HTTP callers authenticate with: the configuration's, else toolbus.toml's."""
+def authenticator(snapshot: Mapping[str, Any], settings: Settings) -> Authenticator:
+    """Who HTTP callers are: the API keys of the configuration (else of toolbus.toml), and
+    the identity provider's tokens of ``[mcp.jwt]``."""
     base = settings.config.parent if settings.config is not None else Path.cwd()
     table = load_credentials(snapshot, settings.file, base_dir=base)
-    if table is None or not len(table):
+    tokens = parse_mcp_settings(settings.file.get(SECTION)).jwt
+    if (table is None or not len(table)) and tokens is None:
         raise ConfigError(
             [
                 Problem(
                     "--transport http",
                     "",
-                    "needs API keys to authenticate callers: add [[credentials.api-keys]] "
-                    "entries to toolbus.toml, or a credentials object to the configuration",
+                    "needs a way to authenticate callers: add [[credentials.api-keys]] "
+                    "entries to toolbus.toml (or a credentials object to the configuration), "
+                    "or an identity provider's tokens under [mcp.jwt] (docs/mcp.md#logging-in)",
                 )
             ]
         )
-    return table
+    return Authenticator.from_settings(
+        table if table else None,
+        tokens,
+        where="toolbus.toml [mcp.jwt]",
+        door="toolbus mcp serve",
+        base_dir=settings.file_path.parent if settings.file_path is not None else Path.cwd(),
+    )
 
 
 @asynccontextmanager
@@ -106,13 +120,13 @@ async def serve_bus(options: ServeOptions, until: Callable[[], Awaitable[object]
     # On memory:// the installed plugins' services run here (bus_tools), so their
     # tools are the default, as for toolbus call; elsewhere the bus says what runs.
     local = registry_from(settings.config or (None if in_memory else {}), plugins)
-    credentials = None
+    callers = None
     # Over stdio the one client is the command's; over HTTP each request's comes
     # from the gate.
     caller: McpCaller | None = McpCaller(options.user, options.groups, options.state)
     if options.transport == "http":
         host, port = parse_listen(options.listen)
-        credentials = credential_table(local.snapshot, settings)
+        callers = authenticator(local.snapshot, settings)
         caller = None
     async with (
         bus_tools(options, settings, local, plugins) as (tools, live),
@@ -125,7 +139,7 @@ async def serve_bus(options: ServeOptions, until: Callable[[], Awaitable[object]
             door_name="toolbus mcp serve",
         ) as door,
     ):
-        if credentials is not None:
+        if callers is not None:
             warning = door.require_access_control(
                 "toolbus mcp serve --transport http", allow_off=options.no_access_control
             )
@@ -138,15 +152,15 @@ async def serve_bus(options: ServeOptions, until: Callable[[], Awaitable[object]
         try:
             async with anyio.create_task_group() as tasks:
                 await tasks.start(server.follow_changes)
-                if credentials is None:
+                if callers is None:
                     # Over stdio the client may also end it, by closing stdin.
                     await tasks.start(_until_done, serve_stdio(server), tasks.cancel_scope)
                     where = f"stdio for user {options.user!r}"
                 else:
-                    await tasks.start(
+                    port = await tasks.start(
                         lambda task_status: serve_http(
                             server,
-                            credentials,
+                            callers,
                             host=host,
                             port=port,
                             json_response=options.json_response,

@@ -62,8 +62,9 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolbus.application.agent.asking import listening, replying
 from toolbus.application.agent.session import AgentSession
-from toolbus.application.doors.door import WORKFLOW, FrontDoor
+from toolbus.application.doors.door import FrontDoor
 from toolbus.application.doors.holding import Held, HeldAlready, HeldKey, InProcessHolder
+from toolbus.application.doors.keeping import WORKFLOW
 from toolbus.application.doors.stored import StoredHolder, session_key
 from toolbus.application.live.registry import LiveRegistry
 from toolbus.application.tracing import conventions
@@ -222,7 +223,7 @@ class BusMcpServer:
         self.tools = door.tools
         self.live = live
         self.caller = caller
-        self.clock = door.clock if clock is None else clock
+        self.clock = door.holder.clock if clock is None else clock
         self._workflows: dict[HeldKey, Workflow] = {}
         self._arguments = ArgumentCheck()
         self._changes = anyio.Event()
@@ -261,10 +262,10 @@ class BusMcpServer:
         """
         key = workflow_key(caller, name[:MAX_WORKFLOW_NAME])
         if await self.door.holder.get(key) is None:
-            await self.door.check_room(caller.user, WORKFLOW)
+            await self.door.held.check_room(caller.user, WORKFLOW)
             session = self.door.open(caller.user, caller.groups, caller.state, counted=False)
             with suppress(HeldAlready):  # a concurrent first request started it: use that
-                await self.door.hold(session, WORKFLOW, key.id)
+                await self.door.held.hold(session, WORKFLOW, key.id)
         found = self._workflows.get(key)
         if found is None:
             found = self._workflows[key] = Workflow(self, key)
@@ -303,7 +304,7 @@ class BusMcpServer:
             held = await workflow.held()
             assert held is not None
         try:
-            return workflow, held, self.door.resume(held)
+            return workflow, held, self.door.held.resume(held)
         except AccessDenied as exc:  # the configuration no longer grants the groups
             raise MCPError(mcp.INVALID_REQUEST, str(exc)) from None
 
@@ -316,7 +317,7 @@ class BusMcpServer:
         async with workflow.lock:
             workflow, held, session = await self._resumed(ctx, workflow)
             offered = session.tools("mcp")
-            await self.door.touch(held)
+            await self.door.held.touch(held)
         workflow.offered = offered
         return mcp.ListToolsResult(tools=[mcp.Tool.model_validate(tool) for tool in offered])
 
@@ -339,7 +340,7 @@ class BusMcpServer:
                     outcome = await session.call(params.name, arguments)
             except InputNeeded as needed:  # asked before anything ran: nothing to keep
                 return needed.result()
-            await self.door.keep(held, session)
+            await self.door.held.keep(held, session)
         if outcome.transition is not None:
             await workflow.notify_if_changed()
         return mcp.CallToolResult(
@@ -387,8 +388,8 @@ class BusMcpServer:
             if workflow.listening:
                 held = await self.door.holder.get(workflow.key)
                 if held is not None:
-                    await self.door.touch(held)
-        expired = await self.door.expire()
+                    await self.door.held.touch(held)
+        expired = await self.door.held.expire()
         for held in expired:
             if held.key in self._workflows:
                 self._workflows.pop(held.key).close()
@@ -401,7 +402,7 @@ class BusMcpServer:
         for key, workflow in list(self._workflows.items()):
             workflow.close()
             if in_process:
-                await self.door.release(key.owner, key.kind, key.id)
+                await self.door.held.release(key.owner, key.kind, key.id)
         self._workflows.clear()
 
 

@@ -1,25 +1,16 @@
 """Running a :class:`~toolbus_mcp.serving.server.BusMcpServer` over stdio or streamable HTTP.
 
-Over HTTP every request passes :class:`CallerGate` before MCP sees it:
-
-* ``Authorization: Bearer KEY`` must be an API key of the credential table
-  (:mod:`toolbus.application.identity.credentials`; no key, or an unknown
-  one: ``401``);
-* ``Toolbus-Groups: a,b`` (optional; absent means ``default``, as in an agent
-  session) must be within the user's permissions (beyond them: ``403``,
-  audited like a refused agent session);
-* ``Toolbus-State`` (optional) is a new workflow's initial state, and must be
-  an entry state (otherwise ``403``, audited); a workflow that exists keeps
-  the state it reached.
-
-Then :class:`~toolbus_mcp.serving.malformed.MalformedRequests` answers a
-malformed request (an ``id`` JSON-RPC does not allow, a body too large or not
-JSON) with a JSON-RPC error before the SDK's transport sees it.
+Over HTTP every request passes :class:`~toolbus_mcp.serving.gate.CallerGate`
+before MCP sees it (the bearer credential, the groups, the state), then
+:class:`~toolbus_mcp.serving.malformed.MalformedRequests` answers a malformed
+request (an ``id`` JSON-RPC does not allow, a body too large or not JSON)
+with a JSON-RPC error before the SDK's transport sees it. Beside the
+endpoint, the app serves the door's protected-resource metadata (RFC 9728,
+when the token table names a ``resource``), ``/healthz`` and ``/readyz``.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from collections.abc import AsyncIterator
@@ -33,21 +24,22 @@ import uvicorn
 from anyio import RunFinishedError
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream
+from mcp.server.auth.handlers.metadata import ProtectedResourceMetadataHandler
+from mcp.server.auth.routes import cors_middleware
 from mcp.server.stdio import stdio_server
-from starlette.datastructures import Headers
-from starlette.types import ASGIApp, Receive, Scope, Send
+from mcp.shared.auth import ProtectedResourceMetadata
+from starlette.routing import Route
 
 from toolbus._internal.heap import settle_heap
 from toolbus._internal.web_server import CommandServer, bind, cannot_listen
-from toolbus.application.identity.credentials import CredentialTable, bearer_token
-from toolbus.domain.errors import AccessDenied, ConfigError, ToolbusError
+from toolbus.application.identity.bearer import Authenticator, ProtectedResource
+from toolbus.application.identity.credentials import CredentialTable
+from toolbus.domain.errors import ToolbusError
+from toolbus_mcp.serving.gate import CallerGate
+from toolbus_mcp.serving.health import health_routes
 from toolbus_mcp.serving.malformed import MalformedRequests
-from toolbus_mcp.serving.server import CALLER_SCOPE_KEY, BusMcpServer, McpCaller
+from toolbus_mcp.serving.server import BusMcpServer
 
-#: Header naming the tool groups an HTTP client asks for (comma-separated).
-GROUPS_HEADER = "toolbus-groups"
-#: Header naming an HTTP client's initial workflow state.
-STATE_HEADER = "toolbus-state"
 #: Where the MCP endpoint is served.
 MCP_PATH = "/mcp"
 
@@ -102,103 +94,77 @@ async def _stdin_lines() -> AsyncIterator[MemoryObjectReceiveStream[str]]:
         os.dup2(wire, 0)
 
 
-def parse_groups(value: str | None) -> tuple[str, ...] | None:
-    """``"a, b"`` as ``("a", "b")``; absent is ``None``, an empty value no groups."""
-    if value is None:
-        return None
-    return tuple(group.strip() for group in value.split(",") if group.strip())
-
-
-class CallerGate:
-    """ASGI middleware: authenticate the bearer key, admit the groups, pass the caller on."""
-
-    def __init__(self, app: ASGIApp, server: BusMcpServer, credentials: CredentialTable) -> None:
-        self.app = app
-        self.server = server
-        self.credentials = credentials
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        headers = Headers(scope=scope)
-        identity = self.credentials.authenticate(bearer_token(headers.get("authorization")))
-        if identity is None:
-            await _refuse(
-                send,
-                401,
-                "a valid bearer token is required: send Authorization: Bearer KEY with an "
-                "API key of the credential table",
-                {"www-authenticate": 'Bearer realm="toolbus"'},
-            )
-            return
-        caller = McpCaller(
-            identity.user, parse_groups(headers.get(GROUPS_HEADER)), headers.get(STATE_HEADER)
-        )
-        try:
-            self.server.admit(caller)
-        except AccessDenied as exc:
-            await _refuse(send, 403, str(exc))
-            return
-        except ConfigError as exc:  # the configuration's permissions section is broken
-            await _refuse(send, 500, str(exc))
-            return
-        scope[CALLER_SCOPE_KEY] = caller
-        await self.app(scope, receive, send)
-
-
-async def _refuse(
-    send: Send, status: int, message: str, headers: dict[str, str] | None = None
-) -> None:
-    body = json.dumps({"error": message}).encode("utf-8")
-    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    raw += [(name.encode(), value.encode()) for name, value in (headers or {}).items()]
-    await send({"type": "http.response.start", "status": status, "headers": raw})
-    await send({"type": "http.response.body", "body": body})
-
-
 def http_app(
     server: BusMcpServer,
-    credentials: CredentialTable,
+    authenticator: Authenticator | CredentialTable,
     *,
     host: str = "127.0.0.1",
     json_response: bool = False,
 ) -> Any:
     """The ASGI application: the SDK's streamable HTTP endpoint at ``/mcp``, behind the gate.
 
-    Stateful: clients of the 2025 revisions get an ``Mcp-Session-Id`` (and a
-    workflow each); 2026-07-28 requests are served one at a time, as that
-    revision defines. ``json_response``: every answer is one JSON body, never
-    an event stream (a ``subscriptions/listen`` stream excepted), which costs
-    less per call; there are then no keep-alive pings while a call runs, and a
-    call whose client hangs up is not cancelled.
+    ``authenticator`` says who callers are (a :class:`CredentialTable` is its
+    API keys alone). Stateful: clients of the 2025 revisions get an
+    ``Mcp-Session-Id`` (and a workflow each); 2026-07-28 requests are served
+    one at a time, as that revision defines. ``json_response``: every answer
+    is one JSON body, never an event stream (a ``subscriptions/listen`` stream
+    excepted), which costs less per call; there are then no keep-alive pings
+    while a call runs, and a call whose client hangs up is not cancelled.
     """
+    gate = authenticator_of(authenticator)
+    routes = health_routes(server, gate)
+    if gate.resource is not None:
+        routes += metadata_routes(gate.resource)
     app = server.server.streamable_http_app(
-        streamable_http_path=MCP_PATH, host=host, json_response=json_response
+        streamable_http_path=MCP_PATH,
+        host=host,
+        json_response=json_response,
+        custom_starlette_routes=routes,
     )
-    return CallerGate(MalformedRequests(app), server, credentials)
+    open_paths = [route.path for route in routes]
+    return CallerGate(MalformedRequests(app), server, gate, open_paths=open_paths)
+
+
+def authenticator_of(given: Authenticator | CredentialTable) -> Authenticator:
+    """``given``, or an authenticator of the API keys ``given`` holds."""
+    return given if isinstance(given, Authenticator) else Authenticator(given)
+
+
+def metadata_routes(resource: ProtectedResource) -> list[Route]:
+    """The RFC 9728 document, served the SDK's way (cached, readable from any origin)."""
+    handler = ProtectedResourceMetadataHandler(
+        ProtectedResourceMetadata.model_validate(resource.document())
+    )
+    return [
+        Route(path, cors_middleware(handler.handle, ["GET", "OPTIONS"]), methods=["GET", "OPTIONS"])
+        for path in resource.metadata_paths
+    ]
 
 
 async def serve_http(
     server: BusMcpServer,
-    credentials: CredentialTable,
+    authenticator: Authenticator | CredentialTable,
     *,
     host: str = "127.0.0.1",
     port: int,
     json_response: bool = False,
-    task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve ``http://host:port/mcp`` with uvicorn until cancelled (``json_response``:
-    see :func:`http_app`).
+    """Serve ``http://host:port/mcp`` with uvicorn until cancelled (``authenticator`` and
+    ``json_response``: see :func:`http_app`); an identity provider's keys are kept
+    fresh meanwhile.
 
-    Raises :class:`ListenError` when the address cannot be listened on.
+    Started (``await tasks.start(...)``) once it listens, with the port it listens
+    on: port 0 has the system choose one. Raises :class:`ListenError` when the
+    address cannot be listened on.
     """
     try:
         listener = bind(host, port)
     except OSError as exc:
         raise ListenError(cannot_listen(host, port, exc)) from None
+    gate = authenticator_of(authenticator)
     config = uvicorn.Config(
-        http_app(server, credentials, host=host, json_response=json_response),
+        http_app(server, gate, host=host, json_response=json_response),
         log_level="warning",
         lifespan="on",
     )
@@ -211,11 +177,11 @@ async def serve_http(
             await web.serve(sockets=[listener])
 
     try:
-        async with anyio.create_task_group() as tasks:
+        async with gate, anyio.create_task_group() as tasks:
             tasks.start_soon(serve)
             # The socket listens already: connections wait in its backlog until
             # uvicorn, which has no start-up event to await, accepts them.
-            task_status.started()
+            task_status.started(listener.getsockname()[1])
             try:
                 await anyio.sleep_forever()
             finally:

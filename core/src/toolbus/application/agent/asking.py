@@ -47,6 +47,10 @@ class ApprovalReply:
 
     approval_id: str
     answer: ApprovalAnswer | None
+    #: The call waited on this approval already (a task going on with its call): if it
+    #: left the store meanwhile (withdrawn, or refused as not sealed by a door), the call
+    #: is refused for it rather than asked anew.
+    waited_on: bool = False
 
 
 @contextmanager

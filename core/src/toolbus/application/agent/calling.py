@@ -22,7 +22,6 @@ from toolbus.application.agent.observations import (
     failed,
     not_in_state,
     not_offered,
-    unusable_arguments,
 )
 from toolbus.application.agent.outcomes import CallOutcome
 from toolbus.application.agent.recording import SessionRecorder
@@ -170,6 +169,7 @@ class CallRunner:
             tool=tool.name,
             tool_call_id=tool_call_id,
             error_type=exc.error_type,
+            seconds=seconds,
         )
 
     def broke(
@@ -237,6 +237,7 @@ class CallRunner:
             tool=tool.name,
             tool_call_id=tool_call_id,
             transition=transition,
+            seconds=seconds,
         )
 
     # ------------------------------------------------------------------ calls that did not run
@@ -324,13 +325,16 @@ class CallRunner:
             refusal=stop.step,
         )
 
-    def unusable(self, tool: ToolDescriptor, problem: str, tool_call_id: str | None) -> CallOutcome:
-        """The model's arguments are not a JSON object: no call, an error it can fix."""
+    def unusable(
+        self, tool: ToolDescriptor, observation: str, tool_call_id: str | None
+    ) -> CallOutcome:
+        """The model's arguments cannot be used (not a JSON object, or not what the tool
+        takes): no call, an error it can fix, which ``observation`` explains."""
         state = self.state()
         self.record.call(tool.name, tool_call_id, "error", state, self.clock(), 0.0, "bad-request")
         return CallOutcome(
             name=tool.llm_name,
-            observation=unusable_arguments(tool, problem),
+            observation=observation,
             status="error",
             state=state,
             tool=tool.name,

@@ -13,8 +13,9 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlsplit
 
+from toolbus._internal.urls import redact_url
 from toolbus.domain.errors import PluginError
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -77,7 +78,7 @@ def parse_llm_url(
     parts = urlsplit(url)
     if "@" in parts.netloc:
         raise PluginError(
-            f"LLM URL {shown_llm_url(url)} carries user-info before '@'; API keys are read "
+            f"LLM URL {redact_url(url)!r} carries user-info before '@'; API keys are read "
             "from environment variables only, never from the URL: remove it, and set the "
             "provider's variable or name another with api_key_env=NAME"
         )
@@ -92,11 +93,11 @@ def parse_llm_url(
     if not transport:
         model = merged.pop("model", "") or (parts.netloc + parts.path).strip("/")
         if not model:
-            raise PluginError(f"LLM URL {url!r} names no model; use {scheme}://MODEL")
+            raise PluginError(f"LLM URL {redact_url(url)!r} names no model; use {scheme}://MODEL")
         return LLMLocation(model, None, merged)
     if transport not in ("http", "https"):
         raise PluginError(
-            f"LLM URL {url!r}: {scheme}+{transport}:// is not supported; use "
+            f"LLM URL {redact_url(url)!r}: {scheme}+{transport}:// is not supported; use "
             f"{scheme}+http:// or {scheme}+https://"
         )
     path = parts.path.rstrip("/")
@@ -105,19 +106,10 @@ def parse_llm_url(
         path, _, model = path.rpartition("/")
         if not model:
             raise PluginError(
-                f"LLM URL {url!r} names no model; put it last in the path, as in "
+                f"LLM URL {redact_url(url)!r} names no model; put it last in the path, as in "
                 f"{scheme}+{transport}://HOST:PORT/v1/MODEL"
             )
     return LLMLocation(model, f"{transport}://{parts.netloc}{path}", merged)
-
-
-def shown_llm_url(url: str) -> str:
-    """``url`` with any user-info replaced by ``***``: fit to print."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return repr(url)
-    hosts = parts.netloc.rpartition("@")[2]
-    return repr(urlunsplit(parts._replace(netloc=f"***@{hosts}")))
 
 
 def api_key(location: LLMLocation, default_variable: str, *, required: bool) -> str | None:

@@ -32,10 +32,8 @@ wall clock for the whole request; either ends it with an ``error`` event.
 Cancelling ``run`` cancels the tool calls in flight; the audit record says
 ``cancelled``.
 
-Beside the loop: where a run's progress is written, so that another replica
-goes on with it (:mod:`~toolbus.application.agent.checkpoints`), the events it
-reports (:mod:`~toolbus.application.agent.events`) and a turn's streamed text
-(:mod:`~toolbus.application.agent.turn_text`).
+Beside it: its checkpoints (:mod:`~toolbus.application.agent.checkpoints`), its
+events (:mod:`~toolbus.application.agent.events`, ``turn_text``).
 """
 
 from __future__ import annotations

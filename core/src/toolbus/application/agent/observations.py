@@ -48,6 +48,28 @@ def unusable_arguments(tool: ToolDescriptor, problem: str) -> str:
     )
 
 
+#: How many characters of an argument's name an observation quotes.
+_NAME_SHOWN = 64
+
+
+def undeclared_arguments(tool: ToolDescriptor, names: Sequence[str]) -> str:
+    """The call gives arguments its tool does not declare: which, and the ones it takes."""
+    shown = ", ".join(
+        repr(name if len(name) <= _NAME_SHOWN else name[:_NAME_SHOWN] + "…")
+        for name in names[:MAX_NAMES_IN_OBSERVATION]
+    )
+    more = len(names) - MAX_NAMES_IN_OBSERVATION
+    if more > 0:
+        shown += f", and {more} more"
+    hidden = tool.options.hidden
+    takes = [repr(argument.name) for argument in tool.arguments if argument.name not in hidden]
+    return (
+        f"Error: tool {tool.llm_name!r} takes no argument {shown}; it takes "
+        f"{', '.join(takes) if takes else 'no arguments'}. No call was made; call it again "
+        "with only the arguments it takes."
+    )
+
+
 def failed(tool: ToolDescriptor, error_type: str, message: str) -> str:
     return f"Error: tool {tool.llm_name!r} failed ({error_type}): {message}"
 

@@ -36,6 +36,9 @@ class CallOutcome:
     #: For calls that ran: "terminate" means the observation is the agent's final
     #: answer; "suspend" that the loop goes on.
     after_execution: str | None = None
+    #: For calls that ran: seconds the tool took to answer (a wait for a person's
+    #: approval before it is not in it); 0 for calls not made.
+    seconds: float = 0.0
 
     @property
     def ok(self) -> bool:

@@ -1,3 +1,6 @@
+# One job: the AgentSession class, one agent request as the core keeps it. Its parts
+# are modules beside it (calling, recording, rules, caches, outcomes, held); what stays
+# is the one object every door, loop and bridge holds, and its seams in call order.
 """Agent sessions: one agent request's tools, calls, state, access check and audit record.
 
 An :class:`AgentSession` is what an agent loop holds while it answers one
@@ -66,7 +69,11 @@ from toolbus.application.agent.calling import MAX_AUDITED_NAME, CallRunner, Tool
 from toolbus.application.agent.code_hooks import CompiledHooks, Deny
 from toolbus.application.agent.configured_hooks import run_request_start_hooks
 from toolbus.application.agent.held import HeldSession
-from toolbus.application.agent.observations import parse_arguments
+from toolbus.application.agent.observations import (
+    parse_arguments,
+    undeclared_arguments,
+    unusable_arguments,
+)
 from toolbus.application.agent.outcomes import CallOutcome
 from toolbus.application.agent.recording import SessionRecorder
 from toolbus.application.agent.rules import Leave, SessionRules, rules_of, session_parts
@@ -436,7 +443,12 @@ class AgentSession:
         assert tool is not None
         parsed = parse_arguments(arguments)
         if isinstance(parsed, str):
-            return self._calls.unusable(tool, parsed, tool_call_id)
+            return self._calls.unusable(tool, unusable_arguments(tool, parsed), tool_call_id)
+        # What the policy and an approver see is what the tool gets: nothing unnamed.
+        undeclared = tool.undeclared(parsed)
+        if undeclared:
+            observation = undeclared_arguments(tool, undeclared)
+            return self._calls.unusable(tool, observation, tool_call_id)
         return tool, parsed
 
     async def _run(

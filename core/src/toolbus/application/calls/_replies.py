@@ -1,4 +1,5 @@
-"""Publishing one call's answer: redacting secrets, remembering what was sent, logging failures.
+"""Publishing one call's answer: what the tool returned (a value, a ``ToolResult``, a
+stream: :func:`send_result`), secrets redacted, what was sent remembered, failures logged.
 
 Values injected from the environment are secrets: they never reach the bus or
 the log, in a whole answer or split across a stream's chunks (:class:`Holdback`).
@@ -10,14 +11,15 @@ host hands the request back rather than answer it with an error.
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import traceback
 import uuid
-from collections.abc import Awaitable
-from typing import Protocol
+from collections.abc import AsyncIterator, Awaitable, Mapping
+from typing import Any, Protocol
 
-from toolbus.application.calls.service import ToolService
+from toolbus.application.calls.service import JOIN_STREAM_PARAM, ToolResult, ToolService
 from toolbus.domain.calls import wire
 from toolbus.domain.errors import MessageTooLarge
 from toolbus.ports import Bus
@@ -154,3 +156,59 @@ class Holdback:
 def describe(exc: BaseException) -> str:
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+async def send_result(
+    reply: Reply, result: Any, join_stream: bool, config: Mapping[str, Any] | None = None
+) -> None:
+    """Answer with what the tool returned: a value, a ``ToolResult``, or a stream (as one
+    response when ``join_stream``, or when the call's ``config`` asks for it)."""
+    if isinstance(result, str):
+        await reply.send(result)
+    elif isinstance(result, ToolResult):
+        await reply.send(wire.observation_text(result.content), result.after_execution)
+    elif (inspect.isasyncgen(result) or isinstance(result, AsyncIterator)) and (
+        join_stream or (config is not None and _asks_joined(config))
+    ):
+        await _send_joined(reply, result)
+    elif inspect.isasyncgen(result) or isinstance(result, AsyncIterator):
+        # With secrets, hold back what could be a secret's beginning until the
+        # next chunk shows whether it is: each message is redacted on its own.
+        held = Holdback(reply.secrets) if reply.secrets else None
+        async for chunk in result:
+            if isinstance(chunk, ToolResult):
+                reply.after_execution = chunk.after_execution
+                chunk = chunk.content
+            text = wire.observation_text(chunk)
+            if held is not None:
+                text = held.push(text)
+            if text:
+                await reply.send(text, end_of_stream=False)
+        if held is not None and (rest := held.flush()):
+            await reply.send(rest, end_of_stream=False)
+        # The end is a message of its own: a generator cannot tell us its last
+        # chunk in advance, and holding chunks back would defeat streaming.
+        await reply.send("", reply.after_execution)
+    else:
+        await reply.send(wire.observation_text(result))
+
+
+async def _send_joined(reply: Reply, chunks: AsyncIterator[Any]) -> None:
+    """A stream answered as one response, for callers that keep only the first one.
+
+    TrustGraph's non-streaming ``ToolServiceClient.call`` returns the first
+    response with the call's id: it would see only the first chunk.
+    """
+    texts: list[str] = []
+    async for chunk in chunks:
+        if isinstance(chunk, ToolResult):
+            reply.after_execution = chunk.after_execution
+            chunk = chunk.content
+        texts.append(wire.observation_text(chunk))
+    await reply.send("".join(texts), reply.after_execution)
+
+
+def _asks_joined(config: Mapping[str, Any]) -> bool:
+    # TrustGraph's tool CLI may store config values as text: "true" counts too.
+    value = config.get(JOIN_STREAM_PARAM)
+    return value is True or (isinstance(value, str) and value.lower() == "true")

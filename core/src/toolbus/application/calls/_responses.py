@@ -1,4 +1,5 @@
-"""Answers on the calling side: the calls waiting for them, and one listener per response queue.
+"""Answers on the calling side: the calls waiting for them, one listener per response queue,
+and one alarm that expires the calls whose time ran out.
 
 A bus that pushes (:class:`~toolbus.ports.PushBus`) hands answers to the
 listener directly; otherwise a task of the client's reads a subscription for
@@ -176,3 +177,41 @@ class ResponseListener:
     async def close(self) -> None:
         if self.source is not None:
             await self.source.close()
+
+
+class DeadlineAlarm:
+    """One timer for every call of a client, armed at the earliest deadline among them:
+    far cheaper than a timer per call, and exact."""
+
+    __slots__ = ("_handle", "_listeners", "at")
+
+    def __init__(self, listeners: dict[str, ResponseListener]) -> None:
+        self._listeners = listeners
+        self._handle: asyncio.TimerHandle | None = None
+        #: When it goes off next (loop time); ``inf`` when unarmed.
+        self.at = math.inf
+
+    def set(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
+        """Go off at ``when`` (the loop's time) instead."""
+        if self._handle is not None:
+            self._handle.cancel()
+        self.at = when
+        self._handle = loop.call_at(when, self._sound, loop) if when < math.inf else None
+
+    def cancel(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+        self._handle, self.at = None, math.inf
+
+    def _sound(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Expire every call whose deadline has passed; re-arm for the next one."""
+        now = loop.time()
+        earliest = math.inf
+        for listener in self._listeners.values():
+            for waiter in list(listener.waiters.values()):
+                if waiter.deadline <= now:
+                    waiter.expire()
+                elif waiter.deadline < earliest:
+                    earliest = waiter.deadline
+        self._handle = None
+        self.set(loop, earliest)

@@ -1,3 +1,6 @@
+# One job: ToolServiceClient, calling a tool service over the bus (a call, a stream,
+# retries, signing, tracing). Waiting for answers is _responses, retrying retries; the
+# per-call path is kept in one place on purpose: its cost is measured (performance.md).
 """Calling tool services over a bus.
 
 One response subscription per response queue per client (use one client per
@@ -13,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import math
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
@@ -26,7 +28,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from toolbus.application.calls._responses import ResponseListener, Waiter
+from toolbus.application.calls._responses import DeadlineAlarm, ResponseListener, Waiter
 from toolbus.application.calls.metrics import ToolbusMetrics, default_metrics
 from toolbus.application.calls.retries import RetryPolicy, error_type_of
 from toolbus.application.identity.signing import CallSigner
@@ -114,13 +116,10 @@ class ToolServiceClient:
         # fraction of its cost on the per-call path.
         self._id_prefix = str(uuid.uuid4())[:24]
         self._call_count = itertools.count(int(uuid.uuid4().hex[:12], 16))
-        # One alarm for all calls, armed at the earliest deadline among pending calls:
-        # far cheaper than a timer per call, and exact.
-        self._alarm: asyncio.TimerHandle | None = None
+        self._alarm = DeadlineAlarm(self._listeners)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._deadline_millis = -1
         self._deadline = ""
-        self._alarm_at = math.inf
 
     async def __aenter__(self) -> ToolServiceClient:
         self._loop = asyncio.get_running_loop()
@@ -137,9 +136,7 @@ class ToolServiceClient:
         with anyio.CancelScope(shield=True):
             for listener in self._listeners.values():
                 await listener.close()
-        if self._alarm is not None:
-            self._alarm.cancel()
-            self._alarm, self._alarm_at = None, math.inf
+        self._alarm.cancel()
         self._task_group.cancel_scope.cancel()
         # The caller's own exception is not handed to the task group: it would come
         # back wrapped in an ExceptionGroup. It propagates unchanged instead.
@@ -198,8 +195,9 @@ class ToolServiceClient:
         loop = self._loop or asyncio.get_running_loop()
         if watch:
             waiter = Waiter(loop, loop.time() + timeout)
-            if waiter.deadline < self._alarm_at:
-                self._set_alarm(loop, waiter.deadline)
+            alarm = self._alarm
+            if waiter.deadline < alarm.at:
+                alarm.set(loop, waiter.deadline)
         else:
             waiter = Waiter(loop)
         listener.waiters[call_id] = waiter
@@ -219,25 +217,6 @@ class ToolServiceClient:
             self._deadline_millis = millis
             self._deadline = f"{millis // 1000}.{millis % 1000:03d}"
         return self._deadline
-
-    def _set_alarm(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
-        if self._alarm is not None:
-            self._alarm.cancel()
-        self._alarm_at = when
-        self._alarm = loop.call_at(when, self._sound_alarm, loop) if when < math.inf else None
-
-    def _sound_alarm(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Expire every call whose deadline has passed; re-arm for the next one."""
-        now = loop.time()
-        earliest = math.inf
-        for listener in self._listeners.values():
-            for waiter in list(listener.waiters.values()):
-                if waiter.deadline <= now:
-                    waiter.expire()
-                elif waiter.deadline < earliest:
-                    earliest = waiter.deadline
-        self._alarm = None
-        self._set_alarm(loop, earliest)
 
     async def invoke(
         self,

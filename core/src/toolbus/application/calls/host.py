@@ -17,7 +17,8 @@ signed call that waited in an at-least-once queue longer than the verifier's
 
 This module is the worker pool and a call's path through it; the rest of a
 call's jobs are private modules beside it: checking callers
-(``_token_checks``), publishing and redacting answers (``_replies``), setting
+(``_token_checks``), answering with what the tool returned, redacted
+(``_replies``), setting
 arguments from the environment (``_environment``) and answering redelivered
 requests from memory (``_answer_memory``).
 
@@ -33,7 +34,6 @@ broker. So a replica rolled out loses no call, even on a non-persistent queue.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import math
 import os
@@ -48,11 +48,11 @@ from anyio.abc import TaskStatus
 from toolbus._internal.throttled_log import ThrottledLog
 from toolbus.application.calls._answer_memory import AnswerMemory
 from toolbus.application.calls._environment import inject_environment
-from toolbus.application.calls._replies import AnswerNotPublished, Holdback, Reply
+from toolbus.application.calls._replies import AnswerNotPublished, Reply, send_result
 from toolbus.application.calls._token_checks import TokenChecks
 from toolbus.application.calls.dead_letters import QUEUED_TOO_LONG, DeadLetters
 from toolbus.application.calls.metrics import ToolbusMetrics, default_metrics
-from toolbus.application.calls.service import JOIN_STREAM_PARAM, ToolResult, ToolService
+from toolbus.application.calls.service import ToolService
 from toolbus.application.calls.supervision import supervised
 from toolbus.application.identity.caller import serving as _serving
 from toolbus.application.identity.verifying import CallVerifier
@@ -458,7 +458,7 @@ class ServiceHost:
             if tracing.recording():
                 with tracing.hop("server", properties, self._describe_span):
                     result = await self.service.handle(user, request.config, arguments)
-                    await self._send_result(reply, result, request.config)
+                    await send_result(reply, result, self.join_stream, request.config)
             else:
                 # What hop() does without a span, spelled out: a context manager here
                 # costs a measurable share of an in-memory round trip.
@@ -468,64 +468,11 @@ class ServiceHost:
                     if isinstance(result, str):  # the common case first: no further checks
                         await reply.send(result)
                     else:
-                        await self._send_result(reply, result, request.config)
+                        await send_result(reply, result, self.join_stream, request.config)
                 finally:
                     tracing.leave(token)
         finally:
             _serving.reset(serving)
-
-    async def _send_result(
-        self, reply: Reply, result: Any, config: Mapping[str, Any] | None = None
-    ) -> None:
-        """Answer with what the tool returned: a value, a ``ToolResult``, or a stream."""
-        if isinstance(result, str):
-            await reply.send(result)
-        elif isinstance(result, ToolResult):
-            await reply.send(wire.observation_text(result.content), result.after_execution)
-        elif (inspect.isasyncgen(result) or isinstance(result, AsyncIterator)) and (
-            self.join_stream or (config is not None and _asks_joined(config))
-        ):
-            await self._send_joined(reply, result)
-        elif inspect.isasyncgen(result) or isinstance(result, AsyncIterator):
-            # With secrets, hold back what could be a secret's beginning until the
-            # next chunk shows whether it is: each message is redacted on its own.
-            held = Holdback(reply.secrets) if reply.secrets else None
-            async for chunk in result:
-                if isinstance(chunk, ToolResult):
-                    reply.after_execution = chunk.after_execution
-                    chunk = chunk.content
-                text = wire.observation_text(chunk)
-                if held is not None:
-                    text = held.push(text)
-                if text:
-                    await reply.send(text, end_of_stream=False)
-            if held is not None and (rest := held.flush()):
-                await reply.send(rest, end_of_stream=False)
-            # The end is a message of its own: a generator cannot tell us its last
-            # chunk in advance, and holding chunks back would defeat streaming.
-            await reply.send("", reply.after_execution)
-        else:
-            await reply.send(wire.observation_text(result))
-
-    async def _send_joined(self, reply: Reply, chunks: AsyncIterator[Any]) -> None:
-        """A stream answered as one response, for callers that keep only the first one.
-
-        TrustGraph's non-streaming ``ToolServiceClient.call`` returns the first
-        response with the call's id: it would see only the first chunk.
-        """
-        texts: list[str] = []
-        async for chunk in chunks:
-            if isinstance(chunk, ToolResult):
-                reply.after_execution = chunk.after_execution
-                chunk = chunk.content
-            texts.append(wire.observation_text(chunk))
-        await reply.send("".join(texts), reply.after_execution)
-
-
-def _asks_joined(config: Mapping[str, Any]) -> bool:
-    # TrustGraph's tool CLI may store config values as text: "true" counts too.
-    value = config.get(JOIN_STREAM_PARAM)
-    return value is True or (isinstance(value, str) and value.lower() == "true")
 
 
 def _seconds(deadline: str) -> float | None:

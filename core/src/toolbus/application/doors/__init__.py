@@ -8,8 +8,10 @@ the operator's local files (docs/access-control.md):
 * :mod:`~toolbus.application.doors.settings`: the ``[doors]`` table;
 * :mod:`~toolbus.application.doors.policy`: permissions from local files (and
   signed live ones, when the operator opts in);
-* :mod:`~toolbus.application.doors.holding`: sessions held between requests,
-  as plain data, behind a small holder interface;
+* :mod:`~toolbus.application.doors.keeping`: sessions kept between requests
+  (per-user room, concurrent requests merged, records written as they go);
+* :mod:`~toolbus.application.doors.holding`: what is kept, as plain data,
+  behind a small holder interface;
 * :mod:`~toolbus.application.doors.limits`: per-user places;
 * :mod:`~toolbus.application.doors.steps`: the steps every call passes, in
   order (the call policy, approvals).

@@ -9,10 +9,12 @@ store in the door's memory otherwise. Decisions are compare-and-set writes,
 so of two approvers deciding at once, one wins and the other is told.
 
 The store has no listing, so the book keeps an index of the pending
-approvals under one key (their ids and when each expires), changed by
-compare-and-set too; an approval whose waiter went away drops out of the
-index once its time is up. The index is bounded (``max-pending``): beyond
-it, a call that needs approval is refused rather than queued without end.
+approvals under one key (their ids, when each expires and whose call it is),
+changed by compare-and-set too; an approval whose waiter went away drops out
+of the index once its time is up. The index is bounded (``max-pending``), and
+so is each user's share of it (``max-pending-per-user``): beyond either, a
+call that needs approval is refused rather than queued without end, and one
+user's calls cannot take every place.
 
 Nothing here holds an argument's value: an approval keeps what its approvers
 may see (secrets redacted) and a digest of the call.
@@ -28,8 +30,17 @@ from typing import Any
 
 import anyio
 
-from toolbus.domain.access.approvals import DEFAULT_MAX_PENDING, Approval
-from toolbus.domain.errors import ApprovalClosed, ApprovalNotFound, StateStoreError
+from toolbus.domain.access.approvals import (
+    DEFAULT_MAX_PENDING,
+    DEFAULT_MAX_PENDING_PER_USER,
+    Approval,
+)
+from toolbus.domain.errors import (
+    AmbiguousApproval,
+    ApprovalClosed,
+    ApprovalNotFound,
+    StateStoreError,
+)
 from toolbus.ports import StateEntry, StateStore, WatchableStateStore
 
 log = logging.getLogger("toolbus.approvals")
@@ -44,10 +55,18 @@ POLL_INTERVAL = 0.5
 _ATTEMPTS = 64
 #: Used approvals one process remembers at most (beyond, the oldest are forgotten).
 MAX_REMEMBERED_USES = 100_000
+#: The shortest id prefix :meth:`ApprovalBook.resolve` takes (git's too): a slip of the
+#: finger on one or two characters should not decide somebody's call.
+MIN_PREFIX = 4
 
 
 class ApprovalsFull(StateStoreError):
-    """As many approvals are pending as the door keeps (``max-pending``)."""
+    """As many approvals are pending as the door keeps (``max-pending``), or as many of
+    one user's calls as a user may have waiting (``max-pending-per-user``)."""
+
+
+#: An index entry: when the approval expires, and the user whose call waits on it.
+_Pending = tuple[float, str]
 
 
 class ApprovalBook:
@@ -57,6 +76,7 @@ class ApprovalBook:
         store: where approvals are kept; shared by every replica.
         clock: Unix seconds (approvals expire at a time every replica agrees on).
         max_pending: pending approvals kept at most.
+        max_pending_per_user: of those, the approvals of one user's calls at most.
     """
 
     def __init__(
@@ -65,11 +85,13 @@ class ApprovalBook:
         *,
         clock: Callable[[], float] = time.time,
         max_pending: int = DEFAULT_MAX_PENDING,
+        max_pending_per_user: int = DEFAULT_MAX_PENDING_PER_USER,
         namespace: str = NAMESPACE,
     ) -> None:
         self.store = store
         self.clock = clock
         self.max_pending = max_pending
+        self.max_pending_per_user = max_pending_per_user
         self.namespace = namespace
         #: Approvals whose calls this process made, until each leaves the store.
         self._spent: dict[str, float] = {}
@@ -88,13 +110,39 @@ class ApprovalBook:
             return None
         return Approval.from_json(entry.value), entry.version
 
+    async def resolve(self, given: str) -> str:
+        """The id of the approval ``given`` names: that id, or, as git takes a commit's,
+        the one pending approval whose id begins with it (at least
+        :data:`MIN_PREFIX` characters).
+
+        Raises :class:`~toolbus.domain.errors.ApprovalNotFound` when none matches and
+        :class:`~toolbus.domain.errors.AmbiguousApproval` when several do.
+        """
+        if given == INDEX:
+            raise ApprovalNotFound(given)
+        if await self.get(given) is not None:  # a record that does not open is none
+            return given
+        if len(given) < MIN_PREFIX:
+            raise ApprovalNotFound(given)
+        now = self.clock()
+        found = sorted(
+            approval_id
+            for approval_id, (expires_at, _) in (await self._read_index()).items()
+            if approval_id.startswith(given) and expires_at > now
+        )
+        if not found:
+            raise ApprovalNotFound(given)
+        if len(found) > 1:
+            raise AmbiguousApproval(given, found)
+        return found[0]
+
     async def pending(self, viewer: str | None = None) -> list[Approval]:
         """The approvals waiting now, oldest first; with ``viewer``, those they may decide
         or asked for."""
         now = self.clock()
         index = await self._read_index()
         found = []
-        for approval_id, expires_at in sorted(index.items(), key=lambda item: item[1]):
+        for approval_id, (expires_at, _) in sorted(index.items(), key=lambda item: item[1]):
             if expires_at <= now:
                 continue
             approval = await self.get(approval_id)
@@ -107,7 +155,8 @@ class ApprovalBook:
     async def waiting_ids(self) -> frozenset[str]:
         """The ids of the approvals pending now, from the index alone (no approval is read)."""
         now = self.clock()
-        return frozenset(k for k, v in (await self._read_index()).items() if v > now)
+        index = await self._read_index()
+        return frozenset(k for k, (expires_at, _) in index.items() if expires_at > now)
 
     async def changes(self) -> AsyncIterator[None]:
         """Something changed among the pending approvals (one value per change, or more)."""
@@ -131,16 +180,32 @@ class ApprovalBook:
     async def add(self, approval: Approval) -> Approval:
         """Keep ``approval`` (pending); the one stored under its id already, if any.
 
-        Raises :class:`ApprovalsFull` when as many approvals wait as the book keeps.
+        Raises :class:`ApprovalsFull` when as many approvals wait as the book keeps, or
+        as many of the same user's calls as a user may have waiting.
         """
-        added = await self._change_index(
-            lambda index: _with(index, approval.id, approval.expires_at, self.max_pending)
-        )
-        if not added:
-            raise ApprovalsFull(
-                f"{self.max_pending} calls are waiting for approval already (max-pending in "
-                "[approvals]); decide some of them"
-            )
+        full: list[str] = []
+
+        def admitted(index: dict[str, _Pending]) -> dict[str, _Pending] | None:
+            entry = (approval.expires_at, approval.user)
+            if approval.id in index:
+                return {**index, approval.id: entry}
+            if len(index) >= self.max_pending:
+                full.append(
+                    f"{self.max_pending} calls are waiting for approval already (max-pending "
+                    "in [approvals]); decide some of them"
+                )
+                return None
+            mine = sum(1 for _, user in index.values() if user == approval.user)
+            if mine >= self.max_pending_per_user:
+                full.append(
+                    f"{mine} calls of user {approval.user!r} are waiting for approval already "
+                    "(max-pending-per-user in [approvals]); wait for their decisions"
+                )
+                return None
+            return {**index, approval.id: entry}
+
+        if not await self._change_index(admitted):
+            raise ApprovalsFull(full[-1])
         ttl = approval.expires_at - self.clock() + RETENTION
         created = await self.store.create(self.namespace, approval.id, approval.to_json(), ttl=ttl)
         if created is not None:
@@ -311,7 +376,7 @@ class ApprovalBook:
                 return updated
         raise StateStoreError(f"approval {approval_id!r} kept changing; try again")
 
-    async def _read_index(self) -> dict[str, float]:
+    async def _read_index(self) -> dict[str, _Pending]:
         entry = await self.store.get(self.namespace, INDEX)
         return {} if entry is None else _index_of(entry.value)
 
@@ -319,7 +384,7 @@ class ApprovalBook:
         await self._change_index(lambda index: {k: v for k, v in index.items() if k != approval_id})
 
     async def _change_index(
-        self, change: Callable[[dict[str, float]], dict[str, float] | None]
+        self, change: Callable[[dict[str, _Pending]], dict[str, _Pending] | None]
     ) -> bool:
         """Apply ``change`` to the index by compare-and-set; ``False`` if it refused."""
         for _ in range(_ATTEMPTS):
@@ -327,7 +392,7 @@ class ApprovalBook:
             current = {} if entry is None else _index_of(entry.value)
             now = self.clock()
             # Approvals whose waiter went away leave once their time is up.
-            current = {k: v for k, v in current.items() if v > now}
+            current = {k: v for k, v in current.items() if v[0] > now}
             updated = change(current)
             if updated is None:
                 return False
@@ -343,15 +408,7 @@ class ApprovalBook:
         raise StateStoreError("the index of pending approvals kept changing; try again")
 
 
-def _with(
-    index: dict[str, float], approval_id: str, expires_at: float, most: int
-) -> dict[str, float] | None:
-    if approval_id not in index and len(index) >= most:
-        return None
-    return {**index, approval_id: expires_at}
-
-
-def _index_of(value: bytes) -> dict[str, float]:
+def _index_of(value: bytes) -> dict[str, _Pending]:
     try:
         data = json.loads(value)
     except ValueError:
@@ -359,7 +416,14 @@ def _index_of(value: bytes) -> dict[str, float]:
         return {}
     if not isinstance(data, dict):
         return {}
-    return {str(k): float(v) for k, v in data.items() if isinstance(v, int | float)}
+    return {
+        str(k): (float(v[0]), v[1])
+        for k, v in data.items()
+        if isinstance(v, list)
+        and len(v) == 2
+        and isinstance(v[0], int | float)
+        and isinstance(v[1], str)
+    }
 
 
 def _decided(approval_id: str, entry: StateEntry | None) -> Approval | None:

@@ -18,8 +18,9 @@ import uuid
 
 from toolbus.application.agent.held import HeldSession
 from toolbus.application.agent.session import AgentSession
-from toolbus.application.doors.door import CONVERSATION, FrontDoor
+from toolbus.application.doors.door import FrontDoor
 from toolbus.application.doors.holding import Held, HeldKey
+from toolbus.application.doors.keeping import CONVERSATION
 from toolbus.domain.agent.wire import AgentRequest
 from toolbus.domain.errors import SessionNotFound
 
@@ -39,7 +40,7 @@ class DoorConversations:
         user = self._user(request)
         if not request.session:
             return self.door.open(user, request.group, request.state, request_id=request_id)
-        held = await self.door.get(user, CONVERSATION, request.session)
+        held = await self.door.held.get(user, CONVERSATION, request.session)
         if held is None:
             raise SessionNotFound(
                 request.session, "Ask again without a session to start a new conversation"
@@ -62,15 +63,15 @@ class DoorConversations:
             key = HeldKey(user, CONVERSATION, request.session)
             found = await door.holder.get(key)
             if found is not None:
-                kept = Held(key, session.held(), door.clock(), found.version + 1)
+                kept = Held(key, session.held(), door.holder.clock(), found.version + 1)
                 if await door.holder.swap(kept, ttl=door.settings.session_idle_timeout):
                     return request.session
-        owned = await door.owned(user, CONVERSATION)
+        owned = await door.held.owned(user, CONVERSATION)
         if len(owned) >= door.settings.max_sessions_per_user:
             oldest = min(owned, key=lambda held: held.last_used)
             await door.holder.delete(oldest.key)
         key = HeldKey(user, CONVERSATION, uuid.uuid4().hex)
         await door.holder.put(
-            Held(key, session.held(), door.clock()), ttl=door.settings.session_idle_timeout
+            Held(key, session.held(), door.holder.clock()), ttl=door.settings.session_idle_timeout
         )
         return key.id

@@ -14,8 +14,8 @@ and code hooks, per-user limits, the audit sinks and the metrics, the steps
 each call passes (the call policy on its arguments, approvals:
 :mod:`toolbus.application.doors.steps`), and its calls signed by the door's
 client. Sessions a door keeps between requests (gateway sessions, MCP
-workflows, agent conversations) are held as plain data
-(:mod:`toolbus.application.doors.holding`) and resumed per request.
+workflows, agent conversations) are its :attr:`FrontDoor.held`
+(:mod:`toolbus.application.doors.keeping`), resumed per request.
 """
 
 from __future__ import annotations
@@ -32,11 +32,9 @@ from toolbus.application.agent.audit import (
     AuditRecord,
     AuditSink,
     AuditSinks,
-    CallRecord,
     JsonLinesAuditSink,
     LoggingAuditSink,
     RefusedRecordAudit,
-    StateTransition,
     timestamp,
 )
 from toolbus.application.agent.code_hooks import CompiledHooks
@@ -48,18 +46,15 @@ from toolbus.application.calls.metrics import ToolbusMetrics, default_metrics
 from toolbus.application.calls.tools import Tools
 from toolbus.application.doors.approvals import ApprovalBook
 from toolbus.application.doors.holding import (
-    Held,
-    HeldAlready,
-    HeldKey,
     InProcessHolder,
     SessionHolder,
 )
-from toolbus.application.doors.limits import UserPlaces, check
+from toolbus.application.doors.keeping import HeldSessions
+from toolbus.application.doors.limits import UserPlaces
 from toolbus.application.doors.policy import AccessPolicy
 from toolbus.application.doors.settings import DoorSettings, parse_door_settings
 from toolbus.application.doors.steps import call_steps
 from toolbus.application.doors.steps.approvals import ApprovalStep
-from toolbus.application.doors.stored import MAX_CALLS_HELD, StoredHolder
 from toolbus.application.identity.documents import DocumentVerifier
 from toolbus.application.sealing import RefusedRecord
 from toolbus.domain.config.registry import Registry, normalize_state
@@ -68,14 +63,6 @@ from toolbus.domain.hooks.configured import SECTION as HOOKS_SECTION
 from toolbus.domain.hooks.configured import HookConfig, load_hooks
 
 log = logging.getLogger("toolbus.doors")
-
-#: Tries at keeping a request's calls on a session other requests keep moving.
-MERGE_TRIES = 8
-
-#: Kinds of held sessions, and the setting that limits each.
-SESSION = "session"
-WORKFLOW = "workflow"
-CONVERSATION = "conversation"
 
 
 class AccessControlOff(ConfigError):
@@ -130,15 +117,6 @@ class FrontDoor:
         self.timeout = timeout
         # Not "holder or ...": an empty in-process holder is falsy (it has a length).
         self.holder: SessionHolder = InProcessHolder() if holder is None else holder
-        self.clock = self.holder.clock
-        #: Calls a held session's record takes before it is written (``calls-per-record``;
-        #: a session held in a state store carries its record on every call, so there
-        #: at most MAX_CALLS_HELD unless set lower).
-        self.calls_per_record = self.settings.calls_per_record
-        if isinstance(self.holder, StoredHolder) and "calls_per_record" not in (
-            self.settings.model_fields_set
-        ):
-            self.calls_per_record = min(self.calls_per_record, MAX_CALLS_HELD)
         sinks: list[AuditSink] = [LoggingAuditSink() if audit is None else audit]
         self._file: JsonLinesAuditSink | None = None
         if self.settings.audit_file is not None:
@@ -150,9 +128,8 @@ class FrontDoor:
         #: Event streams open in this process, per user.
         self.streams = UserPlaces("streams", self.settings.max_streams_per_user)
         self._rules: tuple[Registry | None, SessionRules, SessionRules] | None = None
-        #: The session objects this process last used for held sessions, by key:
-        #: (the version they reached, the session), reused while nothing moves them.
-        self._live: dict[HeldKey, tuple[int, AgentSession]] = {}
+        #: The sessions the door keeps between requests.
+        self.held = HeldSessions(self)
         self.steps = CallSteps(call_steps(None) if steps is None else steps)
         try:
             self._steps_on(tools.registry, starting=True)
@@ -348,23 +325,6 @@ class FrontDoor:
         assert granted is not None
         return granted
 
-    def resume(self, held: Held) -> AgentSession:
-        """The session ``held`` describes, for one request.
-
-        The session object this process used last for it, when nothing moved
-        the session since (the same version, on the same configuration); else
-        resumed from the data, as any process would.
-        """
-        live = self._live.get(held.key)
-        if (
-            live is not None
-            and live[0] == held.version
-            and live[1].registry is self.tools.registry
-            and not live[1].closed
-        ):
-            return live[1]
-        return self.resumed(held.session)
-
     def resumed(self, held: HeldSession, *, counted: bool = False) -> AgentSession:
         """The session ``held`` describes, on the configuration now (groups checked again)."""
         registry = self.tools.registry
@@ -372,133 +332,9 @@ class FrontDoor:
             self.tools, registry, resume=held, rules=self.rules(registry, places=counted)
         )
 
-    # ------------------------------------------------------------------ held sessions
-
-    def _limit(self, kind: str) -> int:
-        if kind == WORKFLOW:
-            return self.settings.max_workflows_per_user
-        return self.settings.max_sessions_per_user
-
-    async def check_room(self, user: str, kind: str) -> None:
-        """:class:`~toolbus.domain.errors.LimitReached` when ``user`` holds the most of ``kind``."""
-        owned = await self.holder.owned(user, kind)
-        if len(owned) < self._limit(kind):
-            return
-        idlest = min(held.last_used for held in owned)
-        wait = idlest + self.settings.session_idle_timeout - self.clock()
-        check(kind + "s", user, len(owned), self._limit(kind), int(wait) + 1)
-
-    async def hold(self, session: AgentSession, kind: str, key: str | None = None) -> Held:
-        """Keep ``session`` (its data) for its user under ``key`` (default its request id)."""
-        await self.check_room(session.user, kind)
-        held = Held(
-            HeldKey(session.user, kind, key or session.request_id),
-            session.held(),
-            self.clock(),
-        )
-        if not await self.holder.put(held, ttl=self.settings.session_idle_timeout):
-            raise HeldAlready(held.key)
-        return held
-
-    async def get(self, user: str, kind: str, key: str) -> Held | None:
-        """The session ``user`` holds under ``key``; another user's keys never match."""
-        return await self.holder.get(HeldKey(user, kind, key))
-
-    async def keep(self, held: Held, session: AgentSession) -> Held:
-        """Store what ``session`` (resumed from ``held``) reached.
-
-        The audit record so far is written, and a fresh one starts in the same
-        state under the same request id, when a call was refused (a refusal is
-        never kept waiting for the session to end) and every ``calls-per-record``
-        calls (no record grows without bound).
-        """
-        data = session.held()
-        # Only this request's calls: the earlier ones were looked at when they were made.
-        made = data.calls[len(held.session.calls) :]
-        moves = data.transitions[len(held.session.transitions) :]
-        refused = any(call.status == "refused" for call in made)
-        if refused or session.calls >= self.calls_per_record:
-            await session.close()
-            data = data.restarted(data.request_id, time.time())
-            made, moves = (), ()  # in the record just written
-        kept = Held(held.key, data, self.clock(), held.version + 1)
-        if not await self.holder.swap(kept, ttl=self.settings.session_idle_timeout):
-            self._live.pop(held.key, None)
-            merged = await self._merge(held, data.state, made, moves)
-            if merged is None:
-                return held
-            return merged
-        if session.closed:  # its record was written: the next request resumes the data
-            self._live.pop(held.key, None)
-        else:
-            self._live[held.key] = (kept.version, session)
-        return kept
-
-    async def _merge(
-        self,
-        held: Held,
-        state: str,
-        made: Sequence[CallRecord],
-        moves: Sequence[StateTransition],
-    ) -> Held | None:
-        """Keep this request's calls on top of what another request kept meanwhile.
-
-        Two requests of one session that ran at once (on two replicas, where no
-        lock is shared) both started from ``held``; the one that finished first
-        is kept, and this one's calls and transitions are added to it, its state
-        taking over only if its calls moved the state. ``None``: the session was
-        closed meanwhile.
-        """
-        for _ in range(MERGE_TRIES):
-            current = await self.holder.get(held.key)
-            if current is None:
-                log.warning(
-                    "held session %s was closed meanwhile; a call's record is lost", held.key
-                )
-                return None
-            session = dataclasses.replace(
-                current.session,
-                state=state if moves else current.session.state,
-                calls=current.session.calls + tuple(made),
-                transitions=current.session.transitions + tuple(moves),
-            )
-            kept = Held(held.key, session, self.clock(), current.version + 1)
-            if await self.holder.swap(kept, ttl=self.settings.session_idle_timeout):
-                return kept
-        log.warning(
-            "held session %s is moved by too many requests at once; a call's record is lost",
-            held.key,
-        )
-        return None
-
-    async def touch(self, held: Held) -> Held:
-        """Mark ``held`` as used now (a client listening for changes is not idle)."""
-        kept = Held(held.key, held.session, self.clock(), held.version + 1)
-        if await self.holder.swap(kept, ttl=self.settings.session_idle_timeout):
-            return kept
-        return held
-
-    async def release(self, user: str, kind: str, key: str) -> AuditRecord | None:
-        """Stop holding a session and write its audit record; ``None`` if none was held."""
-        held = await self.holder.delete(HeldKey(user, kind, key))
-        self._live.pop(HeldKey(user, kind, key), None)
-        if held is None:
-            return None
-        return await self._closed(held)
-
-    async def expire(self) -> list[Held]:
-        """Close the held sessions whose idle time ran out, writing their audit records."""
-        expired = await self.holder.expired()
-        for held in expired:
-            self._live.pop(held.key, None)
-            log.info("closing %s: idle for %.0f s", held.key, self.settings.session_idle_timeout)
-            await self._closed(held)
-        return expired
-
-    async def owned(self, user: str, kind: str) -> list[Held]:
-        return await self.holder.owned(user, kind)
-
-    async def _closed(self, held: Held) -> AuditRecord | None:
+    async def closed(self, held: HeldSession) -> AuditRecord | None:
+        """Write the audit record of a session no longer held; the record, or ``None`` when
+        the user may no longer have the session's groups (the refusal is the record)."""
         records: list[AuditRecord] = []
         sink = _Keep(self.audit, records)
         registry = self.tools.registry
@@ -507,7 +343,7 @@ class FrontDoor:
             session = AgentSession(
                 self.tools,
                 registry,
-                resume=held.session,
+                resume=held,
                 rules=SessionRules(
                     permissions=rules.permissions,
                     code_hooks=rules.code_hooks,

@@ -190,6 +190,18 @@ class StoredHolder:
                     taken.append(held)
         return taken
 
+    async def count(self, kind: str | None = None) -> int:
+        """How many sessions (of ``kind``, else of every kind) the store holds, for every
+        replica: what the indexes list, so a session that idled out counts until a sweep
+        takes it out."""
+        entry = await self.store.get(self.namespace, _OWNERS)
+        owners: list[list[str]] = [] if entry is None else json.loads(entry.value)
+        total = 0
+        for held_kind, owner in owners:
+            if kind is None or held_kind == kind:
+                total += len(await self._ids(owner, held_kind))
+        return total
+
     async def _sweep_one(self, key: HeldKey) -> Held | None:
         """Take ``key`` out if it idled out (or left the store); the held session if it
         was this call that took it out."""

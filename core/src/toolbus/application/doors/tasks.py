@@ -236,7 +236,8 @@ class CallTasks:
                 context.enter_context(listening(waiting))
                 context.enter_context(sending_as(call.call_id or bus_call_id(task.id)))
                 if approval_id is not None:
-                    context.enter_context(replying(ApprovalReply(approval_id, None)))
+                    waited = ApprovalReply(approval_id, None, waited_on=True)
+                    context.enter_context(replying(waited))
                     if book is not None:
                         watching.start_soon(_approved_when_decided, book, approval_id, progress)
                 outcome = await session.call(task.tool, call.arguments, call.tool_call_id or None)

@@ -14,6 +14,8 @@ approves or denies it, or its time runs out; only an approved call is made.
     callers-approve = false      # the caller may decide its own calls (a person
                                  # confirming what their agent is about to do)
     tools = ["delete-account"]   # calls of these tools always need approval
+    max-pending = 1000           # approvals waiting at once, at most
+    max-pending-per-user = 20    # of those, one user's calls at most
 
     [approvals.teams]            # teams a tool's "approval" or a policy may name
     finance = ["fiona", "ops"]
@@ -35,7 +37,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from toolbus.domain.access.policy import ApproveFirst
 from toolbus.domain.config.descriptors import ToolDescriptor
@@ -45,6 +47,8 @@ SECTION = "approvals"
 DEFAULT_TIMEOUT = 300.0
 #: Pending approvals a door keeps at once; beyond it, calls needing one are refused.
 DEFAULT_MAX_PENDING = 1000
+#: Of those, how many one user's calls may take, so that one user cannot fill them.
+DEFAULT_MAX_PENDING_PER_USER = 20
 #: Characters of an approver's note that are kept.
 MAX_NOTE = 500
 #: Characters of one argument value an approver is shown.
@@ -93,6 +97,24 @@ class ApprovalSettings(BaseModel):
     tools: tuple[str, ...] = ()
     teams: dict[str, tuple[str, ...]] = Field(default_factory=dict)
     max_pending: int = Field(DEFAULT_MAX_PENDING, alias="max-pending", ge=1)
+    max_pending_per_user: int | None = Field(None, alias="max-pending-per-user", ge=1)
+
+    @model_validator(mode="after")
+    def _share_within_the_whole(self) -> ApprovalSettings:
+        given = self.max_pending_per_user
+        if given is not None and given > self.max_pending:
+            raise ValueError(
+                f"max-pending-per-user ({given}) is more than max-pending ({self.max_pending}); "
+                "one user's share must fit in the whole: lower it, or raise max-pending"
+            )
+        return self
+
+    @property
+    def pending_per_user(self) -> int:
+        """How many of the pending approvals one user's calls may take."""
+        if self.max_pending_per_user is not None:
+            return self.max_pending_per_user
+        return min(DEFAULT_MAX_PENDING_PER_USER, self.max_pending)
 
     def team(self, name: str | None) -> tuple[str, ...]:
         """The approvers of ``name`` (``None``: the default ``approvers``)."""
@@ -113,9 +135,9 @@ def parse_approval_settings(
                 where,
                 ".".join(str(part) for part in error["loc"]),
                 "is not an approvals setting; the settings are timeout, approvers, "
-                "callers-approve, tools, teams and max-pending"
+                "callers-approve, tools, teams, max-pending and max-pending-per-user"
                 if error["type"] == "extra_forbidden"
-                else str(error["msg"]),
+                else str(error["msg"]).removeprefix("Value error, "),
             )
             for error in exc.errors()
         ) from None

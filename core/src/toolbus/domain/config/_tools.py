@@ -318,6 +318,14 @@ def check_tool(
             "when its caller asks or it waits for a person, the default), 'required' (every "
             "call is a task) or 'forbidden' (callers wait in place)",
         )
+    additional = raw.get("additional-arguments", False)
+    if not isinstance(additional, bool):
+        problems.add(
+            where,
+            "additional-arguments",
+            f"must be true (calls may give arguments the tool does not declare) or false, "
+            f"not {describe(additional)}",
+        )
 
     if len(problems) > before:
         return None
@@ -339,4 +347,5 @@ def check_tool(
         approval=approval,
         annotations=annotations,
         task_support=str(task_support),
+        additional_arguments=additional is True,
     )

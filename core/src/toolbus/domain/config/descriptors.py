@@ -42,6 +42,7 @@ TOOL_FIELDS = frozenset(
         "approval",
         "annotations",
         "task-support",
+        "additional-arguments",
     }
     | set(APPLICABLE_STATES_KEYS)
 )
@@ -139,12 +140,36 @@ class ToolDescriptor:
     #: ``task-support``: whether its calls may (``optional``), must (``required``) or never
     #: (``forbidden``) run as tasks.
     task_support: str = "optional"
+    #: ``additional-arguments``: calls may give arguments the tool does not declare.
+    additional_arguments: bool = False
+    #: The argument names a call may give: the declared ones and those ``options``
+    #: names; ``None`` with ``additional_arguments`` (any name).
+    accepted_arguments: frozenset[str] | None = field(init=False, hash=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "llm_name", sanitize_toolname(self.name))
+        accepted = None
+        if not self.additional_arguments:
+            options = self.options
+            accepted = frozenset(argument.name for argument in self.arguments).union(
+                options.defaults, options.fixed, options.envs
+            )
+        object.__setattr__(self, "accepted_arguments", accepted)
         _freeze(self, "config")
         _freeze(self, "raw")
         _freeze(self, "annotations")
+
+    def undeclared(self, arguments: Mapping[str, Any]) -> list[str]:
+        """The names in ``arguments`` this tool does not take, in their order (often none).
+
+        What the call policy and an approver are shown is checked by name against
+        the declared arguments; an argument the tool does not declare would reach
+        it unseen, so front doors refuse a call that has one.
+        """
+        accepted = self.accepted_arguments
+        if accepted is None or accepted.issuperset(arguments):
+            return []
+        return [name for name in arguments if name not in accepted]
 
 
 def _freeze(instance: object, attribute: str) -> None:

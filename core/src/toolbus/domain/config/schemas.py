@@ -16,8 +16,9 @@ def json_schema(tool: ToolDescriptor) -> dict[str, Any]:
 
     Each argument becomes a property with its ``type``, its ``description`` (when
     not empty) and its JSON-Schema extras; arguments are required unless they say
-    ``"required": false``. The object stays open (no ``additionalProperties``):
-    TrustGraph's arguments are untyped and the service validates them.
+    ``"required": false``. The object stays open (no ``additionalProperties``,
+    which some LLM APIs refuse); front doors refuse the arguments a tool does
+    not take themselves (:meth:`~toolbus.domain.config.descriptors.ToolDescriptor.undeclared`).
 
     Argument options shape it too: fixed and environment-injected arguments are
     left out (the LLM must neither see nor set them), and an argument with a

@@ -204,7 +204,9 @@ def derived_tool(
     """A tool for a service that names none: called like the service, arguments from its schema.
 
     ``arguments_schema`` is the JSON Schema of the service's arguments (typed
-    tool functions have one); without it the tool takes no declared arguments.
+    tool functions have one): the tool takes its properties, and others too when
+    its ``additionalProperties`` allows them. Without a schema (an untyped
+    function reads whatever it is sent) the tool declares none and takes any.
     """
     summary = (description or "").strip().split("\n\n", 1)[0]
     tool: dict[str, Any] = {
@@ -216,6 +218,11 @@ def derived_tool(
     arguments = arguments_from_schema(arguments_schema or {})
     if arguments:
         tool["arguments"] = arguments
+    if arguments_schema is None or arguments_schema.get("additionalProperties", False) not in (
+        False,
+        None,
+    ):
+        tool["additional-arguments"] = True
     return tool
 
 

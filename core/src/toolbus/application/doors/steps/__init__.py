@@ -42,7 +42,15 @@ def call_steps(
     :class:`~toolbus.domain.errors.ConfigError` names every problem of ``[approvals]``.
     """
     approvals = parse_approval_settings((settings or {}).get(APPROVALS_SECTION))
-    book = None if store is None else ApprovalBook(store, max_pending=approvals.max_pending)
+    book = (
+        None
+        if store is None
+        else ApprovalBook(
+            store,
+            max_pending=approvals.max_pending,
+            max_pending_per_user=approvals.pending_per_user,
+        )
+    )
     steps: list[CallStep] = []
     if engine is not None:
         steps.append(PolicyStep(engine))

@@ -208,13 +208,16 @@ class ApprovalStep(CallStep):
         The one it brings the caller's answer to (the same call, asked again);
         for a model's call, which has an id, the one a run resumed elsewhere was
         waiting on (a call made again after its approval was used needs a new
-        one). Any other call asks anew.
+        one). Any other call asks anew, except one that waited on the approval it
+        brings already (a task's): that approval gone, it is refused.
         """
         reply = current_reply()
         if reply is not None:
             brought = await book.get(reply.approval_id)
             if brought is not None and brought.id.startswith(digest) and not brought.used:
                 return brought, brought.id
+            if brought is None and reply.waited_on:
+                raise ApprovalNotFound(reply.approval_id)
         if call.tool_call_id is None:
             return None, f"{digest}-{uuid.uuid4().hex}"
         for round_ in range(_MAX_ROUNDS):

@@ -40,7 +40,7 @@ from toolbus._internal.state_keys import check_namespace, check_ttl, check_value
 from toolbus._internal.state_watch import LatestState, Watches
 from toolbus.domain.errors import StateStoreError, StateStoreUnavailable
 from toolbus.ports import StateEntry
-from toolbus_redis.options import RedisOptions, parse_options
+from toolbus_redis.state_options import RedisOptions, parse_options
 
 log = logging.getLogger("toolbus.redis")
 
@@ -246,7 +246,7 @@ class RedisStateStore:
 
 
 async def connect(url: str, options: Mapping[str, Any] | None = None) -> RedisStateStore:
-    """Connect to the Redis or Valkey server at ``url`` (see :mod:`toolbus_redis.options`).
+    """Connect to the Redis or Valkey server at ``url`` (see :mod:`toolbus_redis.state_options`).
 
     Fails with :class:`~toolbus.domain.errors.StateStoreUnavailable` naming the
     server when it does not answer within ``timeout``, and with

@@ -1,37 +1,10 @@
-"""The state store conformance suite: one set of tests every state store must pass.
-
-Bind it to a store by subclassing :class:`StateStoreConformance` in a test module
-and providing a ``store_factory`` fixture: an async callable returning a *new*
-connection each time it is awaited (several connections stand for several
-replicas). Each test uses a fresh namespace, so a server can be shared by the
-whole session::
-
-    class TestMyStore(StateStoreConformance):
-        @pytest.fixture
-        def store_factory(self, my_server_url):
-            return lambda: connect_state(my_server_url)
-
-Two fixtures are optional:
-
-* ``advance_clock``: a function moving the store's clock on by some seconds, for
-  a store whose time can be injected; without it the TTL tests wait for real
-  expiry of :attr:`StateStoreConformance.short_ttl`-second values, polling.
-* ``outage``: an :class:`Outage`, a store on a server the suite may stop and
-  start again; without it the outage test is skipped.
-
-The value-limit test needs a store whose ``max_value_size`` is at most
-:data:`LIMIT_TRIED`; bind the suite with a lower limit where the engine's own is
-higher. The suite is pytest tests: install it with ``pip install 'toolbus[testing]'``.
-"""
+"""Reading and writing: versions, compare-and-set across connections, time to live,
+values and keys, as every state store must keep them."""
 
 from __future__ import annotations
 
 import os
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AsyncExitStack
-from dataclasses import dataclass
-from typing import TypeVar
+from collections.abc import Callable
 
 import anyio
 
@@ -42,143 +15,20 @@ except ImportError as exc:  # the core does not depend on pytest; the extra does
         "the state store conformance suite needs pytest: pip install 'toolbus[testing]'"
     ) from exc
 
-from toolbus.domain.errors import StateKeyError, StateStoreUnavailable, StateValueTooLarge
-from toolbus.ports import StateEntry, StateStore, WatchableStateStore
-
-StoreFactory = Callable[[], Awaitable[StateStore]]
-T = TypeVar("T")
-
-#: The largest value limit the suite tries to exceed (a store allowing more is
-#: bound with a lower ``max_value_size`` for the test).
-LIMIT_TRIED = 16 * 1024 * 1024
-#: The size of the large value every store must carry, or its limit if lower.
-LARGE_VALUE = 4 * 1024 * 1024
-#: How often a condition on a remote store is checked while waiting for it.
-POLL_INTERVAL = 0.05
-
-#: Keys that engines treat specially, and keys that a careless escaping would merge.
-AWKWARD_KEYS = (
-    "plain",
-    "a.b",
-    "a_b",
-    "a-b",
-    "a=b",
-    "a=2Eb",
-    "a/b",
-    "a:b",
-    "a b",
-    "*",
-    ">",
-    "a.*.>",
-    ".leading",
-    "trailing.",
-    "..",
-    "tab\there",
-    "line\nbreak",
-    "naïve ünïcødé",
-    "日本語",
-    "🚀",
-    "\x00nul",
-    "%2E",
-    "k" * 1000,
-    "k" * 1001,
+from toolbus.domain.errors import StateKeyError, StateValueTooLarge
+from toolbus.ports import StateEntry, StateStore
+from toolbus.testing.state_conformance.binding import (
+    AWKWARD_KEYS,
+    LARGE_VALUE,
+    LIMIT_TRIED,
+    BoundStore,
+    StoreFactory,
+    fresh_namespace,
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Outage:
-    """A store on a server the suite may stop and start again (same address, same data)."""
-
-    connect: StoreFactory
-    stop: Callable[[], Awaitable[None]]
-    start: Callable[[], Awaitable[None]]
-
-
-def fresh_namespace() -> str:
-    return f"conformance-{uuid.uuid4().hex[:12]}"
-
-
-async def eventually(check: Callable[[], Awaitable[T | None]], timeout: float, what: str) -> T:
-    """The first non-``None`` result of ``check``, polled until ``timeout`` seconds pass.
-
-    A remote store announces neither expiry nor its own return; asking it is the
-    only way to see either.
-    """
-    with anyio.move_on_after(timeout):
-        while True:
-            found = await check()
-            if found is not None:
-                return found
-            await anyio.sleep(POLL_INTERVAL)
-    raise AssertionError(f"{what} did not happen within {timeout} s")
-
-
-async def next_state(
-    changes: AsyncIterator[StateEntry | None], timeout: float
-) -> StateEntry | None:
-    with anyio.fail_after(timeout):
-        return await anext(changes)
-
-
-@pytest.mark.anyio
-class StateStoreConformance:
-    """The rules of :class:`toolbus.ports.StateStore` (docs/state-stores.md) on one store."""
-
-    #: Seconds any single wait may take.
-    settle_timeout: float = 10.0
-    #: Seconds of the TTLs the suite waits out when the clock cannot be moved.
-    short_ttl: float = 1.0
-
-    @pytest.fixture
-    def store_factory(self) -> StoreFactory:
-        raise NotImplementedError("bind the suite by overriding the 'store_factory' fixture")
-
-    @pytest.fixture
-    def advance_clock(self) -> Callable[[float], None] | None:
-        return None
-
-    @pytest.fixture
-    def outage(self) -> Outage | None:
-        return None
-
-    @pytest.fixture
-    async def stack(self) -> AsyncIterator[AsyncExitStack]:
-        async with AsyncExitStack() as stack:
-            yield stack
-
-    @pytest.fixture
-    def connect(self, store_factory: StoreFactory, stack: AsyncExitStack) -> StoreFactory:
-        """A new connection, closed when the test ends."""
-
-        async def open_store() -> StateStore:
-            store = await store_factory()
-            stack.push_async_callback(store.close)
-            return store
-
-        return open_store
-
-    @pytest.fixture
-    def ns(self) -> str:
-        return fresh_namespace()
-
-    async def _gone(
-        self,
-        store: StateStore,
-        ns: str,
-        key: str,
-        advance_clock: Callable[[float], None] | None,
-        ttl: float,
-    ) -> None:
-        """Wait until ``key``'s TTL of ``ttl`` seconds has run out, moving the clock if we may."""
-        if advance_clock is not None:
-            advance_clock(ttl)
-            assert await store.get(ns, key) is None
-            return
-
-        async def absent() -> bool | None:
-            return True if await store.get(ns, key) is None else None
-
-        await eventually(absent, self.settle_timeout + ttl, f"expiry of {key!r}")
+class ReadsAndWrites(BoundStore):
+    """``get``, ``put``, ``create``, ``update`` and ``delete``, their TTLs and limits."""
 
     # -- reading and writing ----------------------------------------------------------
 
@@ -424,115 +274,3 @@ class StateStoreConformance:
             await store.put(ns, key, b"x")
         with pytest.raises(StateKeyError, match="state key"):
             await store.get(ns, key)
-
-    # -- watching ---------------------------------------------------------------------
-
-    async def _watchable(self, connect: StoreFactory) -> WatchableStateStore:
-        store = await connect()
-        if not isinstance(store, WatchableStateStore):
-            pytest.skip("this store does not watch")
-        return store
-
-    async def test_a_watch_starts_with_the_current_state(
-        self, connect: StoreFactory, ns: str
-    ) -> None:
-        store = await self._watchable(connect)
-        async with store.watch(ns, "absent") as changes:
-            assert await next_state(changes, self.settle_timeout) is None
-        version = await store.put(ns, "present", b"now")
-        async with store.watch(ns, "present") as changes:
-            assert await next_state(changes, self.settle_timeout) == StateEntry(b"now", version)
-
-    async def test_a_watch_sees_writes_and_deletes_from_other_connections(
-        self, connect: StoreFactory, ns: str
-    ) -> None:
-        watcher = await self._watchable(connect)
-        writer = await connect()
-        async with watcher.watch(ns, "k") as changes:
-            assert await next_state(changes, self.settle_timeout) is None
-            # Live as the block starts: a write made at once is not missed.
-            first = await writer.put(ns, "k", b"1")
-            assert await next_state(changes, self.settle_timeout) == StateEntry(b"1", first)
-            second = await writer.update(ns, "k", b"2", version=first)
-            assert second is not None
-            assert await next_state(changes, self.settle_timeout) == StateEntry(b"2", second)
-            await writer.put(ns, "other", b"not watched")
-            assert await writer.delete(ns, "k") is True
-            assert await next_state(changes, self.settle_timeout) is None
-            third = await writer.create(ns, "k", b"3")
-            assert third is not None
-            assert await next_state(changes, self.settle_timeout) == StateEntry(b"3", third)
-
-    async def test_every_watch_of_a_key_gets_the_change(
-        self, connect: StoreFactory, ns: str
-    ) -> None:
-        first, second = await self._watchable(connect), await self._watchable(connect)
-        writer = await connect()
-        async with first.watch(ns, "k") as one, second.watch(ns, "k") as two:
-            assert await next_state(one, self.settle_timeout) is None
-            assert await next_state(two, self.settle_timeout) is None
-            version = await writer.put(ns, "k", b"both")
-            assert await next_state(one, self.settle_timeout) == StateEntry(b"both", version)
-            assert await next_state(two, self.settle_timeout) == StateEntry(b"both", version)
-
-    async def test_a_watch_that_falls_behind_still_gets_the_latest_state(
-        self, connect: StoreFactory, ns: str
-    ) -> None:
-        watcher = await self._watchable(connect)
-        writer = await connect()
-        async with watcher.watch(ns, "k") as changes:
-            assert await next_state(changes, self.settle_timeout) is None
-            for i in range(20):
-                last = await writer.put(ns, "k", str(i).encode())
-            state = await next_state(changes, self.settle_timeout)
-            while state != StateEntry(b"19", last):
-                assert state is not None, "a deletion was reported that never happened"
-                state = await next_state(changes, self.settle_timeout)
-
-    async def test_closing_the_store_ends_its_watches(self, connect: StoreFactory, ns: str) -> None:
-        store = await self._watchable(connect)
-        async with store.watch(ns, "k") as changes:
-            assert await next_state(changes, self.settle_timeout) is None
-            await store.close()
-            with anyio.fail_after(self.settle_timeout), pytest.raises(StopAsyncIteration):
-                await anext(changes)
-
-    # -- the engine going away ----------------------------------------------------------
-
-    async def test_a_store_works_again_once_its_server_is_back(
-        self, outage: Outage | None, stack: AsyncExitStack
-    ) -> None:
-        if outage is None:
-            pytest.skip("this store has no server of its own to lose")
-        ns = fresh_namespace()
-        store = await outage.connect()
-        stack.push_async_callback(store.close)
-        kept = await store.put(ns, "kept", b"before")
-        watching = isinstance(store, WatchableStateStore)
-        async with AsyncExitStack() as watches:
-            changes = None
-            if isinstance(store, WatchableStateStore):
-                changes = await watches.enter_async_context(store.watch(ns, "watched"))
-                assert await next_state(changes, self.settle_timeout) is None
-
-            await outage.stop()
-            with anyio.fail_after(self.settle_timeout * 3), pytest.raises(StateStoreUnavailable):
-                await store.get(ns, "kept")
-            await outage.start()
-
-            async def readable() -> StateEntry | None:
-                try:
-                    return await store.get(ns, "kept")
-                except StateStoreUnavailable:
-                    return None
-
-            # The same connection, with nothing done to it, works again.
-            entry = await eventually(readable, self.settle_timeout * 3, "the store's return")
-            assert entry == StateEntry(b"before", kept)
-            if watching and changes is not None:
-                other = await outage.connect()
-                stack.push_async_callback(other.close)
-                version = await other.put(ns, "watched", b"after")
-                assert await next_state(changes, self.settle_timeout * 3) == StateEntry(
-                    b"after", version
-                )

@@ -1,27 +1,10 @@
-"""The bus conformance suite: one set of tests every adapter must pass.
-
-Bind it to an adapter by subclassing :class:`BusConformance` in a test module and
-providing a ``bus_factory`` fixture: an async callable returning a *new*
-connection each time it is awaited (several connections stand for several
-processes). Each test uses fresh queue names, so a broker can be shared by the
-whole session::
-
-    class TestMyBus(BusConformance):
-        @pytest.fixture
-        def bus_factory(self, my_broker_url):
-            return lambda: connect(my_broker_url)
-
-Subclasses may override :attr:`settle_timeout` (seconds any single wait may take)
-for brokers whose consumer groups take a while to form.
-
-The suite is pytest tests: install it with ``pip install 'toolbus[testing]'``.
-"""
+"""The delivery rules every bus keeps (docs/architecture.md, "Delivery rules"), and pushing
+to a listener for the buses that push."""
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -34,42 +17,16 @@ except ImportError as exc:  # the core does not depend on pytest; the extra does
         "the bus conformance suite needs pytest: pip install 'toolbus[testing]'"
     ) from exc
 
-from toolbus.application.calls.client import ToolServiceClient
-from toolbus.application.calls.host import ServiceHost, running
-from toolbus.application.calls.service import ToolService, tool_service
-from toolbus.domain.calls import wire
-from toolbus.domain.errors import ToolServiceError, ToolTimeout
+from toolbus.application.calls.host import ServiceHost
+from toolbus.application.calls.service import tool_service
 from toolbus.ports import Bus, Delivery, Listener, PushBus, Subscription
-
-BusFactory = Callable[[], Awaitable[Bus]]
-FOUR_MB = 4 * 1024 * 1024
-
-
-def fresh_queue(persistent: bool = False, kind: str = "q") -> str:
-    scheme = "persistent" if persistent else "non-persistent"
-    return f"{scheme}://conformance/{kind}/{uuid.uuid4().hex[:12]}"
-
-
-async def next_delivery(subscription: Subscription, timeout: float) -> Delivery:
-    with anyio.fail_after(timeout):
-        async for delivery in subscription:
-            return delivery
-    raise AssertionError("the subscription ended before a message arrived")
-
-
-def echo_service(persistent: bool = False) -> ToolService:
-    request_queue = fresh_queue(persistent, "request")
-    response_queue = fresh_queue(False, "response")
-
-    @tool_service(
-        f"echo-{uuid.uuid4().hex[:8]}",
-        request_queue=request_queue,
-        response_queue=response_queue,
-    )
-    async def echo(user: str, config: dict[str, Any], arguments: dict[str, Any]) -> str:
-        return f"{user}:{arguments.get('text', '')}"
-
-    return echo
+from toolbus.testing.conformance.binding import (
+    FOUR_MB,
+    BoundBus,
+    BusFactory,
+    fresh_queue,
+    next_delivery,
+)
 
 
 class Collector:
@@ -101,36 +58,8 @@ class Collector:
         return self.messages
 
 
-@pytest.mark.anyio
-class BusConformance:
-    """The delivery rules of docs/wire-protocol.md, and tool calls end to end, on one adapter."""
-
-    settle_timeout: float = 10.0
-
-    @pytest.fixture
-    def bus_factory(self) -> BusFactory:
-        raise NotImplementedError("bind the suite by overriding the 'bus_factory' fixture")
-
-    @pytest.fixture
-    async def stack(self) -> AsyncIterator[AsyncExitStack]:
-        async with AsyncExitStack() as stack:
-            yield stack
-
-    @pytest.fixture
-    def connect(self, bus_factory: BusFactory, stack: AsyncExitStack) -> BusFactory:
-        """A new connection, closed when the test ends."""
-
-        async def open_bus() -> Bus:
-            bus = await bus_factory()
-            stack.push_async_callback(bus.close)
-            return bus
-
-        return open_bus
-
-    async def _client(self, bus: Bus, stack: AsyncExitStack) -> ToolServiceClient:
-        return await stack.enter_async_context(
-            ToolServiceClient(bus, default_timeout=self.settle_timeout * 3)
-        )
+class DeliveryRules(BoundBus):
+    """Publishing, subscribing, acks and listeners, as every adapter must do them."""
 
     # -- delivery rules -------------------------------------------------------
 
@@ -490,192 +419,3 @@ class BusConformance:
         with anyio.fail_after(self.settle_timeout):
             await collector.ended.wait()
         assert len(collector.ends) == 1
-
-    # -- tool calls end to end ----------------------------------------------------
-
-    async def test_call_round_trip(self, connect: BusFactory, stack: AsyncExitStack) -> None:
-        bus = await connect()
-        service = echo_service()
-        await stack.enter_async_context(running(bus, service))
-        client = await self._client(await connect(), stack)
-        answer = await client.call(
-            request_queue=service.request_queue,
-            response_queue=service.response_queue,
-            user="alice",
-            arguments={"text": "hi ✓"},
-        )
-        assert answer == "alice:hi ✓"
-        assert client.pending == 0
-
-    async def test_thousand_concurrent_calls_each_get_their_own_answer(
-        self, connect: BusFactory, stack: AsyncExitStack
-    ) -> None:
-        service = echo_service()
-        await stack.enter_async_context(running(await connect(), service, concurrency=64))
-        client = await self._client(await connect(), stack)
-        answers: dict[int, str] = {}
-
-        async def one(i: int) -> None:
-            answers[i] = await client.call(
-                request_queue=service.request_queue,
-                response_queue=service.response_queue,
-                user="u",
-                arguments={"text": str(i)},
-            )
-
-        with anyio.fail_after(self.settle_timeout * 6):
-            async with anyio.create_task_group() as tasks:
-                for i in range(1000):
-                    tasks.start_soon(one, i)
-        assert answers == {i: f"u:{i}" for i in range(1000)}
-        assert client.pending == 0
-
-    async def test_streamed_answer_arrives_in_chunks(
-        self, connect: BusFactory, stack: AsyncExitStack
-    ) -> None:
-        @tool_service(
-            f"stream-{uuid.uuid4().hex[:8]}",
-            request_queue=fresh_queue(kind="request"),
-            response_queue=fresh_queue(kind="response"),
-        )
-        async def count(n: int) -> AsyncIterator[str]:
-            for i in range(n):
-                yield f"<{i}>"
-
-        await stack.enter_async_context(running(await connect(), count))
-        client = await self._client(await connect(), stack)
-        route: dict[str, Any] = {
-            "request_queue": count.request_queue,
-            "response_queue": count.response_queue,
-        }
-        chunks = [c async for c in client.stream(**route, arguments={"n": 3})]
-        assert chunks == ["<0>", "<1>", "<2>"]
-        assert await client.call(**route, arguments={"n": 4}) == "<0><1><2><3>"
-        assert client.pending == 0
-
-    async def test_four_megabyte_arguments_and_answer(
-        self, connect: BusFactory, stack: AsyncExitStack
-    ) -> None:
-        service = echo_service()
-        await stack.enter_async_context(running(await connect(), service))
-        client = await self._client(await connect(), stack)
-        text = "x" * (FOUR_MB - 1024)
-        answer = await client.call(
-            request_queue=service.request_queue,
-            response_queue=service.response_queue,
-            user="u",
-            arguments={"text": text},
-        )
-        assert answer == f"u:{text}"
-
-    async def test_call_with_no_service_times_out_and_leaks_nothing(
-        self, connect: BusFactory, stack: AsyncExitStack
-    ) -> None:
-        client = await self._client(await connect(), stack)
-        with pytest.raises(ToolTimeout) as caught:
-            await client.call(
-                request_queue=fresh_queue(kind="request"),
-                response_queue=fresh_queue(kind="response"),
-                timeout=0.3,
-                service="nobody-home",
-            )
-        assert "nobody-home" in str(caught.value) and "0.3" in str(caught.value)
-        assert client.pending == 0
-
-    async def test_tool_errors_come_back_and_the_service_keeps_serving(
-        self, connect: BusFactory, stack: AsyncExitStack
-    ) -> None:
-        @tool_service(
-            f"fragile-{uuid.uuid4().hex[:8]}",
-            request_queue=fresh_queue(kind="request"),
-            response_queue=fresh_queue(kind="response"),
-        )
-        async def fragile(fail: bool) -> str:
-            if fail:
-                raise RuntimeError("boom")
-            return "fine"
-
-        await stack.enter_async_context(running(await connect(), fragile))
-        client = await self._client(await connect(), stack)
-        route: dict[str, Any] = {
-            "request_queue": fragile.request_queue,
-            "response_queue": fragile.response_queue,
-        }
-        with pytest.raises(ToolServiceError, match="internal error in tool service"):
-            await client.call(**route, arguments={"fail": True})
-        assert await client.call(**route, arguments={"fail": False}) == "fine"
-
-    async def test_replica_dying_mid_call_on_a_persistent_queue_is_covered_by_another(
-        self, connect: BusFactory, stack: AsyncExitStack
-    ) -> None:
-        request_queue = fresh_queue(persistent=True, kind="request")
-        response_queue = fresh_queue(kind="response")
-        service_id = f"fragile-{uuid.uuid4().hex[:8]}"
-        started = anyio.Event()
-
-        @tool_service(service_id, request_queue=request_queue, response_queue=response_queue)
-        async def hangs(user: str, config: dict[str, Any], arguments: dict[str, Any]) -> str:
-            started.set()
-            await anyio.sleep_forever()
-            raise AssertionError("unreachable")
-
-        @tool_service(service_id, request_queue=request_queue, response_queue=response_queue)
-        async def answers(user: str, config: dict[str, Any], arguments: dict[str, Any]) -> str:
-            return "answered by the survivor"
-
-        client = await self._client(await connect(), stack)
-        doomed_bus = await connect()
-        doomed = ServiceHost(doomed_bus, hangs, drain_timeout=0)
-        result: list[str] = []
-        answered = anyio.Event()
-        async with anyio.create_task_group() as tasks:
-            await tasks.start(doomed.serve)
-
-            async def call() -> None:
-                result.append(
-                    await client.call(request_queue=request_queue, response_queue=response_queue)
-                )
-                answered.set()
-
-            tasks.start_soon(call)
-            with anyio.fail_after(self.settle_timeout):
-                await started.wait()
-            survivor = ServiceHost(await connect(), answers)
-            await tasks.start(survivor.serve)
-            doomed.stop()  # drain_timeout=0: the call is cut off, never acked
-            await doomed_bus.close()
-            with anyio.fail_after(self.settle_timeout * 4):
-                await answered.wait()
-            survivor.stop()
-        assert result == ["answered by the survivor"]
-
-    async def test_bad_requests_get_errors_and_leave_the_service_up(
-        self, connect: BusFactory, stack: AsyncExitStack
-    ) -> None:
-        service = echo_service()
-        await stack.enter_async_context(running(await connect(), service))
-        raw = await connect()
-        replies = await raw.subscribe(service.response_queue)
-        cases = {
-            "not-json": b"{nope",
-            "wrong-shape": b"[1, 2, 3]",
-            "config-not-json": b'{"user": "u", "config": "{bad", "arguments": "{}"}',
-            "arguments-not-object": b'{"user": "u", "config": "{}", "arguments": "[1]"}',
-            "not-utf8": b"\xff\xfe\xfd",
-        }
-        await raw.publish(service.request_queue, b"{}", {})  # no id: logged and dropped
-        for call_id, body in cases.items():
-            await raw.publish(service.request_queue, body, {wire.PROP_ID: call_id})
-        errors: dict[str, wire.ToolResponse] = {}
-        while len(errors) < len(cases):
-            delivery = await next_delivery(replies, self.settle_timeout)
-            errors[delivery.properties[wire.PROP_ID]] = wire.decode_response(delivery.body)
-        assert {k: v.error_type for k, v in errors.items()} == dict.fromkeys(cases, "bad-request")
-        client = await self._client(await connect(), stack)
-        answer = await client.call(
-            request_queue=service.request_queue,
-            response_queue=service.response_queue,
-            user="still",
-            arguments={"text": "up"},
-        )
-        assert answer == "still:up"

@@ -29,9 +29,9 @@ from toolbus._internal.broker_options import (
     at_least,
     host_port,
     parse_broker_options,
-    public_url,
     split_url,
 )
+from toolbus._internal.urls import redact_url
 from toolbus.domain.errors import Problem
 
 DEFAULT_PORT = 6379
@@ -97,7 +97,7 @@ class RedisOptions(BrokerOptions):
 def parse_options(url: str, options: Mapping[str, Any] | None = None) -> RedisOptions:
     """Read ``url`` and ``options`` into :class:`RedisOptions` (``options`` wins)."""
     parts = split_url(url, "Redis", DEFAULT_PORT)
-    where = f"state store URL {public_url(parts)!r}"
+    where = f"state store URL {redact_url(url)!r}"
     problems: list[Problem] = []
     if parts.scheme not in SCHEMES:
         problems.append(
