@@ -148,9 +148,7 @@ class A2ADoor:
                     message=f"agent {task.tool!r} no longer answers; send the message again",
                 )
             )
-        resume = resume_work(await self.parts(agent))
-        end: TaskEnd = await resume(task, progress)
-        return end
+        return await resume_work(await self.parts(agent))(task, progress)
 
 
 @asynccontextmanager

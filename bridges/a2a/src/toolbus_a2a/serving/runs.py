@@ -18,8 +18,11 @@ agent event        A2A event
 
 A replica that goes on with a task another one left (it stopped, or died)
 follows the same run by its request id: the agent service goes on with it
-whoever listens, so only the events sent while nobody listened are missed,
-and the last ones (the whole answer, the final status) are not.
+whoever listens, so only the events sent while nobody listened are missed.
+The agent's last event carries only the part of the answer not streamed
+before it, so a run whose answer had begun streaming to the replica that left
+cannot be answered whole: its task fails saying so (the caller sends the
+message again), rather than completing with the end of an answer.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from a2a.server.events import Event
 
 from toolbus.application.agent.service import AgentClient
 from toolbus.application.tasks import TaskBook, TaskEnd, TaskProgress
+from toolbus.application.tasks.runner import Resume
 from toolbus.domain.agent.wire import AgentEvent, AgentRequest
 from toolbus.domain.tasks import Task, TaskError
 from toolbus.domain.tasks import TaskStatus as BusStatus
@@ -71,10 +75,14 @@ async def publish(events: BusTaskEventStream, task_id: str, event: Event) -> Non
 class AgentRun:
     """Follows one agent run for its task; see the module docs."""
 
-    def __init__(self, parts: RunParts, record: TaskRecord, progress: TaskProgress) -> None:
+    def __init__(
+        self, parts: RunParts, record: TaskRecord, progress: TaskProgress, *, missed: int = 0
+    ) -> None:
         self.parts = parts
         self.record = record
         self.progress = progress
+        #: Chunks of the answer another replica heard before this one followed the run.
+        self.missed = missed
         self.answer: list[str] = []
         self._thought: list[str] = []
         self._waiting = False
@@ -123,7 +131,10 @@ class AgentRun:
             first = not self.answer
             self.answer.append(event.content)
             await self.progress.chunk()
-            if not event.last:
+            # The last event carries the rest of the answer (the text not streamed yet),
+            # so it is a chunk too, unless it is the whole answer: that goes out once,
+            # as the last chunk, when the run ends.
+            if not (event.last and first):
                 await self.publish(
                     answer_chunk(self.record, event.content, append=not first, last=False)
                 )
@@ -135,6 +146,15 @@ class AgentRun:
                 error=TaskError(
                     type=error.type if error is not None else "agent-failed",
                     message=error.message if error is not None else last.content,
+                ),
+                state=last.state,
+            )
+        if self.missed:
+            return TaskEnd(
+                error=TaskError(
+                    type="unavailable",
+                    message=f"the answer's first {self.missed} chunk(s) went to a replica of "
+                    "the door that stopped while the agent answered; send the message again",
                 ),
                 state=last.state,
             )
@@ -185,9 +205,12 @@ async def run_task(
     request: AgentRequest | None,
     context: ContextRecord | None,
     question: str,
+    *,
+    missed: int = 0,
 ) -> TaskEnd:
-    """The work of a task: its run, followed; its context told the answer."""
-    run = AgentRun(parts, record, progress)
+    """The work of a task: its run, followed; its context told the answer. ``missed``:
+    chunks of the answer another replica heard before this one followed the run."""
+    run = AgentRun(parts, record, progress, missed=missed)
     end, session = await run.follow(request)
     if context is not None:
         try:
@@ -198,7 +221,7 @@ async def run_task(
     return end
 
 
-def resume_work(parts: RunParts) -> Any:
+def resume_work(parts: RunParts) -> Resume:
     """How a replica goes on with an A2A task another replica left."""
 
     async def resume(task: Task, progress: TaskProgress) -> TaskEnd:
@@ -212,6 +235,8 @@ def resume_work(parts: RunParts) -> Any:
             )
         context = await parts.records.context(task.owner, record.context_id, record.agent)
         question = str((task.call.arguments if task.call else {}).get("question", ""))
-        return await run_task(parts, record, progress, None, context, question)
+        return await run_task(
+            parts, record, progress, None, context, question, missed=task.progress
+        )
 
     return resume
