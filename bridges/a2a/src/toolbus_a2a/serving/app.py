@@ -8,11 +8,18 @@ path                                           what
 ``POST /agents/{name}/jsonrpc``                A2A over JSON-RPC 2.0 (SSE for streams)
 ``/agents/{name}/rest/...``                    A2A over HTTP+JSON (``/message:send``, ...)
 ``GET /.well-known/agent-card.json``           the default agent's card
+``GET /.well-known/oauth-protected-resource``  the door's RFC 9728 metadata (with
+                                               ``[a2a.jwt]``'s ``resource``)
 =============================================  ====================================
 
-Cards and the list are public, as A2A has them; every other request needs
-``Authorization: Bearer KEY`` with an API key of ``[credentials]``, which names
-the toolbus user the agent works for. The transports are a2a-sdk's own.
+Cards, the list and the metadata are public, as A2A has them; every other
+request needs ``Authorization: Bearer`` with an API key of ``[credentials]`` or
+an identity provider's access token (``[a2a.jwt]``), which names the toolbus
+user the agent works for, the same way the gateway and the MCP door
+authenticate (:mod:`toolbus.application.identity.bearer`). The transports are
+a2a-sdk's own; the handler finds the caller's
+:class:`~toolbus.application.identity.bearer.Principal` in the request's
+``auth``.
 """
 
 from __future__ import annotations
@@ -35,49 +42,70 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from toolbus.application.identity.credentials import CredentialTable, bearer_token
+from toolbus._internal.web_server import SEVERAL_AUTHORIZATIONS, several_authorizations
+from toolbus.application.identity.bearer import (
+    Authenticator,
+    AuthFailure,
+    KeysUnavailable,
+    ProtectedResource,
+)
+from toolbus.application.identity.credentials import bearer_token
 from toolbus_a2a.serving.agents import ServedAgent
 from toolbus_a2a.serving.cards import agent_path
 
 #: Builds the handler and card of an agent the door serves.
 HandlerFor = Callable[[ServedAgent], Awaitable[tuple[RequestHandler, AgentCard]]]
+#: Seconds a caller waits before trying again while the identity provider's keys are missing.
+KEYS_RETRY_AFTER = 10
+#: Clients cache the metadata document; a changed resource is taken up within the hour.
+METADATA_CACHE = "public, max-age=3600"
 
 
 class Authenticated:
-    """ASGI middleware: a bearer API key names the caller (``scope["user"]``); requests
-    without one are refused with ``401``, but for the public cards and the agents list."""
+    """ASGI middleware: a bearer credential names the caller (``scope["auth"]``, the
+    :class:`~toolbus.application.identity.bearer.Principal`; ``scope["user"]``, its
+    user); a request without a valid one is refused with ``401`` and a ``Bearer``
+    challenge, but for the public paths."""
 
-    def __init__(self, app: ASGIApp, credentials: CredentialTable) -> None:
+    def __init__(
+        self, app: ASGIApp, authenticator: Authenticator, public: Callable[[Scope], bool]
+    ) -> None:
         self.app = app
-        self.credentials = credentials
+        self.authenticator = authenticator
+        self.public = public
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or _public(scope):
+        if scope["type"] != "http" or self.public(scope):
             await self.app(scope, receive, send)
             return
-        headers = Headers(scope=scope)
-        identity = self.credentials.authenticate(bearer_token(headers.get("authorization")))
-        if identity is None:
+        if several_authorizations(scope["headers"]):
+            body = {"error": "several-credentials", "message": SEVERAL_AUTHORIZATIONS}
+            await JSONResponse(body, status_code=400)(scope, receive, send)
+            return
+        authenticator = self.authenticator
+        try:
+            principal = await authenticator.authenticate_fetching(
+                bearer_token(Headers(scope=scope).get("authorization"))
+            )
+        except AuthFailure as failure:
             response = JSONResponse(
-                {
-                    "error": "unauthenticated",
-                    "message": "a valid bearer token is required: send Authorization: Bearer "
-                    "KEY with an API key of the door's [credentials]",
-                },
+                {"error": "unauthenticated", "message": failure.message, "reason": failure.reason},
                 status_code=401,
-                headers={"WWW-Authenticate": 'Bearer realm="toolbus"'},
+                headers={"WWW-Authenticate": authenticator.challenge(failure)},
             )
             await response(scope, receive, send)
             return
-        scope["user"] = SimpleUser(identity.user)
+        except KeysUnavailable as exc:
+            response = JSONResponse(
+                {"error": "keys-unavailable", "message": str(exc)},
+                status_code=503,
+                headers={"Retry-After": str(KEYS_RETRY_AFTER)},
+            )
+            await response(scope, receive, send)
+            return
+        scope["auth"] = principal
+        scope["user"] = SimpleUser(principal.user)
         await self.app(scope, receive, send)
-
-
-def _public(scope: Scope) -> bool:
-    path = str(scope.get("path", ""))
-    return scope.get("method") == "GET" and (
-        path == "/agents" or path.endswith(AGENT_CARD_WELL_KNOWN_PATH)
-    )
 
 
 class AgentRoutes:
@@ -125,7 +153,7 @@ class AgentRoutes:
 def a2a_app(
     agents: Callable[[], dict[str, ServedAgent]],
     handler_for: HandlerFor,
-    credentials: CredentialTable,
+    authenticator: Authenticator,
     *,
     public_url: str,
     default: str | None = None,
@@ -168,15 +196,46 @@ def a2a_app(
         # The agent's own routes answer: they serve its card at this very path.
         await (await routes.app_of(agent))(scope, receive, send)
 
+    resource = authenticator.resource
+    metadata = [] if resource is None else metadata_routes(resource)
     app = Starlette(
         routes=[
             Route("/agents", listing, methods=["GET"]),
             # An ASGI endpoint (not a function): the agent's own routes answer it.
             Route(AGENT_CARD_WELL_KNOWN_PATH, _Asgi(default_card), methods=["GET"]),
+            *metadata,
             Mount("/agents/{name}", app=routes),
         ]
     )
-    return Authenticated(app, credentials)
+    open_paths = frozenset(route.path for route in metadata)
+
+    def public(scope: Scope) -> bool:
+        path = str(scope.get("path", ""))
+        if path in open_paths:
+            return True
+        return scope.get("method") == "GET" and (
+            path == "/agents" or path.endswith(AGENT_CARD_WELL_KNOWN_PATH)
+        )
+
+    return Authenticated(app, authenticator, public)
+
+
+def metadata_routes(resource: ProtectedResource) -> list[Route]:
+    """The door's RFC 9728 document: anyone may read it (a client reads it before it has
+    a token), from any origin."""
+    document = resource.document()
+    cors = {
+        "Access-Control-Allow-Origin": "*",
+        "Access-Control-Allow-Methods": "GET, OPTIONS",
+        "Access-Control-Allow-Headers": "*",
+    }
+
+    async def metadata(request: Request) -> Response:
+        if request.method == "OPTIONS":
+            return Response(status_code=204, headers=cors)
+        return JSONResponse(document, headers={"Cache-Control": METADATA_CACHE, **cors})
+
+    return [Route(path, metadata, methods=["GET", "OPTIONS"]) for path in resource.metadata_paths]
 
 
 class _Asgi:

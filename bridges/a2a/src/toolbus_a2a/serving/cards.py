@@ -5,7 +5,9 @@
 * ``skills``: one per tool group the agent's tools are in, naming its tools;
 * ``supportedInterfaces``: JSON-RPC and HTTP+JSON, A2A 1.0, under the door's
   public URL at ``/agents/{name}/jsonrpc`` and ``/agents/{name}/rest``;
-* ``securitySchemes``: HTTP bearer, an API key of the door's ``[credentials]``;
+* ``securitySchemes``: HTTP bearer (an API key of the door's ``[credentials]``,
+  or an access token when ``[a2a.jwt]`` is set), and OpenID Connect naming the
+  identity provider when ``[a2a.jwt]`` names its ``issuer``;
 * ``capabilities``: streaming; no push notifications, no extended card.
 """
 
@@ -19,6 +21,7 @@ from a2a.types import (
     AgentInterface,
     AgentSkill,
     HTTPAuthSecurityScheme,
+    OpenIdConnectSecurityScheme,
     SecurityRequirement,
     SecurityScheme,
     StringList,
@@ -28,8 +31,9 @@ from toolbus_a2a.serving.agents import ServedAgent
 
 #: The protocol version the door speaks.
 PROTOCOL_VERSION = "1.0"
-#: The security scheme's name in cards.
+#: The security schemes' names in cards.
 BEARER = "bearer"
+OPENID = "openid"
 #: Tools a skill's description names at most.
 NAMED_TOOLS = 20
 
@@ -66,8 +70,35 @@ def skills_of(agent: ServedAgent) -> list[AgentSkill]:
     return skills
 
 
-def agent_card(agent: ServedAgent, public_url: str) -> AgentCard:
-    """``agent``'s card, its interfaces under ``public_url`` (no trailing slash)."""
+def _security(
+    tokens: bool, issuer: str | None
+) -> tuple[dict[str, SecurityScheme], list[SecurityRequirement]]:
+    """The card's schemes, and its requirements (each one a way in)."""
+    bearer = HTTPAuthSecurityScheme(
+        scheme="Bearer",
+        description="An API key of the door's [credentials] (toolbus.toml)"
+        + (", or an access token of its identity provider ([a2a.jwt])" if tokens else ""),
+    )
+    if tokens:
+        bearer.bearer_format = "JWT"
+    schemes = {BEARER: SecurityScheme(http_auth_security_scheme=bearer)}
+    if tokens and issuer is not None:
+        schemes[OPENID] = SecurityScheme(
+            open_id_connect_security_scheme=OpenIdConnectSecurityScheme(
+                open_id_connect_url=f"{issuer.rstrip('/')}/.well-known/openid-configuration",
+                description="The identity provider whose access tokens the door accepts",
+            )
+        )
+    return schemes, [SecurityRequirement(schemes={name: StringList()}) for name in schemes]
+
+
+def agent_card(
+    agent: ServedAgent, public_url: str, *, tokens: bool = False, issuer: str | None = None
+) -> AgentCard:
+    """``agent``'s card, its interfaces under ``public_url`` (no trailing slash).
+    ``tokens``: the door accepts an identity provider's access tokens, issued by
+    ``issuer`` (when known)."""
+    schemes, requirements = _security(tokens, issuer)
     base = f"{public_url.rstrip('/')}{agent_path(agent.name)}"
     profile = agent.profile
     return AgentCard(
@@ -85,15 +116,8 @@ def agent_card(agent: ServedAgent, public_url: str) -> AgentCard:
         capabilities=AgentCapabilities(
             streaming=True, push_notifications=False, extended_agent_card=False
         ),
-        security_schemes={
-            BEARER: SecurityScheme(
-                http_auth_security_scheme=HTTPAuthSecurityScheme(
-                    scheme="Bearer",
-                    description="An API key of the door's [credentials] (toolbus.toml)",
-                )
-            )
-        },
-        security_requirements=[SecurityRequirement(schemes={BEARER: StringList()})],
+        security_schemes=schemes,
+        security_requirements=requirements,
         default_input_modes=["text/plain", "application/json"],
         default_output_modes=["text/plain"],
         skills=skills_of(agent),

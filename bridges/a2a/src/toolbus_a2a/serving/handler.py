@@ -58,15 +58,16 @@ from a2a.utils.task import (
     validate_page_size,
 )
 
+from toolbus.application.identity.bearer import InsufficientScope, Principal
 from toolbus.application.tasks import TaskEnd, TaskProgress, TaskRunner, new_task_id
 from toolbus.domain.agent.wire import AgentRequest
 from toolbus.domain.errors import TaskClosed, TaskNotFound
 from toolbus.domain.tasks import Task as BusTask
-from toolbus.domain.tasks import TaskCall
+from toolbus.domain.tasks import TaskCall, TaskError
 from toolbus_a2a.serving.agents import ServedAgent
 from toolbus_a2a.serving.messages import read_message
 from toolbus_a2a.serving.records import TaskRecord
-from toolbus_a2a.serving.runs import RunParts, publish, run_task
+from toolbus_a2a.serving.runs import RunParts, publish, refuse_task, run_task
 from toolbus_a2a.serving.views import (
     TERMINAL,
     a2a_task,
@@ -81,12 +82,26 @@ TASK_DOOR = "a2a"
 DEFAULT_PAGE = 50
 
 
-def caller(context: ServerCallContext) -> str:
-    """The authenticated user behind the request (the door refuses anonymous ones first)."""
-    user = context.user
-    if not user.is_authenticated or not user.user_name:
+def principal(context: ServerCallContext) -> Principal:
+    """Who authenticated the request (the door refuses anonymous ones before the handler)."""
+    found = context.state.get("auth")
+    if not isinstance(found, Principal):
         raise InvalidRequestError(message="the request is not authenticated")
-    return user.user_name
+    return found
+
+
+def caller(context: ServerCallContext) -> str:
+    """The toolbus user behind the request."""
+    return principal(context).user
+
+
+def _beyond_scopes(who: Principal, groups: list[str] | None) -> TaskError | None:
+    """Why the token's scopes do not reach ``groups`` (the task is rejected), or ``None``."""
+    try:
+        who.within(groups)
+    except InsufficientScope as failure:
+        return TaskError(type="insufficient-scope", message=failure.message)
+    return None
 
 
 class AgentHandler(RequestHandler):
@@ -97,23 +112,15 @@ class AgentHandler(RequestHandler):
         card: its Agent Card.
         parts: what its tasks' runs use (its client on the bus, the book, the events).
         runner: runs the door's tasks.
-        ttl: seconds a task is kept once it ended.
     """
 
     def __init__(
-        self,
-        agent: ServedAgent,
-        card: AgentCard,
-        parts: RunParts,
-        runner: TaskRunner,
-        *,
-        ttl: float,
+        self, agent: ServedAgent, card: AgentCard, parts: RunParts, runner: TaskRunner
     ) -> None:
         self.agent = agent
         self.card = card
         self.parts = parts
         self.runner = runner
-        self.ttl = ttl
 
     # ------------------------------------------------------------------ tasks
 
@@ -197,8 +204,8 @@ class AgentHandler(RequestHandler):
             ) from None
         except TaskNotFound:
             raise TaskNotFoundError from None
+        # Every replica's streams of the task end with it (this one's too: it hears the bus).
         await publish(self.parts.events, task.id, status_event(cancelled, record))
-        await self.parts.events.destroy(task.id)
         return a2a_task(cancelled, record)
 
     # ------------------------------------------------------------------ messages
@@ -206,7 +213,8 @@ class AgentHandler(RequestHandler):
     async def _start(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> tuple[BusTask, TaskRecord]:
-        user = caller(context)
+        who = principal(context)
+        user = who.user
         validate_history_length(params.configuration)
         if params.configuration.HasField("task_push_notification_config"):
             raise PushNotificationNotSupportedError(
@@ -248,7 +256,7 @@ class AgentHandler(RequestHandler):
             door=TASK_DOOR,
             created_at=now,
             updated_at=now,
-            ttl=self.ttl,
+            ttl=self.parts.ttl,
             call=TaskCall(
                 groups=tuple(question.groups) if question.groups is not None else ("default",),
                 state=question.state,
@@ -259,9 +267,13 @@ class AgentHandler(RequestHandler):
             ),
         )
         # Kept as long as the task may be: running (a run takes at most the timeout), then ttl.
-        await self.parts.records.keep_task(record, ttl=self.ttl + self.parts.timeout)
+        await self.parts.records.keep_task(record, ttl=self.parts.ttl + self.parts.timeout)
+
+        refusal = _beyond_scopes(who, question.groups)
 
         async def work(progress: TaskProgress) -> TaskEnd:
+            if refusal is not None:
+                return await refuse_task(self.parts, record, progress, refusal)
             return await run_task(
                 self.parts, record, progress, request, conversation, question.text
             )

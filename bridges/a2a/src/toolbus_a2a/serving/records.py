@@ -5,8 +5,9 @@ A task's status, result and owner are toolbus's task
 A2A adds two things the task model has no field for, kept in the same store
 (namespace ``a2a``, sealed like the rest of the door's state):
 
-* per task, its ``contextId``, the agent it was sent to, and the messages the
-  caller sent it (the A2A task's history);
+* per task, its ``contextId``, the agent it was sent to, and its history (A2A's
+  ``history``): the message the caller sent, then the agent's steps (thoughts,
+  calls, what they answered, approvals waited for) as they happen;
 * per conversation (a caller's ``contextId``), the chat so far, so that the next
   message in the same context continues it, and the agent's held session when a
   run ended in a state a new request may not start in.
@@ -29,6 +30,22 @@ from toolbus.ports import StateStore
 NAMESPACE = "a2a"
 #: Chat messages a context keeps at most (the oldest go first).
 KEPT_MESSAGES = 40
+#: Messages a task's history keeps at most: the caller's, and the agent's latest steps.
+KEPT_HISTORY = 100
+#: Characters of a step's text the history keeps (its event carried all of it).
+KEPT_TEXT = 4000
+
+
+def _cut(message: dict[str, Any]) -> dict[str, Any]:
+    """``message`` with each text part cut to :data:`KEPT_TEXT` characters."""
+    parts = []
+    for part in message.get("parts", []):
+        text = part.get("text") if isinstance(part, dict) else None
+        if isinstance(text, str) and len(text) > KEPT_TEXT:
+            more = len(text) - KEPT_TEXT
+            part = {**part, "text": f"{text[:KEPT_TEXT]}… ({more} characters more)"}
+        parts.append(part)
+    return {**message, "parts": parts}
 
 
 class TaskRecord(BaseModel):
@@ -41,7 +58,7 @@ class TaskRecord(BaseModel):
     agent: str
     #: The bus request the task's run is (its events carry this id).
     request_id: str
-    #: The caller's messages, as A2A JSON (``Message``).
+    #: The caller's message, then the agent's steps, as A2A JSON (``Message``).
     history: list[dict[str, Any]] = Field(default_factory=list)
 
 
@@ -96,6 +113,24 @@ class A2ARecords:
         await self.store.put(
             NAMESPACE, _task_key(record.task_id), record.model_dump_json().encode(), ttl=ttl
         )
+
+    async def said(self, task_id: str, message: dict[str, Any], *, ttl: float) -> None:
+        """Add the agent's ``message`` (A2A JSON) to the task's history, kept ``ttl``
+        seconds from now; its text cut to :data:`KEPT_TEXT` characters."""
+
+        def change(current: Any) -> Any:
+            if not current:
+                return None  # gone (expired): nothing to add to
+            try:
+                record = TaskRecord.model_validate(current)
+            except ValueError:
+                return None
+            history = [*record.history, _cut(message)]
+            if len(history) > KEPT_HISTORY:  # the caller's message stays first
+                history = [history[0], *history[len(history) - KEPT_HISTORY + 1 :]]
+            return record.model_copy(update={"history": history}).model_dump(mode="json")
+
+        await change_json(self.store, NAMESPACE, _task_key(task_id), change, default=None, ttl=ttl)
 
     async def context(self, owner: str, context_id: str, agent: str) -> ContextRecord:
         """``owner``'s context ``context_id`` with ``agent``; a fresh one when there is none

@@ -28,11 +28,11 @@ from anyio.abc import TaskStatus
 
 from toolbus._internal.web_server import CommandServer, bind, cannot_listen
 from toolbus.application.agent.service import AgentClient
-from toolbus.application.identity.credentials import CredentialTable, load_credentials
+from toolbus.application.identity.bearer import Authenticator
 from toolbus.application.sealing.doors import shared_url
 from toolbus.application.tasks import TaskBook, TaskEnd, TaskProgress, TaskRunner
 from toolbus.cli.plugin_api import redact_url
-from toolbus.domain.errors import ConfigError, Problem, ToolbusError
+from toolbus.domain.errors import ToolbusError
 from toolbus.domain.tasks import Task, TaskError, TaskSettings, parse_task_settings
 from toolbus.plugins import connect
 from toolbus.ports import Bus
@@ -45,11 +45,9 @@ from toolbus_a2a.serving.events import BusTaskEventStream
 from toolbus_a2a.serving.handler import TASK_DOOR, AgentHandler
 from toolbus_a2a.serving.records import A2ARecords
 from toolbus_a2a.serving.runs import RunParts, resume_work
+from toolbus_a2a.serving.settings import DOOR_NAME, door_authenticator
 
 log = logging.getLogger("toolbus.a2a")
-
-#: The door's name in messages about its state store and seal keys.
-DOOR_NAME = "toolbus a2a serve"
 
 
 class ListenError(ToolbusError):
@@ -73,24 +71,6 @@ class ServeOptions:
     discover: float = 3.0
 
 
-def door_credentials(settings: Settings) -> CredentialTable:
-    """The API keys callers authenticate with (``[credentials]`` of ``toolbus.toml``)."""
-    base = settings.file_path.parent if settings.file_path is not None else Path.cwd()
-    table = load_credentials(None, settings.file, base_dir=base)
-    if table is None or not len(table):
-        raise ConfigError(
-            [
-                Problem(
-                    DOOR_NAME,
-                    "",
-                    "needs API keys to authenticate callers: add [[credentials.api-keys]] "
-                    "entries to toolbus.toml (each names the user the key is for)",
-                )
-            ]
-        )
-    return table
-
-
 class A2ADoor:
     """The door's parts once started; builds each agent's handler on demand."""
 
@@ -104,6 +84,7 @@ class A2ADoor:
         directory: AgentDirectory,
         tasks: TaskSettings,
         public_url: str,
+        authenticator: Authenticator,
         stack: AsyncExitStack,
     ) -> None:
         self.bus = bus
@@ -114,6 +95,7 @@ class A2ADoor:
         self.directory = directory
         self.tasks = tasks
         self.public_url = public_url
+        self.authenticator = authenticator
         self._stack = stack
         self._clients: dict[tuple[str, str], AgentClient] = {}
         self._lock = anyio.Lock()
@@ -127,13 +109,24 @@ class A2ADoor:
                 client = AgentClient(self.bus, request_queue=queues[0], response_queue=queues[1])
                 await self._stack.enter_async_context(client)
                 self._clients[queues] = client
-        return RunParts(client, self.book, self.records, self.events, self.tasks.call_timeout)
+        return RunParts(
+            client,
+            self.book,
+            self.records,
+            self.events,
+            timeout=self.tasks.call_timeout,
+            ttl=self.tasks.ttl,
+        )
 
     async def handler_for(self, agent: ServedAgent) -> tuple[RequestHandler, AgentCard]:
-        card = agent_card(agent, self.public_url)
-        handler = AgentHandler(
-            agent, card, await self.parts(agent), self.runner, ttl=self.tasks.ttl
+        jwt = self.authenticator.jwt
+        card = agent_card(
+            agent,
+            self.public_url,
+            tokens=jwt is not None,
+            issuer=None if jwt is None else jwt.issuer,
         )
+        handler = AgentHandler(agent, card, await self.parts(agent), self.runner)
         return handler, card
 
     async def resume(self, task: Task, progress: TaskProgress) -> TaskEnd:
@@ -153,7 +146,7 @@ class A2ADoor:
 
 @asynccontextmanager
 async def started_door(
-    settings: Settings, options: ServeOptions, public_url: str
+    settings: Settings, options: ServeOptions, public_url: str, authenticator: Authenticator
 ) -> AsyncIterator[A2ADoor]:
     """The door's parts, started; see the module docs."""
     base = settings.file_path.parent if settings.file_path is not None else Path.cwd()
@@ -183,6 +176,7 @@ async def started_door(
             directory,
             tasks,
             public_url,
+            authenticator,
             stack,
         )
         runner.resumes(TASK_DOOR, door.resume)
@@ -196,7 +190,6 @@ async def started_door(
 
 async def _serve_http(
     door: A2ADoor,
-    credentials: CredentialTable,
     options: ServeOptions,
     listener: socket.socket,
     *,
@@ -205,7 +198,7 @@ async def _serve_http(
     app = a2a_app(
         door.directory.agents,
         door.handler_for,
-        credentials,
+        door.authenticator,
         public_url=door.public_url,
         default=options.default,
     )
@@ -232,7 +225,7 @@ async def _serve_http(
 async def serve_a2a(options: ServeOptions, until: Callable[[], Awaitable[object]]) -> None:
     """Serve until ``until()`` returns (the command's stop signal)."""
     settings = load_settings(options.broker)
-    credentials = door_credentials(settings)
+    authenticator = door_authenticator(settings)
     try:
         listener = bind(options.host, options.port)
     except OSError as exc:
@@ -240,10 +233,10 @@ async def serve_a2a(options: ServeOptions, until: Callable[[], Awaitable[object]
     # Port 0 listens on a free port: the cards name the one taken.
     port = listener.getsockname()[1]
     public_url = options.public_url or f"http://{options.host}:{port}"
-    async with started_door(settings, options, public_url) as door:
+    async with authenticator, started_door(settings, options, public_url, authenticator) as door:
         found = await door.directory.wait_for(max(1, len(options.agents)), timeout=options.discover)
         async with anyio.create_task_group() as tasks:
-            await tasks.start(_serve_http, door, credentials, options, listener)
+            await tasks.start(_serve_http, door, options, listener)
             names = ", ".join(sorted(found)) or "none yet (they are served once they announce)"
             print(
                 f"serving A2A on {public_url} via {redact_url(settings.broker)}; agents: {names}",

@@ -28,12 +28,14 @@ message again), rather than completing with the end of an answer.
 from __future__ import annotations
 
 import logging
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 from a2a.server.cluster import VersionedEvent
 from a2a.server.events import Event
+from a2a.types import TaskStatusUpdateEvent
 
 from toolbus.application.agent.service import AgentClient
 from toolbus.application.tasks import TaskBook, TaskEnd, TaskProgress
@@ -45,6 +47,7 @@ from toolbus_a2a.serving.events import BusTaskEventStream, now_version
 from toolbus_a2a.serving.records import A2ARecords, ContextRecord, TaskRecord
 from toolbus_a2a.serving.views import (
     answer_chunk,
+    message_json,
     status_event,
     working_event,
 )
@@ -62,6 +65,8 @@ class RunParts:
     events: BusTaskEventStream
     #: Seconds a run may take, all told.
     timeout: float
+    #: Seconds a task is kept once it ended.
+    ttl: float
 
 
 async def publish(events: BusTaskEventStream, task_id: str, event: Event) -> None:
@@ -90,10 +95,27 @@ class AgentRun:
     async def publish(self, event: Event) -> None:
         await publish(self.parts.events, self.record.task_id, event)
 
+    async def step(self, event: TaskStatusUpdateEvent) -> None:
+        """A step of the run (a thought, a call, what it answered, an approval waited
+        for): kept in the task's history, so that a caller reading the task sees it, and
+        published."""
+        try:
+            await self.parts.records.said(
+                self.record.task_id, message_json(event.status.message), ttl=self.kept_for
+            )
+        except Exception as exc:  # the step is still published; the task holds the rest
+            log.warning("task %s: a step could not be kept: %s", self.record.task_id, exc)
+        await self.publish(event)
+
+    @property
+    def kept_for(self) -> float:
+        """Seconds the task's record is kept from now (it may run the timeout, then its ttl)."""
+        return self.parts.ttl + self.parts.timeout
+
     async def _status(self) -> None:
         task = await self.parts.book.get(self.record.task_id)
         if task is not None:
-            await self.publish(status_event(task, self.record))
+            await self.step(status_event(task, self.record))
 
     async def take(self, event: AgentEvent) -> None:
         """One event of the run, written to the task and published."""
@@ -106,12 +128,12 @@ class AgentRun:
             if event.end_of_message:
                 text, self._thought = "".join(self._thought), []
                 if text.strip():
-                    await self.publish(working_event(self.record, text, toolbus={"event": kind}))
+                    await self.step(working_event(self.record, text, toolbus={"event": kind}))
         elif kind == "action":
             call: dict[str, Any] = {"event": kind, "tool": event.tool or event.content}
             if isinstance(event.arguments, dict):
                 call["arguments"] = event.arguments
-            await self.publish(working_event(self.record, f"calling {call['tool']}", toolbus=call))
+            await self.step(working_event(self.record, f"calling {call['tool']}", toolbus=call))
         elif kind == "approval":
             approval = event.approval
             who = ", ".join(approval.approvers) if approval is not None else ""
@@ -120,7 +142,7 @@ class AgentRun:
             self._waiting = True
             await self._status()
         elif kind == "observation":
-            await self.publish(
+            await self.step(
                 working_event(
                     self.record,
                     event.content,
@@ -211,13 +233,31 @@ async def run_task(
     """The work of a task: its run, followed; its context told the answer. ``missed``:
     chunks of the answer another replica heard before this one followed the run."""
     run = AgentRun(parts, record, progress, missed=missed)
-    end, session = await run.follow(request)
+    try:
+        end, session = await run.follow(request)
+    except Exception:
+        # Its streams wait for a last event: the failure is one, rather than the runner's.
+        reference = uuid.uuid4().hex[:12]
+        log.exception("task %s failed (ref %s)", record.task_id, reference)
+        error = TaskError(
+            type="internal-error", message=f"the run failed inside the door (ref {reference})"
+        )
+        end, session = TaskEnd(error=error), None
     if context is not None:
         try:
             await parts.records.answered(context, question, end.result, session)
         except Exception as exc:  # the answer stands; the next message starts afresh
             log.warning("context %s could not be kept: %s", context.context_id, exc)
     await run.finish(end)
+    return end
+
+
+async def refuse_task(
+    parts: RunParts, record: TaskRecord, progress: TaskProgress, error: TaskError
+) -> TaskEnd:
+    """The work of a task the door refuses before asking the agent: it ends at once."""
+    end = TaskEnd(error=error)
+    await AgentRun(parts, record, progress).finish(end)
     return end
 
 

@@ -41,7 +41,15 @@ from toolbus_a2a.serving.records import TaskRecord
 #: The artifact a task's answer is.
 ANSWER = "answer"
 #: Error types of a request the agent refused before running it (A2A's "rejected").
-REFUSALS = frozenset({"access-denied", "state-refused", "too-many-sessions", "no-such-session"})
+REFUSALS = frozenset(
+    {
+        "access-denied",
+        "insufficient-scope",
+        "state-refused",
+        "too-many-sessions",
+        "no-such-session",
+    }
+)
 
 _STATES: dict[str, TaskState] = {
     "working": TaskState.TASK_STATE_WORKING,
