@@ -89,12 +89,15 @@ class A2ASite:
     Its toolbus.toml: the broker, the shared sealed ``state`` (when given), users
     alice, bob and ops with API keys, approvals by ops for ``refund``. The agent's
     tools are served by the test (:meth:`tools`): ``hold`` waits until the test
-    lets its ``key`` go (:meth:`let_go`), ``refund`` answers at once (once approved).
+    lets its ``key`` go (:meth:`let_go`), ``refund`` answers at once (once approved);
+    each answer names the user the call was made for.
     """
 
     directory: Path
     broker: str
     state: str | None = None
+    #: More of toolbus.toml (tables), after the rest.
+    extra: str = ""
     suffix: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     held: dict[str, anyio.Event] = field(default_factory=dict)
     arrived: dict[str, anyio.Event] = field(default_factory=dict)
@@ -119,7 +122,7 @@ class A2ASite:
             "[permissions]\nfallback = []\n\n"
             '[permissions.users]\nalice = ["default"]\nbob = ["default"]\nops = ["*"]\n\n'
             '[approvals]\napprovers = ["ops"]\ntools = ["refund"]\ntimeout = 120\n\n'
-            "[tasks]\nlease = 2\n\n" + keys,
+            "[tasks]\nlease = 2\n\n" + keys + self.extra,
             encoding="utf-8",
         )
         self.service = self._desk()
@@ -134,12 +137,12 @@ class A2ASite:
             response_queue=f"non-persistent://a2a-tests/response/desk-{self.suffix}",
             config_params=[{"name": "action", "required": True}],
         )
-        async def desk(config: dict[str, Any], key: str = "") -> str:
+        async def desk(user: str, config: dict[str, Any], key: str = "") -> str:
             if config["action"] == "hold":
                 site.arrival(key).set()
                 await site.held.setdefault(key, anyio.Event()).wait()
-                return f"held {key}"
-            return f"refunded {key}"
+                return f"held {key} for {user}"
+            return f"refunded {key} for {user}"
 
         return desk
 
@@ -199,6 +202,14 @@ class A2ASite:
             http=True,
         ) as process:
             yield process, f"http://127.0.0.1:{process.port}"
+
+
+def calling(tool: str, key: str, answer: str = "Done.") -> list[dict[str, Any]]:
+    """A script: the model calls ``tool`` with ``key``, then answers ``answer``."""
+    return [
+        {"text": f"Calling {tool}.", "calls": [{"name": tool, "arguments": {"key": key}}]},
+        {"text": answer},
+    ]
 
 
 def message(text: str, **fields: Any) -> SendMessageRequest:

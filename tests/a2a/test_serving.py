@@ -33,7 +33,15 @@ from a2a.utils.errors import (
 )
 from google.protobuf.json_format import MessageToDict
 
-from tests.a2a.conftest import AGENT, DESCRIPTION, KEYS, A2ASite, a2a_client, message
+from tests.a2a.conftest import (
+    AGENT,
+    DESCRIPTION,
+    KEYS,
+    A2ASite,
+    a2a_client,
+    calling,
+    message,
+)
 from tests.doors.processes import TOOLBUS, door_environment
 from tests.support.model_server import ModelServer
 
@@ -53,14 +61,6 @@ async def site(
 async def door(site: A2ASite) -> AsyncIterator[str]:
     async with site.door() as (_, url):
         yield url
-
-
-def calling(tool: str, key: str, answer: str = "Done.") -> list[dict[str, Any]]:
-    """A script: the model calls ``tool`` with ``key``, then answers ``answer``."""
-    return [
-        {"text": f"Calling {tool}.", "calls": [{"name": tool, "arguments": {"key": key}}]},
-        {"text": answer},
-    ]
 
 
 def later(request: Any) -> Any:

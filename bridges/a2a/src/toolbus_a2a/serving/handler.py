@@ -317,6 +317,8 @@ class AgentHandler(RequestHandler):
                 task = seen
                 if task.final or task.status == "input-required":
                     break
+            # With the steps the run kept in its history meanwhile.
+            record = await self.parts.records.task(task.id) or record
         return apply_history_length(a2a_task(task, record), params.configuration)
 
     async def on_message_send_stream(
