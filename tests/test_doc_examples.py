@@ -23,6 +23,7 @@ PAGES = [
     "state-stores.md",
     "asyncapi.md",
     "tasks.md",
+    "a2a.md",
 ]
 
 

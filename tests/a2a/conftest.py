@@ -18,7 +18,7 @@ import anyio
 import httpx
 import pytest
 from a2a.client import Client, ClientConfig, create_client
-from a2a.types import Message, Part, Role, SendMessageRequest
+from a2a.types import AgentCard, Message, Part, Role, SendMessageRequest
 from anyio.abc import Process
 
 from tests.doors.processes import LISTEN, DoorProcess, door_environment, door_process
@@ -222,9 +222,10 @@ def message(text: str, **fields: Any) -> SendMessageRequest:
 
 @asynccontextmanager
 async def a2a_client(
-    url: str, user: str, *, binding: str = "JSONRPC", streaming: bool = False
+    url: str | AgentCard, user: str, *, binding: str = "JSONRPC", streaming: bool = False
 ) -> AsyncIterator[Client]:
-    """a2a-sdk's client of the agent whose card is at ``url``, with ``user``'s API key."""
+    """a2a-sdk's client of the agent whose card is at ``url`` (or of the card given), with
+    ``user``'s API key."""
     headers = {"Authorization": f"Bearer {KEYS[user]}"}
     async with httpx.AsyncClient(headers=headers, timeout=90) as http:
         config = ClientConfig(

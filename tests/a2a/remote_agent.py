@@ -7,7 +7,8 @@ and answers a message by the first word of its text:
 * ``echo TEXT``: completes with TEXT in two streamed chunks, the last the whole;
 * ``ask``: asks for input (input-required, "Which city?"); a message answering that
   task completes it with "booked for <answer>";
-* ``fail``: fails, saying "the booking system is down".
+* ``fail``: fails, saying "the booking system is down";
+* ``crash``: raises before answering (a2a-sdk answers with a protocol error).
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ class Booking(AgentExecutor):
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         assert context.task_id and context.context_id and context.message
         text = context.get_user_input()
+        if text == "crash":
+            raise RuntimeError("the booking agent crashed")
         updater = TaskUpdater(event_queue, context.task_id, context.context_id)
         if context.current_task is None:
             await event_queue.enqueue_event(

@@ -56,6 +56,8 @@ async def test_a_remote_agent_is_one_tool_that_streams_asks_for_input_and_fails(
                     )
                     with pytest.raises(ToolServiceError) as failed:
                         await tools.call(TOOL, {"message": "fail"})
+                    with pytest.raises(ToolServiceError) as crashed:
+                        await tools.call(TOOL, {"message": "crash"})
             finally:
                 await bus.close()
 
@@ -67,6 +69,10 @@ async def test_a_remote_agent_is_one_tool_that_streams_asks_for_input_and_fails(
     assert "Which city?" in asked
     assert booked.startswith("booked for Lima")
     assert "the booking system is down" in str(failed.value)
+    # A protocol error the agent answered with is the agent's failure, named, not an
+    # internal error of the bridge.
+    assert "A2A agent 'travel' failed" in str(crashed.value)
+    assert "internal error" not in str(crashed.value)
 
 
 async def test_a_token_missing_from_the_environment_is_refused_before_serving(

@@ -50,6 +50,7 @@ from a2a.types import (
     Task,
     TaskState,
 )
+from a2a.utils.errors import A2AError
 from google.protobuf.json_format import MessageToDict
 
 from toolbus.application.calls.service import ToolService
@@ -265,7 +266,8 @@ class RemoteAgent:
             raise DeadlineExceeded(
                 f"A2A agent {self.toolset!r} did not answer within {self.call_timeout:g} s"
             ) from None
-        except A2AClientError as exc:
+        except A2AError as exc:
+            # The client's own errors, and the protocol errors the agent answered with.
             raise ToolServiceError(f"A2A agent {self.toolset!r} failed: {exc}") from None
         except httpx.HTTPError as exc:
             raise Unavailable(
