@@ -8,7 +8,8 @@ and answers a message by the first word of its text:
 * ``ask``: asks for input (input-required, "Which city?"); a message answering that
   task completes it with "booked for <answer>";
 * ``fail``: fails, saying "the booking system is down";
-* ``crash``: raises before answering (a2a-sdk answers with a protocol error).
+* ``crash``: raises before answering (a2a-sdk answers with a protocol error);
+* ``wait``: works without end (until cancelled).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import socket
 import sys
 
+import anyio
 import uvicorn
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
@@ -65,6 +67,8 @@ class Booking(AgentExecutor):
                 [Part(text=rest[middle:])], artifact_id="a", name="echo", append=True
             )
             await updater.complete()
+        elif word == "wait":
+            await anyio.sleep_forever()
         elif word == "ask":
             await updater.requires_input(updater.new_agent_message([Part(text="Which city?")]))
         else:

@@ -13,7 +13,7 @@ from tests.a2a.conftest import REMOTE_AGENT, ROOT, running
 from tests.doors.processes import TOOLBUS
 from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.live.registry import LiveRegistry
-from toolbus.domain.errors import ToolServiceError
+from toolbus.domain.errors import DeadlineExceeded, ToolServiceError
 from toolbus.plugins import connect
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
@@ -95,3 +95,33 @@ async def test_a_token_missing_from_the_environment_is_refused_before_serving(
     assert result.returncode == 2
     assert "NOT_SET_ANYWHERE" in stderr and "is not set" in stderr
     assert TOKEN not in stderr
+
+
+async def test_an_agent_that_does_not_answer_in_time_is_a_deadline_named(
+    a2a_nats: str, tmp_path: Path
+) -> None:
+    env = {"PYTHONPATH": str(ROOT), "TRAVEL_TOKEN": TOKEN}
+    async with running(
+        [*REMOTE_AGENT, "0", TOKEN], r"listening on (\d+)", cwd=tmp_path, env=env
+    ) as (_, found, _):
+        url = f"http://127.0.0.1:{found.group(1)}"
+        bridge = [TOOLBUS, "serve", "a2a", url, "--toolset", "travel", "--broker", a2a_nats]
+        bridge += ["--bearer-env", "TRAVEL_TOKEN", "--call-timeout", "1"]
+        async with running(bridge, "serving", cwd=tmp_path, env=env):
+            bus = await connect(a2a_nats)
+            try:
+                async with (
+                    ToolServiceClient(bus, default_timeout=30) as client,
+                    LiveRegistry(bus, follow_config=False) as live,
+                ):
+                    await live.wait_until(lambda r: TOOL in r.tools, timeout=30)
+                    tools = live.tools(client)
+                    with pytest.raises(DeadlineExceeded) as late:
+                        await tools.call(TOOL, {"message": "wait"})
+                    # The bridge goes on serving: the next call is answered.
+                    answered = await tools.call(TOOL, {"message": "echo again"})
+            finally:
+                await bus.close()
+
+    assert "A2A agent 'travel' did not answer within 1 s" in str(late.value)
+    assert answered.startswith("again")

@@ -113,7 +113,10 @@ async def test_a_stream_carries_the_answer_in_chunks_then_the_final_status(
     model_server.play([{"text": long}])
     async with a2a_client(door, "alice", streaming=True) as client:
         seen = [r async for r in client.send_message(message("Talk a while."))]
+        # A caller told that the task ended reads it ended.
+        read = await client.get_task(GetTaskRequest(id=seen[0].task.id))
 
+    assert read.status.state == TaskState.TASK_STATE_COMPLETED
     kinds = [r.WhichOneof("payload") for r in seen]
     assert kinds[0] == "task" and kinds[-1] == "status_update"
     assert seen[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED

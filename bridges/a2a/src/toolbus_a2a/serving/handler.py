@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import AsyncGenerator
+from contextlib import suppress
 
 from a2a.server.context import ServerCallContext
 from a2a.server.events import Event
@@ -80,6 +81,8 @@ from toolbus_a2a.serving.views import (
 TASK_DOOR = "a2a"
 #: Tasks a ListTasks page holds unless the caller asks for fewer.
 DEFAULT_PAGE = 50
+#: Seconds a stream's last event waits at most for the store to hold the task's end.
+KEPT_FINAL_WAIT = 10.0
 
 
 def principal(context: ServerCallContext) -> Principal:
@@ -340,9 +343,18 @@ class AgentHandler(RequestHandler):
                 return
             async for versioned in events:
                 event = versioned.event
-                yield event
                 if isinstance(event, TaskStatusUpdateEvent) and event.status.state in TERMINAL:
+                    await self._kept_final(task.id)
+                    yield event
                     return
+                yield event
+
+    async def _kept_final(self, task_id: str) -> None:
+        """Until the store holds the task's end: its run announces the end before its runner
+        keeps it, and a caller told that the task ended must read it ended (from any
+        replica). Bounded: a store that cannot be written does not hold the stream."""
+        with suppress(TaskNotFound):  # gone meanwhile (expired): nothing more to wait for
+            await self.parts.book.final(task_id, timeout=KEPT_FINAL_WAIT)
 
     async def on_subscribe_to_task(
         self, params: SubscribeToTaskRequest, context: ServerCallContext
