@@ -11,6 +11,8 @@ agent event        A2A event
 ``thought``        status ``working``, the thought as its message
 ``action``         status ``working``: "calling TOOL", the call in its metadata
 ``approval``       status ``input-required``: whom the call waits for
+``waiting``        none: the run suspended while that approval waits (still
+                   ``input-required``); its next events follow from any replica
 ``observation``    status ``working``, the observation as its message
 ``answer``         chunks of the ``answer`` artifact, then the whole answer
 ``error``          status ``failed`` (``rejected`` when the agent refused to run)
@@ -120,6 +122,10 @@ class AgentRun:
     async def take(self, event: AgentEvent) -> None:
         """One event of the run, written to the task and published."""
         kind = event.chunk_type
+        if kind == "waiting":
+            # The run suspended until the approval announced before it is decided: the
+            # task still waits for that person, and the run's next events follow.
+            return
         if self._waiting and kind != "approval":
             self._waiting = False
             await self.progress.going_on()
