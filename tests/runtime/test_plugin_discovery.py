@@ -22,7 +22,7 @@ import anyio
 import pytest
 from pydantic import Field
 
-import toolbus.plugins.installed as installed
+import toolbus.plugins.installed as installation
 from toolbus import tool_service
 from toolbus.domain.errors import PluginError
 from toolbus.memory import connect as memory_connect
@@ -47,7 +47,7 @@ from toolbus.settings import Settings
 from toolbus.testing import ToolTestKit
 
 EntryPoints = Callable[[str], Sequence[metadata.EntryPoint]]
-REAL_ENTRY_POINTS: EntryPoints = installed.entry_points
+REAL_ENTRY_POINTS: EntryPoints = installation.entry_points
 FIRST_PARTY_ADAPTERS = ("nats", "pulsar", "kafka", "rabbitmq")
 
 
@@ -68,7 +68,7 @@ def replace_entry_points(
         kept = [ep for ep in REAL_ENTRY_POINTS(group) if ep.name not in hidden]
         return (*kept, *(extra or {}).get(group, []))
 
-    monkeypatch.setattr(installed, "entry_points", entry_points)
+    monkeypatch.setattr(installation, "entry_points", entry_points)
 
 
 # --- broker adapters ----------------------------------------------------------------
