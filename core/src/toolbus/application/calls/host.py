@@ -417,7 +417,8 @@ class ServiceHost:
             # the same id should get another try, not this answer again.
             if answers is not None and error_type != Unavailable.error_type:
                 answers.remember(key, reply.sent)
-            await delivery.ack()
+            if self._persistent:  # acking a non-persistent delivery does nothing (ports)
+                await delivery.ack()
         except anyio.get_cancelled_exc_class():
             if not self._persistent and not reply.answered:
                 await self._answer_cut_off(reply)
