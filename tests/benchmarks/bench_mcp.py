@@ -277,7 +277,9 @@ async def stdio_contest(
     return best, per_call
 
 
-def call_body(workflow: str | None = None) -> str:
+def call_body(
+    workflow: str | None = None, tool: str = "echo", arguments: dict[str, str] | None = None
+) -> str:
     """A 2026-07-28 ``tools/call``: its envelope in ``_meta``, no session needed."""
     meta: dict[str, object] = {
         PROTOCOL_VERSION_META_KEY: LATEST_MODERN_VERSION,
@@ -285,7 +287,8 @@ def call_body(workflow: str | None = None) -> str:
     }
     if workflow is not None:
         meta[WORKFLOW_META_KEY] = workflow
-    params = {"name": "echo", "arguments": {"text": "hello"}, "_meta": meta}
+    arguments = {"text": "hello"} if arguments is None else arguments
+    params = {"name": tool, "arguments": arguments, "_meta": meta}
     return json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
 
 
@@ -359,14 +362,16 @@ def http_contestants(
         yield found
 
 
-def clients_script(script: Path) -> Path:
+def clients_script(
+    script: Path, tool: str = "echo", arguments: dict[str, str] | None = None
+) -> Path:
     """``script``, its requests spread over :data:`CLIENTS` workflows, one per client.
 
     The bridge runs one workflow's calls one at a time (its state moves in
     order), so requests naming no workflow would all queue on their user's
     default one; concurrent MCP clients each have a workflow of their own.
     """
-    template = json.dumps(call_body("client-%d"))
+    template = json.dumps(call_body("client-%d", tool, arguments))
     script.write_text(
         script.read_text()
         + f"local n = 0\nrequest = function()\n  n = n % {CLIENTS} + 1\n"
