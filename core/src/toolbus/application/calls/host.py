@@ -277,7 +277,11 @@ class ServiceHost:
             except Exception:  # handle() answers every failure itself; a worker must not die
                 log.exception("%r: unexpected failure handling a request", self.service.id)
             finally:
-                self._done()
+                # _done(), written out: no further call on the per-call path.
+                self._busy -= 1
+                self.handled += 1
+                if self._waiting_for_room:
+                    self._make_room()
 
     def _done(self) -> None:
         self._busy -= 1
