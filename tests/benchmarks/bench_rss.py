@@ -139,25 +139,29 @@ def by_wrk(url: str, script: Path) -> Callable[[int], int]:
 
 
 def measure(name: str, pid: int, call: Callable[[int], int], calls: int) -> dict[str, float]:
-    """RSS (MiB) idle, warm and after ``calls``, with the calls' failures."""
+    """RSS (MiB) idle, warm, halfway and after ``calls``, with the calls' failures."""
     call(1)
     idle = rss_mib(pid)
     failed = call(WARM)
     warm = rss_mib(pid)
     began = time.perf_counter()
-    failed += call(calls - WARM)
+    failed += call(calls // 2 - WARM)
+    halfway = rss_mib(pid)
+    failed += call(calls - calls // 2)
     after = rss_mib(pid)
     figures = {
         "idle": idle,
         "warm": warm,
+        "halfway": halfway,
         "after": after,
         "failed": failed,
         "seconds": time.perf_counter() - began,
     }
     print(
-        f"  {name:<26} idle {idle:6.1f} MiB   after {WARM:,} {warm:6.1f}   after {calls:,} "
-        f"{after:6.1f}   growth {after / idle - 1:+6.1%} from idle, {after / warm - 1:+6.1%} "
-        f"from warm{f'   {failed} FAILED' if failed else ''}",
+        f"  {name:<26} idle {idle:6.1f} MiB   after {WARM:,} {warm:6.1f}   "
+        f"{calls // 2:,} {halfway:6.1f}   {calls:,} {after:6.1f}   growth "
+        f"{after / idle - 1:+6.1%} from idle, {after / warm - 1:+6.1%} from warm"
+        f"{f'   {failed} FAILED' if failed else ''}",
         flush=True,
     )
     return figures
@@ -184,6 +188,12 @@ def main() -> None:
     parser.add_argument(
         "--processes", default="serve,gateway,mcp", help="which of serve, gateway, mcp"
     )
+    parser.add_argument(
+        "--calls-per-record",
+        type=int,
+        help="the doors' calls-per-record (a held session's audit record, written every so "
+        "many calls, holds its calls until then; default 1000)",
+    )
     options = parser.parse_args()
     chosen = set(options.processes.split(","))
     if shutil.which("wrk") is None:
@@ -205,6 +215,8 @@ def main() -> None:
             where.mkdir()
             (where / "config.json").write_text(json.dumps(JOKES))
             toml = f'broker = "{nats.url}"\nconfig = "config.json"\n\n{SETTINGS}'
+            if options.calls_per_record:
+                toml += f"calls-per-record = {options.calls_per_record}\n"
             (where / "toolbus.toml").write_text(toml)
             return stack.enter_context(
                 server_process(argv, port=port, workdir=where, env=env, ready_timeout=60)
