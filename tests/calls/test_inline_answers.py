@@ -119,6 +119,39 @@ async def test_the_callers_context_variables_do_not_reach_the_tool() -> None:
     assert seen == ["unset"]
 
 
+@pytest.mark.parametrize("kind", ["call", "stream"])
+async def test_a_loop_of_calls_answered_inline_lets_the_other_tasks_run(kind: str) -> None:
+    # A call answered inside its publish must still yield to the event loop: a task
+    # calling in a loop would otherwise keep every other task from running.
+    @tool_service("loop", **queues("loop"))
+    async def loop(text: str) -> str:
+        return text
+
+    others_ran = asyncio.Event()
+    bus = await fresh_bus()
+    async with running(bus, loop), ToolServiceClient(bus) as client:
+
+        async def once() -> None:
+            if kind == "call":
+                await client.call(**queues("loop"), arguments={"text": "x"})
+            else:
+                async for _ in client.stream(**queues("loop"), arguments={"text": "x"}):
+                    pass
+
+        async def other_task() -> None:
+            others_ran.set()
+
+        await once()  # the listener subscribed: from here calls need no other task
+        other = asyncio.get_running_loop().create_task(other_task())
+        calls = 0
+        while not others_ran.is_set() and calls < 50:
+            await once()
+            calls += 1
+        await other
+
+    assert calls == 1  # the other task ran during the first call
+
+
 async def test_calls_inline_and_by_workers_together_stay_within_the_concurrency() -> None:
     running_now = 0
     most = 0

@@ -428,6 +428,11 @@ class ToolServiceClient:
                 await self.bus.publish(request_queue, body, props)
             finally:
                 waiter.sending = None
+            if waiter.finished:
+                # Answered inside the publish (a host answering inline, Python 3.12+): the
+                # call still yields once, or a loop of such calls would starve every other
+                # task of the event loop (a call is a point where others get their turn).
+                await asyncio.sleep(0)
             while not waiter.finished:
                 await waiter.wait()
         except asyncio.CancelledError:
@@ -486,6 +491,8 @@ class ToolServiceClient:
             listener.waiters.pop(call_id, None)
             raise
         try:
+            if waiter.finished:  # answered inside the publish: yield once all the same
+                await asyncio.sleep(0)
             while True:
                 while waiter.chunks:
                     yield waiter.chunks.popleft()
