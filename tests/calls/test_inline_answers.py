@@ -18,6 +18,7 @@ import anyio
 import pytest
 
 from toolbus import ToolServiceClient, running, tool_service
+from toolbus.application.calls.client import YIELD_EVERY
 from toolbus.application.calls.host import ANSWERS_INLINE
 from toolbus.domain.calls import wire
 from toolbus.memory.bus import MemoryBus, connect
@@ -121,8 +122,8 @@ async def test_the_callers_context_variables_do_not_reach_the_tool() -> None:
 
 @pytest.mark.parametrize("kind", ["call", "stream"])
 async def test_a_loop_of_calls_answered_inline_lets_the_other_tasks_run(kind: str) -> None:
-    # A call answered inside its publish must still yield to the event loop: a task
-    # calling in a loop would otherwise keep every other task from running.
+    # Calls answered inside their publish must still yield to the event loop now and
+    # then: a task calling in a loop would otherwise keep every other task from running.
     @tool_service("loop", **queues("loop"))
     async def loop(text: str) -> str:
         return text
@@ -144,12 +145,12 @@ async def test_a_loop_of_calls_answered_inline_lets_the_other_tasks_run(kind: st
         await once()  # the listener subscribed: from here calls need no other task
         other = asyncio.get_running_loop().create_task(other_task())
         calls = 0
-        while not others_ran.is_set() and calls < 50:
+        while not others_ran.is_set() and calls < 5 * YIELD_EVERY:
             await once()
             calls += 1
         await other
 
-    assert calls == 1  # the other task ran during the first call
+    assert calls <= YIELD_EVERY  # the other task ran within so many calls
 
 
 async def test_calls_inline_and_by_workers_together_stay_within_the_concurrency() -> None:
