@@ -13,10 +13,13 @@ them, each in turn:
 The gateway and the MCP bridge call the joke service above. For each process:
 its resident memory (``VmRSS``) once it serves and has answered one call
 (idle), after the first 10,000 calls (warm: caches filled, the heap grown to its
-working size) and after ``--calls`` (100,000 by default); growth is reported from
-idle and from warm, with a target of at most 10% from idle.
+working size), halfway (growth that levels off is no leak) and after ``--calls``
+(100,000 by default); growth is reported from idle and from warm, with a target of
+at most 10% from idle. ``--calls-per-record`` sets the doors' ``calls-per-record``
+(a held session keeps its calls for its audit record until then).
 
-    uv run python tests/benchmarks/bench_rss.py [--calls 100000]
+    uv run python tests/benchmarks/bench_rss.py [--calls 100000] [--calls-per-record 1000]
+        [--processes serve,gateway,mcp]
 """
 
 from __future__ import annotations
