@@ -18,7 +18,15 @@ import anyio
 import httpx
 import pytest
 from a2a.client import Client, ClientConfig, create_client
-from a2a.types import AgentCard, Message, Part, Role, SendMessageRequest
+from a2a.types import (
+    AgentCard,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    StreamResponse,
+    SubscribeToTaskRequest,
+)
 from anyio.abc import Process
 
 from tests.doors.processes import LISTEN, DoorProcess, door_environment, door_process
@@ -98,6 +106,8 @@ class A2ASite:
     state: str | None = None
     #: More of toolbus.toml (tables), after the rest.
     extra: str = ""
+    #: More of its ``[tasks]`` table (lines).
+    tasks: str = ""
     suffix: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     held: dict[str, anyio.Event] = field(default_factory=dict)
     arrived: dict[str, anyio.Event] = field(default_factory=dict)
@@ -122,7 +132,7 @@ class A2ASite:
             "[permissions]\nfallback = []\n\n"
             '[permissions.users]\nalice = ["default"]\nbob = ["default"]\nops = ["*"]\n\n'
             '[approvals]\napprovers = ["ops"]\ntools = ["refund"]\ntimeout = 120\n\n'
-            "[tasks]\nlease = 2\n\n" + keys + self.extra,
+            f"[tasks]\nlease = 2\n{self.tasks}\n" + keys + self.extra,
             encoding="utf-8",
         )
         self.service = self._desk()
@@ -236,3 +246,13 @@ async def a2a_client(
             yield client
         finally:
             await client.close()
+
+
+async def followed(client: Client, task_id: str, then: Any) -> list[StreamResponse]:
+    """The task's stream to its end; ``then()`` runs once the stream is live."""
+    seen = []
+    async for event in client.subscribe(SubscribeToTaskRequest(id=task_id)):
+        if not seen:
+            await then()
+        seen.append(event)
+    return seen

@@ -12,7 +12,6 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from a2a.client import Client
 from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
@@ -20,7 +19,6 @@ from a2a.types import (
     Part,
     Role,
     SendMessageConfiguration,
-    StreamResponse,
     SubscribeToTaskRequest,
     TaskState,
 )
@@ -40,6 +38,7 @@ from tests.a2a.conftest import (
     A2ASite,
     a2a_client,
     calling,
+    followed,
     message,
 )
 from tests.doors.processes import TOOLBUS, door_environment
@@ -66,16 +65,6 @@ async def door(site: A2ASite) -> AsyncIterator[str]:
 def later(request: Any) -> Any:
     request.configuration.CopyFrom(SendMessageConfiguration(return_immediately=True))
     return request
-
-
-async def followed(client: Client, task_id: str, then: Any) -> list[StreamResponse]:
-    """The task's stream to its end; ``then()`` runs once the stream is live."""
-    seen = []
-    async for event in client.subscribe(SubscribeToTaskRequest(id=task_id)):
-        if not seen:
-            await then()
-        seen.append(event)
-    return seen
 
 
 def steps(task: Any) -> list[dict[str, Any]]:

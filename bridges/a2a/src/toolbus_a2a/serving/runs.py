@@ -30,6 +30,7 @@ message again), rather than completing with the end of an answer.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -65,7 +66,7 @@ class RunParts:
     book: TaskBook
     records: A2ARecords
     events: BusTaskEventStream
-    #: Seconds a run may take, all told.
+    #: Seconds a run may take, all told, besides its waits for a person's approval.
     timeout: float
     #: Seconds a task is kept once it ended.
     ttl: float
@@ -209,11 +210,15 @@ class AgentRun:
             if request is not None
             else agents.follow(self.record.request_id)
         )
-        with anyio.move_on_after(self.parts.timeout) as waited:
+        with anyio.CancelScope(deadline=anyio.current_time() + self.parts.timeout) as waited:
             async for event in events:
                 await self.take(event)
                 if event.last:
                     return self.end(event), event.session
+                if event.chunk_type == "approval" and event.approval is not None:
+                    # A person decides first: as long as the approval may wait for them,
+                    # which is not the run's time (nor is it the agent's time_limit).
+                    waited.deadline += max(0.0, event.approval.expires_at - time.time())
         assert waited.cancelled_caught
         return (
             TaskEnd(
