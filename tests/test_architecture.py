@@ -260,7 +260,7 @@ def test_each_layer_imports_only_inward(layer: str) -> None:
 
 
 #: Bridges drive the core (and serve tools to it); the core never imports one.
-BRIDGES = ("toolbus_mcp",)
+BRIDGES = ("toolbus_mcp", "toolbus_a2a")
 
 
 def test_the_core_never_imports_a_bridge() -> None:

@@ -24,6 +24,7 @@ PAGES = [
     "asyncapi.md",
     "tasks.md",
     "limits.md",
+    "a2a.md",
 ]
 
 

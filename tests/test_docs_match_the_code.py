@@ -60,7 +60,7 @@ def documented_commands() -> set[str]:
     """Every ``toolbus a b`` docs/cli.md writes; ``toolbus a b\\|c`` is ``a b`` and ``a c``."""
     found = set()
     for match in re.finditer(
-        r"toolbus ((?:[a-z][a-z-]*)(?: [a-z][a-z-]*(?:\\?\|[a-z-]+)*)?)", page("cli.md")
+        r"toolbus ((?:[a-z][a-z0-9-]*)(?: [a-z][a-z0-9-]*(?:\\?\|[a-z0-9-]+)*)?)", page("cli.md")
     ):
         first, _, rest = match.group(1).partition(" ")
         found.add(first)
@@ -71,7 +71,9 @@ def documented_commands() -> set[str]:
 
 def test_every_command_has_a_row_in_the_table_of_docs_cli() -> None:
     table = page("cli.md").split("\n## ", 1)[0]
-    rows = {match.group(1) for match in re.finditer(r"^\| \[?`toolbus ([a-z][a-z-]*)", table, re.M)}
+    rows = {
+        match.group(1) for match in re.finditer(r"^\| \[?`toolbus ([a-z][a-z0-9-]*)", table, re.M)
+    }
     commands = {path[0] for path, _, _ in command_paths() if len(path) == 1}
 
     assert commands - rows == set(), "commands missing from the table in docs/cli.md"

@@ -9,14 +9,14 @@ from collections.abc import Sequence
 
 import pytest
 
-import toolbus.plugins.discovery as discovery
+import toolbus.plugins.installed as installed
 from toolbus.application.agent.llm import LLM
 from toolbus.domain.errors import PluginError
 from toolbus.plugins import LLM_GROUP, connect_llm, llm_adapter_for
 
 pytestmark = pytest.mark.anyio
 
-REAL_ENTRY_POINTS = discovery._entry_points
+REAL_ENTRY_POINTS = installed.entry_points
 
 
 def hide(monkeypatch: pytest.MonkeyPatch, *names: str) -> None:
@@ -24,7 +24,7 @@ def hide(monkeypatch: pytest.MonkeyPatch, *names: str) -> None:
         found = REAL_ENTRY_POINTS(group)
         return [ep for ep in found if not (group == LLM_GROUP and ep.name in names)]
 
-    monkeypatch.setattr(discovery, "_entry_points", entry_points)
+    monkeypatch.setattr(installed, "entry_points", entry_points)
 
 
 @pytest.mark.parametrize(

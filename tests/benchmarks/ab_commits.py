@@ -13,7 +13,9 @@ that a busy moment on a shared machine lands on both; each line printed is the
 median over rounds of HEAD / BASE calls per second within a round (below 1:
 HEAD slower) and of HEAD / BASE CPU time per call in the child process (above
 1: HEAD costlier; load elsewhere disturbs this one less), with the spread and
-the load average.
+the load average. The children run on the Python that runs this script, which
+says which: run it with another environment's interpreter (``.venv-3.12/bin/python
+tests/benchmarks/ab_commits.py ...``) to compare the commits there.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import statistics
 import subprocess
 import sys
@@ -129,7 +132,10 @@ def main(argv: list[str] | None = None) -> None:
         finally:
             for tree in trees.values():
                 _git("worktree", "remove", "--force", str(tree))
-    print(f"HEAD {args.head} ({commits['head'][:9]}) / BASE {args.base} ({commits['base'][:9]})")
+    print(
+        f"HEAD {args.head} ({commits['head'][:9]}) / BASE {args.base} ({commits['base'][:9]}), "
+        f"on {platform.python_implementation()} {platform.python_version()} ({sys.executable})"
+    )
     for level, values in ratios.items():
         print(
             f"{level:>3} in flight: ratio {statistics.median(values):.3f} "

@@ -28,6 +28,7 @@ import asyncio
 import importlib.util
 import json
 import os
+import platform
 import resource
 import subprocess
 import sys
@@ -387,6 +388,11 @@ def main(
         print(f"measuring {broker} …", file=sys.stderr)
         rows += contest_in_child(broker, seconds, loop)
     rss = {broker: rss_after_calls(broker, calls, loop) for broker in brokers} if calls else {}
+    print(
+        f"{platform.python_implementation()} {platform.python_version()} ({sys.executable}), "
+        f"{info['event_loop']}; load average {info['load_average'][0]} at the start, "
+        f"{os.getloadavg()[0]:.2f} at the end"
+    )
     report(rows, rss, markdown)
     write(path, "side_by_side", info, {"rows": as_json(rows), "rss": rss})
 

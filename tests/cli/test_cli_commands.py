@@ -29,6 +29,7 @@ from typer.testing import CliRunner, Result
 import toolbus.cli
 import toolbus.cli.call
 import toolbus.plugins.discovery as discovery
+import toolbus.plugins.installed as installation
 from tests.cli.test_help_text import flat
 from toolbus.cli import app
 from toolbus.plugins import (
@@ -118,14 +119,14 @@ class _TestToolsPlugin:
 
 @pytest.fixture
 def test_tools(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = discovery._entry_points
+    real = installation.entry_points
     extra = metadata.EntryPoint("cli-test-tools", f"{__name__}:_TestToolsPlugin", PLUGIN_GROUP)
 
     def entry_points(group: str) -> Sequence[metadata.EntryPoint]:
         found = tuple(real(group))
         return (*found, extra) if group == PLUGIN_GROUP else found
 
-    monkeypatch.setattr(discovery, "_entry_points", entry_points)
+    monkeypatch.setattr(installation, "entry_points", entry_points)
 
 
 # --- toolbus call ------------------------------------------------------------------

@@ -113,7 +113,7 @@ class AgentDriver(DoorDriver):
     async def call(
         self, caller: DoorCaller, tool: str, arguments: Mapping[str, Any] | None = None
     ) -> DoorAnswer:
-        events, stderr, _ = await self._ask(caller, _calling(tool, arguments))
+        events, stderr, _ = await self._ask(caller, calling(tool, arguments))
         return _answer(events, stderr)
 
     async def session(self, caller: DoorCaller) -> DoorSession | DoorAnswer:
@@ -122,7 +122,7 @@ class AgentDriver(DoorDriver):
     async def occupy(self, caller: DoorCaller) -> Occupied | DoorAnswer:
         question = f"hold {uuid.uuid4().hex}"
         async with self._lock:
-            self.model.play(_calling("hold", {}))
+            self.model.play(calling("hold", {}))
             process = await anyio.open_process(
                 [TOOLBUS, *self._args(caller, question)],
                 cwd=self.setup.directory,
@@ -142,7 +142,8 @@ class AgentDriver(DoorDriver):
         return _InFlight(self.setup, process)
 
 
-def _calling(tool: str, arguments: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+def calling(tool: str, arguments: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """A script: the model calls ``tool`` with ``arguments``, then answers."""
     return [
         {"text": "Calling.", "calls": [{"name": tool, "arguments": dict(arguments or {})}]},
         {"text": "Done."},
@@ -161,7 +162,7 @@ class _AgentSession(DoorSession):
         caller = (
             self.caller if self.held is None else DoorCaller(self.caller.user, self.caller.groups)
         )
-        events, stderr, _ = await self.driver._ask(caller, _calling(tool, arguments), self.held)
+        events, stderr, _ = await self.driver._ask(caller, calling(tool, arguments), self.held)
         if events and events[-1].get("session"):
             self.held = str(events[-1]["session"])
         return _answer(events, stderr)

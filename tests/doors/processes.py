@@ -26,7 +26,7 @@ TOOLBUS = str(Path(sys.executable).with_name("toolbus"))
 #: ``--listen`` for a door over HTTP: a port the system chooses.
 LISTEN = ["--listen", f"{LOOPBACK}:0"]
 #: What a door over HTTP says once it listens; the group is its port.
-SERVING = re.compile(r"(?:toolbus gateway|serving MCP) on http://[^\s/]+:(\d+)")
+SERVING = re.compile(r"(?:toolbus gateway|serving MCP|serving A2A) on http://[^\s/]+:(\d+)")
 
 
 def serving_port(output: str) -> int | None:

@@ -4,7 +4,8 @@ Each door runs as its users run it, on a real broker (nats-server) that the
 suite's tool service shares: the gateway and the MCP HTTP bridge as processes
 behind uvicorn on 127.0.0.1, the MCP stdio bridge as a process per caller
 spoken to by the SDK's client, the agent service asked by ``toolbus ask``
-processes with the scripted model, and Python in this process.
+processes with the scripted model, the A2A door in front of it spoken to by
+a2a-sdk's client, and Python in this process.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from tests.doors.a2a_driver import a2a_door
 from tests.doors.agent_driver import agent_door
 from tests.doors.gateway_driver import gateway_door
 from tests.doors.mcp_driver import mcp_http_door, mcp_stdio_door
@@ -76,4 +78,14 @@ class TestPython(_OnNats):
     @classmethod
     async def door(cls, door_setup: DoorSetup) -> AsyncIterator[DoorDriver]:
         async with python_door(door_setup) as driver:
+            yield driver
+
+
+class TestA2A(_OnNats):
+    @pytest.fixture(scope="class")
+    @classmethod
+    async def door(
+        cls, door_setup: DoorSetup, model_server: ModelServer
+    ) -> AsyncIterator[DoorDriver]:
+        async with a2a_door(door_setup, model_server) as driver:
             yield driver

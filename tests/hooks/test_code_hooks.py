@@ -20,7 +20,8 @@ from toolbus.application.agent.session import AgentSession
 from toolbus.domain.config.descriptors import ToolDescriptor
 from toolbus.domain.errors import PluginError
 from toolbus.hooks import CodeHooks, Deny, RewriteArguments, hookimpl
-from toolbus.plugins import discovery
+from toolbus.plugins import installed as installation
+from toolbus.plugins.installed import PLUGIN_GROUP
 from toolbus.testing.kit import ToolTestKit
 
 from .runtime_support import MEMORY_HOOK, SYSTEM, USER, Services, open_session, registry
@@ -487,7 +488,7 @@ def toolbus_on_pre_tool_use(tool):
 
 
 def entry_point(name: str, value: str) -> metadata.EntryPoint:
-    return metadata.EntryPoint(name=name, value=value, group=discovery.PLUGIN_GROUP)
+    return metadata.EntryPoint(name=name, value=value, group=PLUGIN_GROUP)
 
 
 @pytest.fixture
@@ -508,9 +509,7 @@ def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         entry_point("broken", "no_such_module_anywhere"),
     )
     monkeypatch.setattr(
-        discovery,
-        "_entry_points",
-        lambda group: found if group == discovery.PLUGIN_GROUP else (),
+        installation, "entry_points", lambda group: found if group == PLUGIN_GROUP else ()
     )
 
 

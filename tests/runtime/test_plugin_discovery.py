@@ -2,7 +2,7 @@
 
 Entry points are the boundary between toolbus and what is installed, so a test
 that wants "nats is not installed" or "a plugin is broken" replaces the answer
-of ``toolbus.plugins.discovery._entry_points`` and nothing else.
+of ``toolbus.plugins.installed.entry_points`` and nothing else.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import anyio
 import pytest
 from pydantic import Field
 
-import toolbus.plugins.discovery as discovery
+import toolbus.plugins.installed as installation
 from toolbus import tool_service
 from toolbus.domain.errors import PluginError
 from toolbus.memory import connect as memory_connect
@@ -47,7 +47,7 @@ from toolbus.settings import Settings
 from toolbus.testing import ToolTestKit
 
 EntryPoints = Callable[[str], Sequence[metadata.EntryPoint]]
-REAL_ENTRY_POINTS: EntryPoints = discovery._entry_points
+REAL_ENTRY_POINTS: EntryPoints = installation.entry_points
 FIRST_PARTY_ADAPTERS = ("nats", "pulsar", "kafka", "rabbitmq")
 
 
@@ -68,7 +68,7 @@ def replace_entry_points(
         kept = [ep for ep in REAL_ENTRY_POINTS(group) if ep.name not in hidden]
         return (*kept, *(extra or {}).get(group, []))
 
-    monkeypatch.setattr(discovery, "_entry_points", entry_points)
+    monkeypatch.setattr(installation, "entry_points", entry_points)
 
 
 # --- broker adapters ----------------------------------------------------------------

@@ -31,6 +31,10 @@ handler one at a time, in order, on the event loop; each is acked once the
 handler returns, whatever it did; when the bus can no longer deliver (closed,
 connection lost for good) ``on_end`` is called once.
 
+A subscription may let a reader *stand by* (:class:`StandbySubscription`):
+take each delivery inside the call that brought it, while none is held for
+the other readers.
+
 A bus may also *advertise* (:class:`AdvertisingBus`): list a served tool
 service in its broker's own service discovery, for operators' tools.
 
@@ -116,6 +120,32 @@ class Subscription(Protocol):
 
     async def close(self) -> None:
         """Stop receiving. Unacked deliveries of a persistent queue go back to the queue."""
+        ...
+
+
+@runtime_checkable
+class StandbySubscription(Protocol):
+    """A :class:`Subscription` whose deliveries a reader can take the moment they arrive.
+
+    A reader standing by is offered each delivery inside the call that brought
+    it (the in-memory publisher's, the broker client's callback), while the
+    subscription holds none for its other readers; one it declines is held for
+    them as usual, so no delivery waits while a reader could take it and order
+    is kept. A service host answers that way on Python 3.12 and later, where a
+    task's first step can run at once (eager tasks): a tool that does not wait
+    is answered before the call that brought its request returns.
+    """
+
+    def stand_by(self, take: Callable[[Delivery], bool]) -> None:
+        """Offer ``take`` each delivery as it arrives; it returns True when it took it.
+
+        ``take`` runs inside the broker's call: it must neither raise nor wait.
+        A delivery taken is the reader's as if it had been read (ack it).
+        """
+        ...
+
+    def stand_down(self, take: Callable[[Delivery], bool]) -> None:
+        """Offer ``take`` nothing more."""
         ...
 
 

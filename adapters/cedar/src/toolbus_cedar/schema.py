@@ -178,6 +178,35 @@ def cedar_value(value: Any, cedar: str) -> Any:
     return value
 
 
+#: Cedar's Long: a signed 64-bit integer.
+_LONG = range(-(2**63), 2**63)
+
+
+def reads_plainly(value: Any, cedar: str) -> bool:
+    """Whether an argument's JSON ``value``, as :func:`cedar_value` writes it, is plainly of
+    type ``cedar``, so that Cedar reads it the same without the schema's check.
+
+    A request made only of such values is one the schema would let through, and
+    Cedar reads it the same without the schema; any other value goes to Cedar with
+    the schema, which accepts or refuses it.
+    """
+    kind = type(value)
+    if cedar == "String":
+        return kind is str
+    if cedar == "Long":
+        if kind is float and value.is_integer():
+            value, kind = int(value), int  # as cedar_value writes it
+        return kind is int and value in _LONG
+    if cedar == "Bool":
+        return kind is bool
+    if cedar == "decimal":
+        return kind is int or kind is float  # cedar_value writes the decimal
+    if cedar.startswith("Set<") and kind is list:
+        inner = cedar[4:-1]
+        return all(reads_plainly(item, inner) for item in value)
+    return False
+
+
 def _decimal_text(value: int | float) -> str:
     number = decimal.Decimal(repr(value)) if isinstance(value, float) else decimal.Decimal(value)
     exponent = number.as_tuple().exponent

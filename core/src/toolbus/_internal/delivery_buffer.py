@@ -21,6 +21,11 @@ this is it, shared by every broker adapter and the in-memory bus.
   never waiting, learn it from :meth:`offer` and pause the broker's flow. A
   reader sees what is left with ``len()`` (to resume a paused flow, say).
   Redeliveries (:meth:`push_front`) go first and never wait for room.
+* **Taken at once, if a reader can.** A reader may stand by to take items in
+  the writer's own call (:meth:`stand_by`): an item offered while nothing is
+  held goes to the first of them that accepts it, and is never held. A service
+  host answers that way where the interpreter can run a task's first step at
+  once (Python 3.12's eager tasks), saving both task switches of a round trip.
 * **Closing** wakes every reader, with :class:`BufferClosed` or the error given
   for :meth:`get`, and every waiting writer. **Finishing** (:meth:`finish`) closes
   it once readers have taken what is left: a subscription that stopped taking
@@ -59,6 +64,7 @@ class DeliveryBuffer(Generic[T]):
         "_getters",
         "_loop",
         "_putters",
+        "_standing_by",
         "_turn",
         "_waking",
         "_weigh",
@@ -91,6 +97,8 @@ class DeliveryBuffer(Generic[T]):
         # Given when known: each get_running_loop() asks the OS for the pid.
         self._loop = loop
         self._error: BaseException | None = None
+        #: Readers standing by to take an item in the writer's call (see stand_by).
+        self._standing_by: list[Callable[[T], bool]] = []
         self._weigh = weigh if max_bytes > 0 else None
         self.limit = limit
         self.max_bytes = max_bytes
@@ -129,6 +137,8 @@ class DeliveryBuffer(Generic[T]):
         or :meth:`wait_for_space` when this returns True.
         """
         items = self.items
+        if self._standing_by and not items and self._taken_at_once(item):
+            return False
         items.append(item)
         if not self._waking:
             self._wake_one()
@@ -137,6 +147,31 @@ class DeliveryBuffer(Generic[T]):
             if self.size >= self.max_bytes:
                 return True
         return len(items) >= self.limit
+
+    def _taken_at_once(self, item: T) -> bool:
+        standing_by = self._standing_by
+        for index, take in enumerate(standing_by):
+            if take(item):
+                if len(standing_by) > 1:  # the next item goes to the next one first
+                    standing_by.append(standing_by.pop(index))
+                return True
+        return False
+
+    def stand_by(self, take: Callable[[T], bool]) -> None:
+        """Offer ``take`` each item written while the buffer holds nothing, in the writer's call.
+
+        ``take`` returns True when it took the item (it must not raise, nor
+        wait: it runs inside the writer's call), False to leave it to be held
+        for the readers as usual. Items written while others are held are held
+        too, so that order is kept. Several readers may stand by (members of
+        one group sharing a buffer): they are asked in turn.
+        """
+        self._standing_by.append(take)
+
+    def stand_down(self, take: Callable[[T], bool]) -> None:
+        """``take`` is no longer offered items."""
+        if take in self._standing_by:
+            self._standing_by.remove(take)
 
     def offer_many(self, items: Iterable[T]) -> bool:
         """Keep a batch, in order, and wake a reader for each item; True when now full.
@@ -331,6 +366,7 @@ class DeliveryBuffer(Generic[T]):
             return
         self.closed = True
         self._error = error
+        self._standing_by.clear()
         while self._getters:
             getter = self._getters.popleft()
             if not getter.done():

@@ -7,10 +7,13 @@ module here besides this package.
 from __future__ import annotations
 
 import importlib
+import sys
+from typing import TYPE_CHECKING
 
-from toolbus.cli._app import app, serve_app
-from toolbus.cli._first_party import add_missing_first_party
-from toolbus.plugins import CommandLine, load_command_plugins
+from toolbus._internal.lazy_exports import lazy_exports
+
+if TYPE_CHECKING:
+    from toolbus.cli._app import app
 
 # Importing a command module registers its commands on ``app``.
 _COMMAND_MODULES = (
@@ -40,6 +43,10 @@ def assemble() -> None:
     global _assembled
     if _assembled:
         return
+    from toolbus.cli._app import app, serve_app
+    from toolbus.cli._first_party import add_missing_first_party
+    from toolbus.plugins import CommandLine, load_command_plugins
+
     for name in _COMMAND_MODULES:
         importlib.import_module(f"toolbus.cli.{name}")
     load_command_plugins(CommandLine(app, serve_app))
@@ -48,8 +55,20 @@ def assemble() -> None:
 
 
 def main() -> None:
+    if sys.argv[1:] == ["--version"]:
+        # The answer is package metadata: no command (nor typer) needs loading for it.
+        from toolbus.cli._versions import version_lines
+
+        print("\n".join(version_lines()))
+        return
     assemble()
+    from toolbus.cli._app import app
+
     app()
+
+
+# The typer application loads on first use (``toolbus.cli.app``), not with the package.
+__getattr__ = lazy_exports(__name__, {"app": "_app"})
 
 
 __all__ = ["app", "assemble", "main"]

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.metadata as metadata
 from typing import Annotated, Any
 
 import typer
 
 from toolbus.cli._help import CommandApp, ReadableGroup
+from toolbus.cli._versions import version_lines
 
 app = CommandApp(
     name="toolbus",
@@ -22,13 +22,8 @@ def print_version(requested: bool) -> None:
     """``toolbus --version``: the core's version, then each installed distribution's."""
     if not requested:
         return
-    from toolbus.plugins import installed_plugins
-
-    typer.echo(f"toolbus {metadata.version('toolbus')}")
-    distributions = {(p.distribution, p.version) for p in installed_plugins()}
-    for name, version in sorted(distributions):
-        if name != "toolbus":
-            typer.echo(f"{name} {version}")
+    for line in version_lines():
+        typer.echo(line)
     raise typer.Exit()
 
 

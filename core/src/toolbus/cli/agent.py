@@ -38,7 +38,12 @@ from toolbus.application.doors.holding import SessionHolder
 from toolbus.application.doors.stored import StoredHolder
 from toolbus.application.doors.suspended_runs import SuspendedRuns
 from toolbus.application.doors.tasks import CLI_DOOR, CallTasks
-from toolbus.application.live.agent_presence import AgentPresence, agent_service_answers
+from toolbus.application.live.agent_presence import (
+    AGENT_NAME,
+    AgentPresence,
+    AgentProfile,
+    agent_service_answers,
+)
 from toolbus.application.sealing import SealKeys
 from toolbus.application.sealing.doors import shared_url
 from toolbus.application.tasks import TaskBook, TaskRunner
@@ -279,6 +284,16 @@ def serve_agent(
     no_access_control: NoAccessControl = False,
     request_queue: RequestQueue = DEFAULT_REQUEST_QUEUE,
     response_queue: ResponseQueue = DEFAULT_RESPONSE_QUEUE,
+    name: Annotated[
+        str,
+        typer.Option(
+            help="The agent's name in its announcements (an A2A door serves it under it); "
+            "one per agent on a broker.",
+        ),
+    ] = AGENT_NAME,
+    description: Annotated[
+        str, typer.Option(metavar="TEXT", help="What the agent does, for the doors that show it.")
+    ] = "",
     event_loop: LoopOption = EventLoop.AUTO,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO level.")] = False,
 ) -> None:
@@ -332,7 +347,8 @@ def serve_agent(
                 )
                 # Said on the bus while requests are taken: an asker then knows at
                 # once whether any agent service answers.
-                presence = AgentPresence(bus, request_queue, response_queue)
+                profile = AgentProfile.of(registry, name=name, description=description)
+                presence = AgentPresence(bus, request_queue, response_queue, profile=profile)
                 async with anyio.create_task_group() as tasks:
                     await tasks.start(service.serve)
                     if runs is not None:  # suspended runs go on here, or on another replica

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 
 from toolbus._internal.delivery_buffer import DeliveryBuffer
 from toolbus.ports import Delivery, MessageHandler
@@ -126,6 +126,8 @@ class MemorySubscription:
         #: A group seat that stopped intake reads nothing more: the group's buffer
         #: is the group's, and its other members read what is in it.
         self.ended = False
+        #: What stands by in the buffer for each reader standing by (see stand_by).
+        self._standing_by: dict[Callable[[Delivery], bool], Callable[[MemoryDelivery], bool]] = {}
 
     def __aiter__(self) -> AsyncIterator[Delivery]:
         return self
@@ -161,10 +163,40 @@ class MemorySubscription:
             self.unacked.add(delivery)
         return delivery
 
+    def stand_by(self, take: Callable[[Delivery], bool]) -> None:
+        """Offer ``take`` each message inside the publisher's call (see StandbySubscription)."""
+        if not self.persistent:
+            stand_in: Callable[[MemoryDelivery], bool] = take
+        else:
+
+            def stand_in(delivery: MemoryDelivery) -> bool:
+                # Held as unacked before ``take`` runs: it may ack at once.
+                delivery._consumer = self
+                self.unacked.add(delivery)
+                if take(delivery):
+                    return True
+                delivery._consumer = None
+                self.unacked.discard(delivery)
+                return False
+
+        self._standing_by[take] = stand_in
+        self.buffer.stand_by(stand_in)
+
+    def stand_down(self, take: Callable[[Delivery], bool]) -> None:
+        stand_in = self._standing_by.pop(take, None)
+        if stand_in is not None:
+            self.buffer.stand_down(stand_in)
+
+    def _stand_all_down(self) -> None:
+        for stand_in in self._standing_by.values():
+            self.buffer.stand_down(stand_in)
+        self._standing_by.clear()
+
     async def stop_intake(self) -> None:
         if self.left:
             return
         self.left = True
+        self._stand_all_down()
         if self.topic.leave(self):
             self.ended = True
             self._end_reads()
@@ -176,6 +208,7 @@ class MemorySubscription:
             return
         self.closed = True
         self.owner.discard(self)
+        self._stand_all_down()
         if not self.left:
             self.left = True
             self.topic.leave(self)

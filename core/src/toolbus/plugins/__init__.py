@@ -29,53 +29,107 @@ pluggy is used at start-up only; per-call paths never go through it.
 
 The hook specifications and what each hook is handed are
 :mod:`toolbus.plugins.hookspecs`; finding and loading plugins is
-:mod:`toolbus.plugins.discovery`. Both are used through this package.
+:mod:`toolbus.plugins.discovery`; what is installed (package metadata, nothing imported)
+is :mod:`toolbus.plugins.installed`. All are used through this package.
 """
 
 from __future__ import annotations
 
-from toolbus.plugins.discovery import (
-    ADAPTER_GROUP,
-    COMMAND_GROUP,
-    LLM_GROUP,
-    PLUGIN_GROUP,
-    POLICY_GROUP,
-    STATE_GROUP,
-    InstalledPlugin,
-    ToolPlugin,
-    adapter_for,
-    asyncapi_broker,
-    connect,
-    connect_llm,
-    connect_state,
-    connect_state_beside_broker,
-    installed_plugins,
-    llm_adapter_for,
-    load_command_plugins,
-    load_hook_plugins,
-    load_policy_engine,
-    load_tool_plugins,
-    state_store_for,
-)
-from toolbus.plugins.hookspecs import (
-    CODE_HOOKS,
-    PROJECT,
-    AdapterInfo,
-    AdapterRegistrar,
-    Command,
-    CommandGroup,
-    CommandLine,
-    LLMInfo,
-    LLMRegistrar,
-    PolicyEngineInfo,
-    PolicyEngineRegistrar,
-    Spec,
-    StateStoreInfo,
-    StateStoreRegistrar,
-    ToolRegistrar,
-    hookimpl,
-    hookspec,
-)
+from typing import TYPE_CHECKING
+
+from toolbus._internal.lazy_exports import lazy_exports
+
+if TYPE_CHECKING:
+    from toolbus.plugins.discovery import (
+        ToolPlugin,
+        adapter_for,
+        asyncapi_broker,
+        connect,
+        connect_llm,
+        connect_state,
+        connect_state_beside_broker,
+        llm_adapter_for,
+        load_command_plugins,
+        load_hook_plugins,
+        load_policy_engine,
+        load_tool_plugins,
+        state_store_for,
+    )
+    from toolbus.plugins.hookspecs import (
+        CODE_HOOKS,
+        PROJECT,
+        AdapterInfo,
+        AdapterRegistrar,
+        Command,
+        CommandGroup,
+        CommandLine,
+        LLMInfo,
+        LLMRegistrar,
+        PolicyEngineInfo,
+        PolicyEngineRegistrar,
+        Spec,
+        StateStoreInfo,
+        StateStoreRegistrar,
+        ToolRegistrar,
+        hookimpl,
+        hookspec,
+    )
+    from toolbus.plugins.installed import (
+        ADAPTER_GROUP,
+        COMMAND_GROUP,
+        LLM_GROUP,
+        PLUGIN_GROUP,
+        POLICY_GROUP,
+        STATE_GROUP,
+        InstalledPlugin,
+        installed_plugins,
+    )
+
+# Each name from its module on first use: what is installed (``installed``, package
+# metadata only) is read without importing pluggy, the hook specifications or any plugin.
+_HOMES = {
+    "ADAPTER_GROUP": "installed",
+    "COMMAND_GROUP": "installed",
+    "LLM_GROUP": "installed",
+    "PLUGIN_GROUP": "installed",
+    "POLICY_GROUP": "installed",
+    "STATE_GROUP": "installed",
+    "InstalledPlugin": "installed",
+    "ToolPlugin": "discovery",
+    "adapter_for": "discovery",
+    "asyncapi_broker": "discovery",
+    "connect": "discovery",
+    "connect_llm": "discovery",
+    "connect_state": "discovery",
+    "connect_state_beside_broker": "discovery",
+    "installed_plugins": "installed",
+    "llm_adapter_for": "discovery",
+    "load_command_plugins": "discovery",
+    "load_hook_plugins": "discovery",
+    "load_policy_engine": "discovery",
+    "load_tool_plugins": "discovery",
+    "state_store_for": "discovery",
+    "CODE_HOOKS": "hookspecs",
+    "PROJECT": "hookspecs",
+    "AdapterInfo": "hookspecs",
+    "AdapterRegistrar": "hookspecs",
+    "Command": "hookspecs",
+    "CommandGroup": "hookspecs",
+    "CommandLine": "hookspecs",
+    "LLMInfo": "hookspecs",
+    "LLMRegistrar": "hookspecs",
+    "PolicyEngineInfo": "hookspecs",
+    "PolicyEngineRegistrar": "hookspecs",
+    "Spec": "hookspecs",
+    "StateStoreInfo": "hookspecs",
+    "StateStoreRegistrar": "hookspecs",
+    "ToolRegistrar": "hookspecs",
+    "hookimpl": "hookspecs",
+    "hookspec": "hookspecs",
+}
+
+__getattr__ = lazy_exports(__name__, _HOMES)
+
 
 __all__ = [
     "ADAPTER_GROUP",

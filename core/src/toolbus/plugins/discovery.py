@@ -1,4 +1,4 @@
-"""Finding plugins: the entry-point groups, the adapter a URL names, the installed plugins.
+"""Finding plugins: the adapter a URL names, tool and command plugins, code hooks.
 
 Only the adapter a URL names is imported; pluggy registers it for the call,
 and is not used again on any per-call path.
@@ -6,7 +6,6 @@ and is not used again on any per-call path.
 
 from __future__ import annotations
 
-import importlib.metadata as metadata
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from toolbus._internal.urls import redact_url
 from toolbus.application.calls.service import ToolService
 from toolbus.domain.asyncapi.brokers import AsyncApiBroker, PlainBroker
 from toolbus.domain.errors import PluginError
+from toolbus.plugins import installed as installation
 from toolbus.plugins.hookspecs import (
     CODE_HOOKS,
     PROJECT,
@@ -31,6 +31,14 @@ from toolbus.plugins.hookspecs import (
     StateStoreInfo,
     ToolRegistrar,
 )
+from toolbus.plugins.installed import (
+    ADAPTER_GROUP,
+    COMMAND_GROUP,
+    LLM_GROUP,
+    PLUGIN_GROUP,
+    POLICY_GROUP,
+    STATE_GROUP,
+)
 from toolbus.ports import Bus, PolicyEngine, StateStore
 
 if TYPE_CHECKING:
@@ -38,13 +46,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("toolbus.plugins")
 
-
-ADAPTER_GROUP = "toolbus.adapters"
-PLUGIN_GROUP = "toolbus.plugins"
-COMMAND_GROUP = "toolbus.commands"
-LLM_GROUP = "toolbus.llms"
-STATE_GROUP = "toolbus.state_stores"
-POLICY_GROUP = "toolbus.policy_engines"
 
 #: The extra that installs each first-party adapter, for the "please install" message.
 _EXTRAS = {
@@ -76,17 +77,6 @@ def _manager() -> pluggy.PluginManager:
     pm = pluggy.PluginManager(PROJECT)
     pm.add_hookspecs(Spec)
     return pm
-
-
-def _entry_points(group: str) -> Sequence[metadata.EntryPoint]:
-    return tuple(metadata.entry_points(group=group))
-
-
-def _distribution(ep: metadata.EntryPoint) -> tuple[str, str]:
-    dist = ep.dist
-    if dist is None:
-        return ("?", "?")
-    return (dist.metadata["Name"], dist.version)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,9 +127,9 @@ def _adapter_serving(kind: _AdapterKind, url: str) -> Any:
     if not scheme:
         raise PluginError(f"{kind.label} {redact_url(url)!r} has no scheme; use {kind.url_forms}")
     base = scheme.split("+", 1)[0]
-    found = [ep for ep in _entry_points(kind.group) if ep.name == base]
+    found = [ep for ep in installation.entry_points(kind.group) if ep.name == base]
     if not found:
-        installed = sorted(ep.name for ep in _entry_points(kind.group))
+        installed = sorted(ep.name for ep in installation.entry_points(kind.group))
         hint = (
             f"install it with: pip install 'toolbus[{kind.extras[base]}]'"
             if base in kind.extras
@@ -239,9 +229,9 @@ def load_policy_engine(
     :class:`~toolbus.domain.errors.ConfigError` naming the file and line of
     every policy that does not read.
     """
-    found = [ep for ep in _entry_points(POLICY_GROUP) if ep.name == name]
+    found = [ep for ep in installation.entry_points(POLICY_GROUP) if ep.name == name]
     if not found:
-        installed = sorted(ep.name for ep in _entry_points(POLICY_GROUP))
+        installed = sorted(ep.name for ep in installation.entry_points(POLICY_GROUP))
         hint = (
             f"install it with: pip install 'toolbus[{_POLICY_EXTRAS[name]}]'"
             if name in _POLICY_EXTRAS
@@ -271,8 +261,8 @@ def load_tool_plugins() -> list[ToolPlugin]:
     take the others down.
     """
     plugins: list[ToolPlugin] = []
-    for ep in _entry_points(PLUGIN_GROUP):
-        distribution, _ = _distribution(ep)
+    for ep in installation.entry_points(PLUGIN_GROUP):
+        distribution, _ = installation.distribution_of(ep)
         pm = _manager()
         try:
             pm.register(ep.load(), name=ep.name)
@@ -302,13 +292,13 @@ def load_command_plugins(cli: CommandLine) -> None:
     A plugin that fails to load is logged and skipped, so one broken
     distribution never takes the whole command line down.
     """
-    for ep in sorted(_entry_points(COMMAND_GROUP), key=lambda ep: ep.name):
+    for ep in sorted(installation.entry_points(COMMAND_GROUP), key=lambda ep: ep.name):
         pm = _manager()
         try:
             pm.register(ep.load(), name=ep.name)
             pm.hook.toolbus_register_commands(cli=cli)
         except Exception:
-            distribution, _ = _distribution(ep)
+            distribution, _ = installation.distribution_of(ep)
             log.exception("command plugin %r (%s) failed to load; skipped", ep.name, distribution)
 
 
@@ -320,11 +310,11 @@ def load_hook_plugins() -> list[tuple[str, object]]:
     :func:`load_tool_plugins`.
     """
     found: list[tuple[str, object]] = []
-    for ep in sorted(_entry_points(PLUGIN_GROUP), key=lambda ep: ep.name):
+    for ep in sorted(installation.entry_points(PLUGIN_GROUP), key=lambda ep: ep.name):
         try:
             module = ep.load()
         except Exception:
-            distribution, _ = _distribution(ep)
+            distribution, _ = installation.distribution_of(ep)
             log.exception("tool plugin %r (%s) failed to load; skipped", ep.name, distribution)
             continue
         if any(_is_hookimpl(getattr(module, name, None)) for name in CODE_HOOKS):
@@ -334,29 +324,3 @@ def load_hook_plugins() -> list[tuple[str, object]]:
 
 def _is_hookimpl(function: object) -> bool:
     return getattr(function, f"{PROJECT}_impl", None) is not None
-
-
-@dataclass(frozen=True, slots=True)
-class InstalledPlugin:
-    kind: str  # "adapter", "llm", "state", "policy", "tools" or "commands"
-    name: str
-    distribution: str
-    version: str
-
-
-def installed_plugins() -> list[InstalledPlugin]:
-    """Every installed adapter and tool plugin with its distribution and version (no imports)."""
-    found = []
-    groups = (
-        ("adapter", ADAPTER_GROUP),
-        ("llm", LLM_GROUP),
-        ("state", STATE_GROUP),
-        ("policy", POLICY_GROUP),
-        ("tools", PLUGIN_GROUP),
-        ("commands", COMMAND_GROUP),
-    )
-    for kind, group in groups:
-        for ep in _entry_points(group):
-            distribution, version = _distribution(ep)
-            found.append(InstalledPlugin(kind, ep.name, distribution, version))
-    return sorted(found, key=lambda p: (p.kind, p.name))

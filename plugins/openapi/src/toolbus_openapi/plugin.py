@@ -18,9 +18,12 @@ def toolbus_register_tools(register: ToolRegistrar) -> None:
     from pathlib import Path
 
     from toolbus.settings import SETTINGS_FILE, load_settings
-    from toolbus_openapi.toolset import open_toolset, toolsets_from_file
 
     settings = load_settings()
+    if "openapi" not in settings.file:  # toolset.SETTINGS_TABLE
+        return  # no toolsets: httpx and the document parsers stay unloaded
+    from toolbus_openapi.toolset import open_toolset, toolsets_from_file
+
     for toolset in toolsets_from_file(settings.file, Path.cwd(), where=SETTINGS_FILE).values():
         # Commands that only list tools need no credentials; a call without them
         # fails with a message naming the variable.

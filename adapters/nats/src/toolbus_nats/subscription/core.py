@@ -120,6 +120,13 @@ class CoreSubscription:
         if buffer.offer(CoreDelivery(msg.data, msg.headers or _EMPTY)):
             await buffer.wait_for_space()
 
+    def stand_by(self, take: Callable[[Delivery], bool]) -> None:
+        """Offer ``take`` each message inside nats-py's callback (see StandbySubscription)."""
+        self._buffer.stand_by(take)
+
+    def stand_down(self, take: Callable[[Delivery], bool]) -> None:
+        self._buffer.stand_down(take)
+
     def __aiter__(self) -> AsyncIterator[Delivery]:
         return self
 

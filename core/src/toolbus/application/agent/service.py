@@ -22,6 +22,7 @@ import math
 import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
+from contextlib import aclosing
 from types import TracebackType
 
 import anyio
@@ -321,15 +322,34 @@ class AgentClient:
         ``approval`` or ``waiting`` event (a call waits for a person), the next event is
         waited for until the approval it names expires, and ``timeout`` beyond.
         """
+        request_id = request_id or str(uuid.uuid4())
+        body = encode_request(request)
+        async with aclosing(self._events(request_id, timeout, body)) as events:
+            async for event in events:
+                yield event
+
+    async def follow(
+        self, request_id: str, *, timeout: float | None = None
+    ) -> AsyncIterator[AgentEvent]:
+        """Yield the events of request ``request_id``, sent earlier (by this process or
+        another), from now on up to and including the last: how a door goes on with a
+        run another replica started. Events sent before are not seen again."""
+        async with aclosing(self._events(request_id, timeout, None)) as events:
+            async for event in events:
+                yield event
+
+    async def _events(
+        self, request_id: str, timeout: float | None, body: bytes | None
+    ) -> AsyncGenerator[AgentEvent]:
         if self._group is None:
             raise RuntimeError("use AgentClient in 'async with' before asking")
-        request_id = request_id or str(uuid.uuid4())
         send: MemoryObjectSendStream[AgentEvent]
         receive: MemoryObjectReceiveStream[AgentEvent]
         send, receive = anyio.create_memory_object_stream(math.inf)
         self._waiting[request_id] = send
         try:
-            await self.bus.publish(self.request_queue, encode_request(request), {"id": request_id})
+            if body is not None:
+                await self.bus.publish(self.request_queue, body, {"id": request_id})
             wait = math.inf if timeout is None else timeout
             while True:
                 with anyio.move_on_after(wait) as waited:

@@ -64,6 +64,10 @@ def sending_as(call_id: str) -> Iterator[None]:
 log = logging.getLogger("toolbus.client")
 
 DEFAULT_TIMEOUT = 60.0
+#: Of the calls answered inside their publish (a host answering inline, Python 3.12+),
+#: every this many yields to the event loop once: with none, a task calling in a loop
+#: would keep every other task from running; with every one, a call costs a sixth more.
+YIELD_EVERY = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +128,8 @@ class ToolServiceClient:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._deadline_millis = -1
         self._deadline = ""
+        #: Calls answered inside their publish since one of them yielded (YIELD_EVERY).
+        self._answered_at_once = 0
 
     async def __aenter__(self) -> ToolServiceClient:
         self._loop = asyncio.get_running_loop()
@@ -483,6 +489,11 @@ class ToolServiceClient:
                 await self.bus.publish(request_queue, body, props)
             finally:
                 waiter.sending = None
+            if waiter.finished:  # answered inside the publish: see YIELD_EVERY
+                self._answered_at_once += 1
+                if self._answered_at_once >= YIELD_EVERY:
+                    self._answered_at_once = 0
+                    await asyncio.sleep(0)
             while not waiter.finished:
                 await waiter.wait()
         except asyncio.CancelledError:
@@ -544,6 +555,8 @@ class ToolServiceClient:
             listener.waiters.pop(call_id, None)
             raise
         try:
+            if waiter.finished:  # answered inside the publish: see YIELD_EVERY
+                await self._yield_now_and_then()
             while True:
                 while waiter.chunks:
                     yield waiter.chunks.popleft()
@@ -558,6 +571,13 @@ class ToolServiceClient:
             listener.waiters.pop(call_id, None)
         if waiter.error is not None:
             raise waiter.error
+
+    async def _yield_now_and_then(self) -> None:
+        """A stream answered inside its publish: every YIELD_EVERY-th yields once."""
+        self._answered_at_once += 1
+        if self._answered_at_once >= YIELD_EVERY:
+            self._answered_at_once = 0
+            await asyncio.sleep(0)
 
     async def close(self) -> None:
         """Close every response subscription (also done on leaving ``async with``)."""

@@ -1,3 +1,6 @@
+# One job: ServiceHost, a request's way from the queue to its answer (the workers, the
+# inline start on Python 3.12+, the drain); the jobs beside that way are private modules.
+# The per-call path is kept in one place on purpose: its cost is measured (performance.md).
 """Hosting a tool service on a bus: decode, invoke, answer, ack — and never crash.
 
 Every request gets exactly one outcome. Bad input (not JSON, wrong shape, no
@@ -22,6 +25,17 @@ call's jobs are private modules beside it: checking callers
 arguments from the environment (``_environment``) and answering redelivered
 requests from memory (``_answer_memory``).
 
+On Python 3.12 and later, where the subscription lets a reader stand by
+(:class:`~toolbus.ports.StandbySubscription`: the in-memory bus, core NATS),
+a request that arrives while the host has room is answered *inline*: the call
+that brought it starts the call's task eagerly, so a tool that does not wait
+is answered before that call returns, with neither a worker nor the caller
+woken in between (about a quarter of an in-memory call; docs/performance.md).
+Each such task runs as itself, in the host's context, as a worker's call
+would. Python 3.11 has no eager start (the tool's first step would run as the
+caller's task, and a cancel scope entered there breaks), so there every
+request goes to a worker.
+
 Stopping (``stop()``, SIGTERM in the CLI, or cancellation of ``serve``) first
 stops taking new requests from the broker (the subscription's ``stop_intake``:
 the broker gives them to the other replicas), then answers what the
@@ -34,11 +48,14 @@ broker. So a replica rolled out loses no call, even on a non-persistent queue.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import math
 import os
+import sys
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -71,7 +88,7 @@ from toolbus.domain.errors import (
     WireError,
 )
 from toolbus.domain.identity import PROP_CALL_TOKEN
-from toolbus.ports import Bus, Delivery, Subscription, broker_known_gone
+from toolbus.ports import Bus, Delivery, StandbySubscription, Subscription, broker_known_gone
 
 log = logging.getLogger("toolbus.service")
 
@@ -87,6 +104,8 @@ CUT_OFF_TIMEOUT = 2.0
 #: Seconds a host waits before handing back a request whose answer the broker refused:
 #: an immediate redelivery would most likely meet the same broker.
 HAND_BACK_PAUSE = 0.5
+#: Requests are answered inline where the interpreter can start a task eagerly.
+ANSWERS_INLINE = sys.version_info >= (3, 12)
 
 
 class ServiceHost:
@@ -159,6 +178,12 @@ class ServiceHost:
         # call, and the fewest event-loop hops per round trip.
         self._idle: set[asyncio.Task[None]] = set()
         self._busy = 0
+        #: Calls answered inline that waited (so are still running), for the drain.
+        self._inline: set[asyncio.Task[None]] = set()
+        #: Workers holding a request while inline calls hold every place (3.12+).
+        self._waiting_for_room: deque[asyncio.Future[None]] = deque()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._context = contextvars.Context()
         self._stopping = False
         #: Stopping, answer what the subscription holds (not when the broker is gone).
         self._answer_held = True
@@ -198,10 +223,20 @@ class ServiceHost:
         subscription = await self.bus.subscribe(self.service.request_queue, group=self.group)
         self._subscribed = True
         requests = aiter(subscription)
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         # Workers are tasks outside any cancel scope of ours: cancelling ``serve``
         # must let calls in flight finish (the drain below).
         workers = [loop.create_task(self._worker(requests)) for _ in range(self.concurrency)]
+        standby = (
+            subscription
+            if ANSWERS_INLINE and isinstance(subscription, StandbySubscription)
+            else None
+        )
+        if standby is not None:
+            # Inline calls run in a copy of the host's context, as a worker's would
+            # (not the publisher's: a caller's context variables are not the tool's).
+            self._context = contextvars.copy_context()
+            standby.stand_by(self._take_inline)
         log.info("serving %r on %s", self.service.id, self.service.request_queue)
         try:
             task_status.started()
@@ -209,6 +244,8 @@ class ServiceHost:
         finally:
             with anyio.CancelScope(shield=True):
                 self.stop()
+                if standby is not None:
+                    standby.stand_down(self._take_inline)
                 await self._drain(subscription, workers)
                 await subscription.close()
             self._subscribed = False
@@ -232,14 +269,68 @@ class ServiceHost:
                 return
             finally:
                 idle.discard(me)
+            if self._busy >= self.concurrency:  # inline calls hold every place (3.12+)
+                await self._room()
             self._busy += 1
             try:
                 await self.handle(delivery)
             except Exception:  # handle() answers every failure itself; a worker must not die
                 log.exception("%r: unexpected failure handling a request", self.service.id)
             finally:
+                # _done(), written out: no further call on the per-call path.
                 self._busy -= 1
                 self.handled += 1
+                if self._waiting_for_room:
+                    self._make_room()
+
+    def _done(self) -> None:
+        self._busy -= 1
+        self.handled += 1
+        if self._waiting_for_room:
+            self._make_room()
+
+    def _make_room(self) -> None:
+        waiting = self._waiting_for_room
+        while waiting:
+            room = waiting.popleft()
+            if not room.done():
+                room.set_result(None)
+                return
+
+    async def _room(self) -> None:
+        """Wait until fewer than ``concurrency`` calls run (a worker holding a request)."""
+        while self._busy >= self.concurrency:
+            room = asyncio.get_running_loop().create_future()
+            self._waiting_for_room.append(room)
+            try:
+                await room
+            except asyncio.CancelledError:
+                if room.done() and not room.cancelled():
+                    self._make_room()  # woken in the same instant: pass it on
+                raise
+
+    def _take_inline(self, delivery: Delivery) -> bool:
+        """Start answering ``delivery`` in the call that brought it, if there is room.
+
+        The call's task starts eagerly (Python 3.12+): its first step runs now,
+        as itself, and a tool that does not wait is answered before this returns.
+        """
+        if self._stopping or self._busy >= self.concurrency:
+            return False  # held for the workers
+        self._busy += 1
+        task = _eager_task(self._answer_inline(delivery), self._loop, self._context.copy())
+        if not task.done():
+            self._inline.add(task)
+            task.add_done_callback(self._inline.discard)
+        return True
+
+    async def _answer_inline(self, delivery: Delivery) -> None:
+        try:
+            await self.handle(delivery)
+        except Exception:  # handle() answers every failure itself
+            log.exception("%r: unexpected failure handling a request", self.service.id)
+        finally:
+            self._done()
 
     async def _drain(self, subscription: Subscription, workers: list[asyncio.Task[None]]) -> None:
         """Stop intake, answer what was taken, let calls finish: all within the drain timeout."""
@@ -264,7 +355,7 @@ class ServiceHost:
                 log.warning("%r: could not stop taking requests: %s", self.service.id, exc)
                 self._cancel_idle()
         remaining = max(0.0, deadline - time.monotonic())
-        _, late = await asyncio.wait(workers, timeout=remaining)
+        _, late = await asyncio.wait([*workers, *self._inline], timeout=remaining)
         for worker in late:
             worker.cancel()
         if late:
@@ -330,7 +421,8 @@ class ServiceHost:
             # the same id should get another try, not this answer again.
             if answers is not None and error_type != Unavailable.error_type:
                 answers.remember(key, reply.sent)
-            await delivery.ack()
+            if self._persistent:  # acking a non-persistent delivery does nothing (ports)
+                await delivery.ack()
         except anyio.get_cancelled_exc_class():
             if not self._persistent and not reply.answered:
                 await self._answer_cut_off(reply)
@@ -473,6 +565,26 @@ class ServiceHost:
                     tracing.leave(token)
         finally:
             _serving.reset(serving)
+
+
+if sys.version_info >= (3, 12):
+
+    def _eager_task(
+        coro: Coroutine[Any, Any, None],
+        loop: asyncio.AbstractEventLoop | None,
+        context: contextvars.Context,
+    ) -> asyncio.Task[None]:
+        """A task whose first step runs now, as itself, in ``context``."""
+        return asyncio.Task(coro, loop=loop, context=context, eager_start=True)
+
+else:
+
+    def _eager_task(
+        coro: Coroutine[Any, Any, None],
+        loop: asyncio.AbstractEventLoop | None,
+        context: contextvars.Context,
+    ) -> asyncio.Task[None]:
+        raise RuntimeError("eager tasks need Python 3.12")  # ANSWERS_INLINE is False here
 
 
 def _seconds(deadline: str) -> float | None:

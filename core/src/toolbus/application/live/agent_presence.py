@@ -22,6 +22,7 @@ from typing import Any
 
 import anyio
 from anyio.abc import TaskStatus
+from pydantic import BaseModel, ConfigDict, Field
 
 from toolbus.application.live.probes import (
     PassingFailures,
@@ -30,6 +31,7 @@ from toolbus.application.live.probes import (
     publish_until_stopped,
     subscribe_probes,
 )
+from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import BusClosed
 from toolbus.domain.live import announcements as messages
 from toolbus.domain.live.announcements import Announcement, Probe, Withdrawal
@@ -37,16 +39,55 @@ from toolbus.ports import Bus, broker_known_gone
 
 log = logging.getLogger("toolbus.agent")
 
+#: What an agent service calls itself in its announcements.
+AGENT_SERVICE = "agent"
+#: An agent's name unless it is given one.
+AGENT_NAME = "agent"
+
+
+class ProfileTool(BaseModel):
+    """A tool the agent may use, as its profile shows it."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    name: str
+    description: str = ""
+
+
+class AgentProfile(BaseModel):
+    """Who an agent service is, as it announces itself: a ``name`` (unique per agent on
+    a broker), a ``description``, and the tools it may use in each tool ``groups``."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    name: str = AGENT_NAME
+    description: str = ""
+    groups: dict[str, list[ProfileTool]] = Field(default_factory=dict)
+
+    @classmethod
+    def of(cls, registry: Registry, *, name: str, description: str = "") -> AgentProfile:
+        """The profile of an agent that uses ``registry``'s tools."""
+        groups: dict[str, list[ProfileTool]] = {}
+        for tool in registry.tools.values():
+            for group in tool.groups:
+                entry = ProfileTool(name=tool.name, description=tool.description)
+                groups.setdefault(group, []).append(entry)
+        return cls(name=name, description=description, groups=dict(sorted(groups.items())))
+
+
 AGENT_ANNOUNCEMENTS_QUEUE = "non-persistent://toolbus/agents/announcements"
 AGENT_PROBE_QUEUE = "non-persistent://toolbus/agents/probe"
 #: Seconds between an agent service's announcements.
 DEFAULT_INTERVAL = 10.0
-#: What an agent service calls itself in its announcements.
-AGENT_SERVICE = "agent"
 
 
 class AgentPresence:
-    """Announces that an agent service answers on ``request_queue`` until stopped."""
+    """Announces that an agent service answers on ``request_queue`` until stopped.
+
+    ``profile`` says who the agent is (its name, a description, and its tools by
+    group): doors that show agents to other programs (``toolbus a2a serve``'s Agent
+    Cards) read it from the announcement.
+    """
 
     def __init__(
         self,
@@ -55,14 +96,17 @@ class AgentPresence:
         response_queue: str,
         *,
         interval: float = DEFAULT_INTERVAL,
+        profile: AgentProfile | None = None,
     ) -> None:
         self.bus = bus
         self.interval = interval
-        descriptor = {
+        descriptor: dict[str, Any] = {
             "id": AGENT_SERVICE,
             "request-queue": request_queue,
             "response-queue": response_queue,
         }
+        if profile is not None:
+            descriptor["profile"] = profile.model_dump(mode="json")
         self.announcement = Announcement(
             AGENT_SERVICE, uuid.uuid4().hex, descriptor, {}, interval * 3
         )
@@ -153,7 +197,10 @@ def _serves(body: bytes, request_queue: str) -> bool:
 
 __all__ = [
     "AGENT_ANNOUNCEMENTS_QUEUE",
+    "AGENT_NAME",
     "AGENT_PROBE_QUEUE",
     "AgentPresence",
+    "AgentProfile",
+    "ProfileTool",
     "agent_service_answers",
 ]

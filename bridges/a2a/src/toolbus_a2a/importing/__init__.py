@@ -1,0 +1,1 @@
+"""Remote A2A agents as tool services: ``toolbus serve a2a URL``."""
