@@ -32,6 +32,7 @@ from toolbus.application.calls.metrics import ToolbusMetrics
 from toolbus.application.calls.tools import Tools
 from toolbus.application.identity.caller import granting
 from toolbus.domain.calls.arguments import apply_options
+from toolbus.domain.calls.input_requests import InputRequired, InputUnavailable
 from toolbus.domain.config.descriptors import ToolDescriptor
 from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import ToolCallError
@@ -170,6 +171,7 @@ class CallRunner:
             tool=tool.name,
             tool_call_id=tool_call_id,
             error_type=exc.error_type,
+            asked=exc.ask if isinstance(exc, InputRequired | InputUnavailable) else None,
         )
 
     def broke(

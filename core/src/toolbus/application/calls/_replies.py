@@ -19,6 +19,7 @@ from typing import Protocol
 
 from toolbus.application.calls.service import ToolService
 from toolbus.domain.calls import wire
+from toolbus.domain.calls.input_requests import InputAsk
 from toolbus.domain.errors import MessageTooLarge
 from toolbus.ports import Bus
 
@@ -84,8 +85,10 @@ class Reply:
             raise AnswerNotPublished(exc, final=end_of_stream) from exc
         self.answered = end_of_stream
 
-    async def error(self, error_type: str, message: str) -> None:
-        body = wire.encode_error(error_type, self.redact(message))
+    async def error(self, error_type: str, message: str, input: InputAsk | None = None) -> None:
+        body = wire.encode_error(error_type, self.redact(message), input)
+        if input is not None and self.secrets:  # a secret may be in what the tool asks
+            body = self.redact(body.decode()).encode()
         try:
             await self._publish(body, {wire.PROP_ID: self.call_id})
         except Exception as exc:

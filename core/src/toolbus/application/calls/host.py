@@ -48,17 +48,27 @@ from anyio.abc import TaskStatus
 from toolbus._internal.throttled_log import ThrottledLog
 from toolbus.application.calls._answer_memory import AnswerMemory
 from toolbus.application.calls._environment import inject_environment
+from toolbus.application.calls._input_state import DEFAULT_STATE_TTL, InputStates
 from toolbus.application.calls._replies import AnswerNotPublished, Holdback, Reply
 from toolbus.application.calls._token_checks import TokenChecks
+from toolbus.application.calls.asking import AskingCall, asking_call
 from toolbus.application.calls.dead_letters import QUEUED_TOO_LONG, DeadLetters
 from toolbus.application.calls.metrics import ToolbusMetrics, default_metrics
 from toolbus.application.calls.service import JOIN_STREAM_PARAM, ToolResult, ToolService
 from toolbus.application.calls.supervision import supervised
 from toolbus.application.identity.caller import serving as _serving
 from toolbus.application.identity.verifying import CallVerifier
+from toolbus.application.sealing import SealKeys
 from toolbus.application.tracing import conventions
 from toolbus.application.tracing import propagation as tracing
 from toolbus.domain.calls import wire
+from toolbus.domain.calls.input_requests import (
+    InputAsk,
+    InputRequired,
+    InputUnavailable,
+    describe,
+    kinds_of,
+)
 from toolbus.domain.calls.listing import ServedCounts
 from toolbus.domain.calls.queues import parse_queue
 from toolbus.domain.errors import (
@@ -109,6 +119,8 @@ class ServiceHost:
         verifier: CallVerifier | None = None,
         expose_errors: bool = False,
         join_stream: bool | None = None,
+        seal_keys: SealKeys | None = None,
+        input_state_ttl: float = DEFAULT_STATE_TTL,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -154,6 +166,9 @@ class ServiceHost:
         self.expose_errors = expose_errors
         #: Answer streamed results as one response (None: as the service says).
         self.join_stream = service.join_stream if join_stream is None else join_stream
+        #: Seals the state handed to callers the tool asks for input (every replica of the
+        #: service needs the same keys: docs/tool-services.md#tools-that-ask).
+        self.input_states = InputStates(service.id, seal_keys, ttl=input_state_ttl, clock=clock)
         # A pool of ``concurrency`` workers, each reading the subscription and
         # handling a request inline: no task spawn, semaphore or cancel scope per
         # call, and the fewest event-loop hops per round trip.
@@ -321,7 +336,8 @@ class ServiceHost:
                 if isinstance(exc, Unauthorized):
                     # The reason only: never the token, which could be replayed.
                     log.warning("%r: refused call %s: %s", self.service.id, call_id, exc)
-                await reply.error(exc.error_type, str(exc))
+                asked = exc.ask if isinstance(exc, InputRequired | InputUnavailable) else None
+                await reply.error(exc.error_type, str(exc), asked)
             except Exception as exc:
                 error_type = wire.GENERIC_ERROR
                 await reply.error(wire.GENERIC_ERROR, reply.log_failure(exc, self.expose_errors))
@@ -452,6 +468,11 @@ class ServiceHost:
                 secrets=reply.secrets,
                 warnings=self._warnings,
             )
+        asking: AskingCall | None = None
+        if request.input is not None or wire.PROP_INPUT_KINDS in properties:
+            # The caller can answer a tool that asks, or brings answers: see asking.py.
+            asking = self._asking(caller.user, request, properties)
+            asking_token = asking_call.set(asking)
         # Set and reset by hand: no context manager (nor coroutine) on the per-call path.
         serving = _serving.set((caller, deadline))
         try:
@@ -471,8 +492,51 @@ class ServiceHost:
                         await self._send_result(reply, result, request.config)
                 finally:
                     tracing.leave(token)
+        except InputRequired as asked:
+            await self._ask(reply, asking, asked, caller.user, request)
         finally:
             _serving.reset(serving)
+            if asking is not None:
+                asking_call.reset(asking_token)
+
+    def _asking(
+        self, user: str, request: wire.ToolRequest, properties: Mapping[str, str]
+    ) -> AskingCall:
+        """The input side of a call: what its caller can answer, and the answers it brings
+        (with those its state holds, which must open: :class:`InvalidInputState`)."""
+        answers: dict[str, Any] = {}
+        carried = None
+        given = request.input
+        if given is not None:
+            if given.state is not None:
+                opened = self.input_states.open(
+                    user, request.config, request.arguments, given.state
+                )
+                answers, carried = opened.answers, opened.carried
+            answers.update(given.responses)
+        kinds = kinds_of(properties.get(wire.PROP_INPUT_KINDS))
+        return AskingCall(self.service.id, kinds, answers, carried)
+
+    async def _ask(
+        self,
+        reply: Reply,
+        asking: AskingCall | None,
+        asked: InputRequired,
+        user: str,
+        request: wire.ToolRequest,
+    ) -> None:
+        """Answer with the tool's questions and the sealed state its next call brings back."""
+        if asking is None or asked is not asking.pending:
+            # Not this tool's question: a tool it called asked, and such questions do not
+            # travel further up.
+            raise InputUnavailable(
+                f"tool service {self.service.id!r} called a tool that asks for input "
+                f"({describe(asked.ask.requests)}); questions are not passed further up"
+            )
+        state = self.input_states.seal(
+            user, request.config, request.arguments, asking.answers, asking.carry
+        )
+        await reply.error(asked.error_type, str(asked), InputAsk(asked.ask.requests, state))
 
     async def _send_result(
         self, reply: Reply, result: Any, config: Mapping[str, Any] | None = None
@@ -490,7 +554,10 @@ class ServiceHost:
             # With secrets, hold back what could be a secret's beginning until the
             # next chunk shows whether it is: each message is redacted on its own.
             held = Holdback(reply.secrets) if reply.secrets else None
+            asking = asking_call.get()
             async for chunk in result:
+                if asking is not None:
+                    asking.streaming = True  # from now on, too late to ask
                 if isinstance(chunk, ToolResult):
                     reply.after_execution = chunk.after_execution
                     chunk = chunk.content
