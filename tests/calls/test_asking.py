@@ -163,9 +163,7 @@ async def test_a_relay_answers_round_after_round_and_the_caller_sees_one_call() 
         with relaying(relay):
             answer = await tools.call("files", {"path": "a.txt"})
 
-    assert answer == (
-        "a.txt deleted under file:///work (farewell); carried {'checked': 'a.txt'}"
-    )
+    assert answer == ("a.txt deleted under file:///work (farewell); carried {'checked': 'a.txt'}")
     # One round per question; the tool ran once more than it asked.
     assert relay.asked == [["elicitation-1"], ["sampling-2"], ["roots-3"]]
     assert runs["delete"] == 4
@@ -225,9 +223,7 @@ async def test_answers_of_earlier_rounds_travel_in_the_state() -> None:
         with relaying(HandBack()), continuing(reply), pytest.raises(InputRequired) as second:
             await tools.call("files", {"path": "a.txt"})
         # Only the sampling answer now: the confirmation is in the state.
-        reply = InputReply.of(
-            {"sampling-2": SamplingAnswer("bye")}, second.value.ask.state
-        )
+        reply = InputReply.of({"sampling-2": SamplingAnswer("bye")}, second.value.ask.state)
         with relaying(Relay()), continuing(reply):
             answer = await tools.call("files", {"path": "a.txt"})
 

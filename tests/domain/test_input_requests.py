@@ -107,9 +107,7 @@ def test_answers_are_read_as_their_request_asks() -> None:
     rooted = answer_from_json(RootsRequest(), {"roots": [{"uri": "file:///a", "name": "A"}]})
 
     # An accepted form gets the defaults for what the person left out.
-    assert elicited == ElicitationAnswer(
-        "accept", {"name": "Jane", "age": 30, "verified": True}
-    )
+    assert elicited == ElicitationAnswer("accept", {"name": "Jane", "age": 30, "verified": True})
     assert sampled == SamplingAnswer(
         "Paris", "m1", "endTurn", "assistant", {"type": "text", "text": "Paris"}
     )
@@ -128,9 +126,7 @@ def test_answers_are_read_as_their_request_asks() -> None:
         (RootsRequest(), {"roots": [{"name": "no uri"}]}),
     ],
 )
-def test_an_answer_that_does_not_fit_its_request_is_a_value_error(
-    request_: Any, data: Any
-) -> None:
+def test_an_answer_that_does_not_fit_its_request_is_a_value_error(request_: Any, data: Any) -> None:
     with pytest.raises(ValueError):
         answer_from_json(request_, data)
 
@@ -167,7 +163,7 @@ def test_the_request_that_answers_carries_the_reply_last() -> None:
 
     assert body.startswith(wire.encode_request("alice", {"c": 1}, {"a": 2}, "2.1")[:-1])
     assert wire.decode_request(body) == wire.ToolRequest("alice", {"c": 1}, {"a": 2}, reply)
-    with pytest.raises(WireError, match="'input.responses' must be an object"):
+    with pytest.raises(WireError, match=r"'input\.responses' must be an object"):
         wire.decode_request(b'{"config": "{}", "arguments": "{}", "input": {"responses": [1]}}')
 
 
