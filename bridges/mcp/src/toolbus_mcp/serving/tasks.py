@@ -10,7 +10,10 @@ decides, per tool (its ``task-support``, MCP's ``execution.taskSupport``):
 * ``required``: always; a client that did not declare the extension is refused
   with ``-32021`` (missing required client capability);
 * ``optional`` (the default): the call answers in place when it ends within
-  ``task_after`` seconds, and becomes a task the client polls otherwise.
+  ``task_after`` seconds, and becomes a task the client polls otherwise. A
+  tool that asks its caller for input within that time is answered in place
+  too: the ``tools/call`` answers an ``input_required`` result, and the call
+  made again with the answers starts over (and may become a task then).
 
 Tasks are the core's (:mod:`toolbus.application.tasks`), kept in the door's
 state store: any replica sharing it answers ``tasks/get``, ``tasks/update`` and
@@ -20,8 +23,11 @@ none, is ``-32602``, the same answer either way.
 
 A task waiting for an approval its caller may give shows ``input_required``
 with the approval form as its ``inputRequests``; the client answers it with
-``tasks/update``. Waiting for other approvers, a task is ``working``, its
-``statusMessage`` saying for whom. A tool's error answer is a ``completed``
+``tasks/update``. So does a task whose tool asks its caller (elicitation,
+sampling, roots): its ``inputRequests`` are the tool's, and it stays
+``input_required`` until every one is answered, showing those still open.
+Waiting for other approvers, a task is ``working``, its ``statusMessage``
+saying for whom. A tool's error answer is a ``completed``
 task with ``isError: true``, as the call's result would be; ``failed`` (with a
 JSON-RPC error) is kept for calls the door itself could not make.
 ``tasks/result`` and ``tasks/list``, which the extension removed, are answered
@@ -35,7 +41,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from contextlib import suppress
+from contextlib import nullcontext, suppress
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Literal, cast
@@ -54,10 +60,21 @@ from toolbus.application.agent.asking import listening
 from toolbus.application.agent.outcomes import CallOutcome
 from toolbus.application.agent.session import AgentSession
 from toolbus.application.calls.client import sending_as
+from toolbus.application.calls.relaying import continuing, relaying
 from toolbus.application.doors.door import WORKFLOW
 from toolbus.application.doors.holding import HeldKey
 from toolbus.application.tasks import TaskEnd, TaskProgress, TaskRunner, new_task_id
 from toolbus.domain.access.approvals import Approval
+from toolbus.domain.calls.input_requests import (
+    InputAnswer,
+    InputAsk,
+    InputKind,
+    InputReply,
+    answer_from_json,
+    kinds_of,
+    request_from_json,
+    request_to_json,
+)
 from toolbus.domain.errors import (
     AccessDenied,
     ApprovalClosed,
@@ -68,6 +85,7 @@ from toolbus.domain.errors import (
 )
 from toolbus.domain.tasks import Task, TaskCall, TaskError
 from toolbus_mcp.serving.approvals import VIA, answer_of, can_ask, form
+from toolbus_mcp.serving.asking import INPUT_STATE_PREFIX
 from toolbus_mcp.serving.progress import call_reporting
 from toolbus_mcp.serving.server import BusMcpServer, Workflow
 
@@ -148,6 +166,26 @@ class TaskAsker:
         await self.progress.waiting(f"waiting for approval by {who}", approval_id=approval.id)
 
 
+class TaskRelay:
+    """The input relay of a task's call: what its tool asks waits in the task
+    (``input-required``) until the client answers every request with ``tasks/update``."""
+
+    def __init__(self, progress: TaskProgress, kinds: frozenset[InputKind]) -> None:
+        self.progress = progress
+        self.kinds = kinds
+
+    async def answer(self, asked: InputAsk) -> dict[str, InputAnswer]:
+        requests = {key: request_to_json(request) for key, request in asked.requests.items()}
+        await self.progress.asking(requests, asked.state)
+        given = await self.progress.answers(requests)
+        await self.progress.going_on()
+        answers: dict[str, InputAnswer] = {}
+        for key, request in asked.requests.items():
+            with suppress(ValueError):  # an answer that does not fit is asked again
+                answers[key] = answer_from_json(request, given[key])
+        return answers
+
+
 class McpTasks:
     """The tasks extension of one :class:`~toolbus_mcp.serving.server.BusMcpServer`.
 
@@ -198,10 +236,18 @@ class McpTasks:
         return False
 
     async def start(
-        self, workflow: Workflow, session: AgentSession, name: str, arguments: Mapping[str, Any]
+        self,
+        workflow: Workflow,
+        session: AgentSession,
+        name: str,
+        arguments: Mapping[str, Any],
+        kinds: frozenset[InputKind] = frozenset(),
+        given: InputReply | None = None,
     ) -> mcp.CallToolResult | dict[str, Any]:
         """Make the call a task: its result when it ends in time (an ``optional`` tool),
-        else the ``CreateTaskResult``."""
+        or the ``input_required`` result when its tool asks its caller in that time;
+        else the ``CreateTaskResult``. ``kinds`` are what the client can answer, ``given``
+        the answers (and state) it brings to what the tool asked before."""
         task_id = new_task_id()
         now = self.book.clock()
         task = Task(
@@ -218,6 +264,9 @@ class McpTasks:
                 tool_call_id=task_id,
                 arguments=dict(arguments),
                 session=workflow.key.id,
+                input_kinds=tuple(sorted(kinds)),
+                input_responses=dict(given.responses) if given is not None else {},
+                input_state=given.state if given is not None else None,
             ),
         )
 
@@ -226,7 +275,12 @@ class McpTasks:
 
         kept = await self.runner.start(task, work)
         if session.registry.tool(name).task_support == "optional" and self.task_after > 0:
-            ended = await self.book.final(task_id, self.task_after)
+            ended = await self._settled(task_id)
+            if ended is not None and ended.input_requests:
+                # Asked in time: the client answers in place, and calls again.
+                with suppress(TaskClosed, TaskNotFound):
+                    await self.runner.cancel(ended.owner, task_id)
+                return _input_required(ended)
             if ended is not None and ended.status != "cancelled":
                 detailed = await self.detailed(ended, None)
                 if detailed["status"] == "failed":
@@ -235,6 +289,16 @@ class McpTasks:
         created = _envelope(kept)
         created["resultType"] = "task"
         return created
+
+    async def _settled(self, task_id: str) -> Task | None:
+        """The task once it ended or its tool asked, within ``task_after``; else ``None``."""
+        with anyio.move_on_after(self.task_after):
+            async for task in self.book.changes(task_id):
+                if task is None:
+                    raise TaskNotFound(task_id)
+                if task.final or task.input_requests:
+                    return task
+        return None
 
     async def _run(self, task: Task, progress: TaskProgress) -> TaskEnd:
         """Make the task's call, on this replica or on one going on with it."""
@@ -263,7 +327,18 @@ class McpTasks:
                 await progress.going_on()
             await progress.chunk()
 
-        with listening(TaskAsker(progress)), sending_as(call_id_of(task.id)):
+        kinds = kinds_of(",".join(call.input_kinds))
+        given = (
+            InputReply(call.input_responses, call.input_state)
+            if call.input_responses or call.input_state is not None
+            else None
+        )
+        with (
+            listening(TaskAsker(progress)),
+            relaying(TaskRelay(progress, kinds)),
+            continuing(given) if given is not None else nullcontext(),
+            sending_as(call_id_of(task.id)),
+        ):
             outcome = await call_reporting(
                 session, task.tool, call.arguments, chunk, tool_call_id=call.tool_call_id
             )
@@ -302,6 +377,9 @@ class McpTasks:
         self, ctx: ServerRequestContext[Any, Any], params: UpdateTaskParams
     ) -> dict[str, Any]:
         task = await self._owned(ctx, params.task_id)
+        if task.status == "input-required" and task.input_requests:
+            await self._answer(task, params.input_responses)
+            return {}
         approvals = self.server.door.book
         if task.status != "input-required" or task.approval_id is None or approvals is None:
             return {}  # nothing is outstanding: answers to keys not asked are ignored
@@ -323,6 +401,21 @@ class McpTasks:
                     task.approval_id, task.owner, answer.approve, answer.note, via=VIA
                 )
         return {}
+
+    async def _answer(self, task: Task, responses: Mapping[str, Any]) -> None:
+        """Answers to what the task's tool asks: each must fit its request (``-32602``)."""
+        pending = task.input_requests or {}
+        given = {key: value for key, value in responses.items() if key in pending}
+        for key, value in given.items():
+            try:
+                answer_from_json(request_from_json(pending[key]), value)
+            except ValueError as exc:
+                raise MCPError(
+                    mcp.INVALID_PARAMS,
+                    f"inputResponses[{key[:100]!r}] does not answer its request: {exc}",
+                ) from None
+        with suppress(TaskClosed):  # ended meanwhile: the task shows what holds
+            await self.runner.answer(task.owner, task.id, given)
 
     async def _cancel(
         self, ctx: ServerRequestContext[Any, Any], params: TaskParams
@@ -411,6 +504,8 @@ class McpTasks:
     async def _input_requests(
         self, task: Task, ctx: ServerRequestContext[Any, Any] | None
     ) -> dict[str, Any]:
+        if task.input_requests:  # what the tool asks, still open
+            return dict(task.input_requests)
         approvals = self.server.door.book
         if task.approval_id is None or approvals is None or ctx is None or not can_ask(ctx):
             return {}
@@ -461,6 +556,18 @@ class _NamingTasks:
             self._acknowledged.set()
             return
         await self._session.send_notification(notification, related_request_id)
+
+
+def _input_required(task: Task) -> dict[str, Any]:
+    """The ``input_required`` result of a call whose tool asked before it became a task."""
+    result: dict[str, Any] = {
+        "resultType": "input_required",
+        "inputRequests": dict(task.input_requests or {}),
+    }
+    state = task.call.input_state if task.call is not None else None
+    if state is not None:
+        result["requestState"] = INPUT_STATE_PREFIX + state
+    return result
 
 
 def _envelope(task: Task) -> dict[str, Any]:
