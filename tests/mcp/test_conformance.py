@@ -196,9 +196,7 @@ async def door_url(
         stack.push_async_callback(bus.close)
         # The tools that ask seal their state with a key every replica would share.
         keys = SealKeys((SealKey("conformance", b"c" * 32),))
-        await stack.enter_async_context(
-            running(bus, *SERVICES, drain_timeout=1.0, seal_keys=keys)
-        )
+        await stack.enter_async_context(running(bus, *SERVICES, drain_timeout=1.0, seal_keys=keys))
         await stack.enter_async_context(started(argv, "serving MCP on http://", cwd=tmp_path))
         stack.enter_context(
             server_process(

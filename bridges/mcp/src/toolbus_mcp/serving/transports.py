@@ -189,10 +189,11 @@ async def serve_http(
     host: str = "127.0.0.1",
     port: int,
     json_response: bool = False,
-    task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``http://host:port/mcp`` with uvicorn until cancelled (``json_response``:
-    see :func:`http_app`).
+    see :func:`http_app`). Signals ``task_status`` with the port listened on (the one
+    the system chose, for ``port=0``).
 
     Raises :class:`ListenError` when the address cannot be listened on.
     """
@@ -218,7 +219,7 @@ async def serve_http(
             tasks.start_soon(serve)
             # The socket listens already: connections wait in its backlog until
             # uvicorn, which has no start-up event to await, accepts them.
-            task_status.started()
+            task_status.started(int(listener.getsockname()[1]))
             try:
                 await anyio.sleep_forever()
             finally:
