@@ -11,9 +11,9 @@
 * its **client** scenarios against an imported MCP server (the bridge of
   ``toolbus serve mcp``, driven by :mod:`tests.mcp.conformance_client`).
 
-Every check must pass, but those of :data:`NOT_APPLICABLE` scenarios and the
-:data:`NEEDS_ASKING` checks; docs/mcp.md lists both with the same reasons. A
-listed check that passes fails the test too, so the lists stay true.
+Every check must pass, but those of :data:`NOT_APPLICABLE` scenarios;
+docs/mcp.md lists them with the same reasons. A listed check that passes fails
+the test too, so the list stays true.
 """
 
 from __future__ import annotations
@@ -90,15 +90,6 @@ NOT_APPLICABLE: dict[str, str] = {
     ),
 }
 
-#: Checks that need an imported MCP server's questions relayed to the bus caller: the
-#: bridge of ``toolbus serve mcp`` does not relay them yet.
-NEEDS_ASKING: frozenset[str] = frozenset(
-    {
-        "sep-2322-client-request-state",
-        "elicitation-sep1034-client-defaults",
-    }
-)
-
 TASKS_SCENARIOS = (
     "tasks-lifecycle",
     "tasks-capability-negotiation",
@@ -134,9 +125,7 @@ def suite() -> list[str]:
 
 
 def excused(scenario: str, check: str) -> bool:
-    return any(
-        name in NOT_APPLICABLE or name in NEEDS_ASKING for name in (scenario, f"{scenario}:{check}")
-    )
+    return any(name in NOT_APPLICABLE for name in (scenario, f"{scenario}:{check}"))
 
 
 def verdict(results: Path) -> tuple[list[str], list[str]]:
@@ -157,7 +146,7 @@ def verdict(results: Path) -> tuple[list[str], list[str]]:
     stale = [
         name
         for name, statuses in outcomes.items()
-        if (name in NOT_APPLICABLE or name in NEEDS_ASKING) and "FAILURE" not in statuses
+        if name in NOT_APPLICABLE and "FAILURE" not in statuses
     ]
     return failing, stale
 
@@ -226,7 +215,7 @@ async def test_the_server_scenarios_pass_against_toolbus_mcp_serve(
         )  # fmt: skip
     failing, stale = verdict(results)
     assert failing == []
-    assert stale == [], "these pass now: take them off the lists (and docs/mcp.md)"
+    assert stale == [], "these pass now: take them off the list (and docs/mcp.md)"
 
 
 @pytest.mark.anyio
@@ -238,10 +227,10 @@ async def test_the_client_scenarios_pass_against_an_imported_server(tmp_path: Pa
         await run_suite("client", "--command", client, "--scenario", scenario, "-o", str(results))
     failing, stale = verdict(results)
     assert failing == []
-    assert stale == [], "these pass now: take them off the lists (and docs/mcp.md)"
+    assert stale == [], "these pass now: take them off the list (and docs/mcp.md)"
 
 
-def test_the_docs_list_every_scenario_that_does_not_apply_or_needs_asking() -> None:
+def test_the_docs_list_every_scenario_that_does_not_apply() -> None:
     page = (REPOSITORY / "docs" / "mcp.md").read_text()
-    for name in [*NOT_APPLICABLE, *NEEDS_ASKING]:
+    for name in NOT_APPLICABLE:
         assert f"`{name}`" in page, f"docs/mcp.md does not list {name}"
