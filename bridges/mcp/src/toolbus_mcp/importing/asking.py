@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import anyio
@@ -232,18 +232,8 @@ class HeldCalls:
         self._connect = connect
         self.hold = hold
         self._held: dict[str, HeldCall] = {}
-        self._group: TaskGroup | None = None
-
-    @asynccontextmanager
-    async def running(self) -> AsyncIterator[None]:
-        """Hold calls for the length of the block; calls held at its end are cancelled."""
-        async with anyio.create_task_group() as group:
-            self._group = group
-            try:
-                yield
-            finally:
-                self._group = None
-                group.cancel_scope.cancel()
+        #: Where held calls run (the toolset's connection's task group, while connected).
+        self.group: TaskGroup | None = None
 
     @property
     def held(self) -> int:
@@ -280,9 +270,9 @@ class HeldCalls:
             question.answered.set()
 
     def _start(self, call: Callable[[Client], Awaitable[Any]]) -> HeldCall:
-        group = self._group
+        group = self.group
         if group is None:
-            raise RuntimeError("held calls are not running; enter HeldCalls.running() first")
+            raise RuntimeError("calls are held only while the toolset is connected")
         held = HeldCall(uuid.uuid4().hex)
         self._held[held.id] = held
 

@@ -334,11 +334,13 @@ class McpToolset:
         :attr:`service` inside it.
         """
         try:
-            async with anyio.create_task_group() as tasks, self.held.running():
+            async with anyio.create_task_group() as tasks:
+                self.held.group = tasks  # held calls end with the connection
                 await tasks.start(self._keep_connected)
                 try:
                     yield
                 finally:
+                    self.held.group = None
                     tasks.cancel_scope.cancel()
         except BaseExceptionGroup as group:
             # Starting failed: raise the reason itself, not a task group's wrapper.
