@@ -25,8 +25,8 @@ import anyio
 from toolbus import ElicitationAnswer, Root, RootsAnswer, SamplingAnswer
 from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.calls.relaying import relaying
-from toolbus.domain.calls.input_requests import InputAnswer, InputAsk
 from toolbus.application.live.registry import LiveRegistry
+from toolbus.domain.calls.input_requests import InputAnswer, InputAsk
 from toolbus.domain.config.schemas import json_schema
 from toolbus.domain.errors import ToolCallError
 from toolbus.plugins import connect

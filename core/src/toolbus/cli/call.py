@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Collection
 from contextlib import AsyncExitStack
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from toolbus.application.calls.client import ToolServiceClient
+from toolbus.application.calls.relaying import relaying
 from toolbus.application.calls.tools import Tools
 from toolbus.application.identity import CallSigner, SigningKeyError
 from toolbus.cli._app import app
 from toolbus.cli._live import DEFAULT_WAIT, LiveOption, WaitOption, follow, is_live, registry_with
+from toolbus.cli._prompting import TerminalRelay
 from toolbus.cli.plugin_api import (
     EXIT_FAILED,
     BrokerOption,
@@ -78,6 +82,9 @@ def check_someone_serves(bus: Bus, registry: Registry, tool: str, broker: str) -
     )
 
 
+NOT_ASKED = " (toolbus call answers at a terminal, or with --ask)"
+
+
 @app.command("call")
 def call(
     tool: Annotated[str, typer.Argument(help="The tool's name.", show_default=False)],
@@ -120,6 +127,24 @@ def call(
         list[str] | None,
         typer.Option("--group", "-g", help="A group the signed call vouches for (repeatable)."),
     ] = None,
+    ask: Annotated[
+        bool | None,
+        typer.Option(
+            "--ask/--no-ask",
+            help="Answer what the tool asks (a form, a completion) at this terminal. "
+            "Default: when standard input is a terminal.",
+            show_default=False,
+        ),
+    ] = None,
+    root: Annotated[
+        list[Path] | None,
+        typer.Option(
+            metavar="DIR",
+            help="A workspace root a tool may ask for (repeatable); default: the working "
+            "directory.",
+            show_default=False,
+        ),
+    ] = None,
     live: LiveOption = None,
     wait: WaitOption = DEFAULT_WAIT,
     verbose: VerboseOption = False,
@@ -129,7 +154,8 @@ def call(
     With the default memory:// broker the installed tool plugins are served in
     this process, so any installed tool can be tried without a broker. On a
     broker, the tool may also come from the config service or a service's
-    announcement (live mode).
+    announcement (live mode). A tool that asks its caller (a confirmation, a
+    completion, the workspace roots) is answered at the terminal.
     """
     setup_logging(verbose)
     parse_arguments(arg or [], json_arguments)  # bad syntax fails before anything loads
@@ -163,14 +189,19 @@ def call(
             check_someone_serves(bus, registry, tool, settings.broker)
             text = {a.name for a in registry.tool(tool).arguments if a.type == "string"}
             arguments = parse_arguments(arg or [], json_arguments, text)
+            asking = sys.stdin.isatty() if ask is None else ask
             try:
-                if stream:
-                    async for chunk in tools.stream(tool, arguments, user=user, timeout=timeout):
-                        typer.echo(chunk, nl=False)
-                    typer.echo()
-                else:
-                    typer.echo(await tools.call(tool, arguments, user=user, timeout=timeout))
+                with relaying(TerminalRelay(root or ()) if asking else None):
+                    if stream:
+                        async for chunk in tools.stream(
+                            tool, arguments, user=user, timeout=timeout
+                        ):
+                            typer.echo(chunk, nl=False)
+                        typer.echo()
+                    else:
+                        typer.echo(await tools.call(tool, arguments, user=user, timeout=timeout))
             except ToolCallError as exc:
-                fail(f"{exc.error_type}: {exc.message}", EXIT_FAILED)
+                hint = "" if asking or exc.error_type != "input-unavailable" else NOT_ASKED
+                fail(f"{exc.error_type}: {exc.message}{hint}", EXIT_FAILED)
 
     run(main)
