@@ -63,17 +63,21 @@ from toolbus.application.calls.client import sending_as
 from toolbus.application.calls.relaying import continuing, relaying
 from toolbus.application.doors.door import WORKFLOW
 from toolbus.application.doors.holding import HeldKey
-from toolbus.application.tasks import TaskEnd, TaskProgress, TaskRunner, new_task_id
+from toolbus.application.tasks import (
+    TaskEnd,
+    TaskInputRelay,
+    TaskProgress,
+    TaskRunner,
+    new_task_id,
+    task_continuation,
+    task_kinds,
+)
 from toolbus.domain.access.approvals import Approval
 from toolbus.domain.calls.input_requests import (
-    InputAnswer,
-    InputAsk,
     InputKind,
     InputReply,
     answer_from_json,
-    kinds_of,
     request_from_json,
-    request_to_json,
 )
 from toolbus.domain.errors import (
     AccessDenied,
@@ -164,26 +168,6 @@ class TaskAsker:
     async def __call__(self, approval: Approval) -> None:
         who = ", ".join(approval.approvers) or "an approver"
         await self.progress.waiting(f"waiting for approval by {who}", approval_id=approval.id)
-
-
-class TaskRelay:
-    """The input relay of a task's call: what its tool asks waits in the task
-    (``input-required``) until the client answers every request with ``tasks/update``."""
-
-    def __init__(self, progress: TaskProgress, kinds: frozenset[InputKind]) -> None:
-        self.progress = progress
-        self.kinds = kinds
-
-    async def answer(self, asked: InputAsk) -> dict[str, InputAnswer]:
-        requests = {key: request_to_json(request) for key, request in asked.requests.items()}
-        await self.progress.asking(requests, asked.state)
-        given = await self.progress.answers(requests)
-        await self.progress.going_on()
-        answers: dict[str, InputAnswer] = {}
-        for key, request in asked.requests.items():
-            with suppress(ValueError):  # an answer that does not fit is asked again
-                answers[key] = answer_from_json(request, given[key])
-        return answers
 
 
 class McpTasks:
@@ -327,15 +311,10 @@ class McpTasks:
                 await progress.going_on()
             await progress.chunk()
 
-        kinds = kinds_of(",".join(call.input_kinds))
-        given = (
-            InputReply(call.input_responses, call.input_state)
-            if call.input_responses or call.input_state is not None
-            else None
-        )
+        given = task_continuation(task)
         with (
             listening(TaskAsker(progress)),
-            relaying(TaskRelay(progress, kinds)),
+            relaying(TaskInputRelay(progress, task_kinds(task))),
             continuing(given) if given is not None else nullcontext(),
             sending_as(call_id_of(task.id)),
         ):
