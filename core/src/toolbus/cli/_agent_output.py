@@ -45,6 +45,9 @@ class EventPrinter:
                 f"(approvers: {approvers}): {event.approval.reason}",
                 err=True,
             )
+        elif kind == "input":
+            self._close()
+            typer.echo(f"{self.indent}{event.content}", err=True)
         elif kind == "observation":
             self._close()
             text = event.content.replace("\n", " ")

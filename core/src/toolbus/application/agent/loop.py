@@ -27,6 +27,11 @@ With an OpenTelemetry SDK recording, a request is an ``invoke_agent`` span and
 each model turn a ``chat`` span under it, beside the tool calls' ``execute_tool``
 spans (see :mod:`toolbus.application.tracing.conventions`).
 
+A tool that asks its caller for input is answered by the run
+(:mod:`~toolbus.application.agent.answering`): a completion by the loop's
+model, a person's answer by the run's user, asked through an ``input`` event
+and ``ask_user``, the workspace roots by ``roots``.
+
 Limits: at most ``max_iterations`` model turns, and ``time_limit`` seconds of
 wall clock for the whole request; either ends it with an ``error`` event.
 Cancelling ``run`` cancels the tool calls in flight; the audit record says
@@ -43,13 +48,14 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import anyio
 
 from toolbus.application.agent import events
+from toolbus.application.agent.answering import AskUser, RunRelay
 from toolbus.application.agent.asking import ApprovalAnswer, listening
 from toolbus.application.agent.audit import AuditSink
 from toolbus.application.agent.checkpoints import (
@@ -66,6 +72,7 @@ from toolbus.application.agent.session_sources import PlainSessions, Sessions
 from toolbus.application.agent.turn_text import TurnText
 from toolbus.application.calls.client import sending_as
 from toolbus.application.calls.metrics import ToolbusMetrics, default_metrics
+from toolbus.application.calls.relaying import relaying
 from toolbus.application.calls.tools import Tools
 from toolbus.application.tracing import conventions
 from toolbus.application.tracing import propagation as tracing
@@ -87,6 +94,7 @@ from toolbus.domain.agent.wire import (
     AgentRequest,
     EventError,
 )
+from toolbus.domain.calls.input_requests import InputAnswer, InputAsk, Root
 from toolbus.domain.errors import AccessDenied, LimitReached, SessionNotFound
 
 log = logging.getLogger("toolbus.agent")
@@ -159,6 +167,10 @@ class AgentLoop:
         checkpoints: where each request's progress is written after every step
             (:class:`~toolbus.application.agent.checkpoints.RunCheckpoints`), so that
             a request delivered again after its replica died goes on from there.
+        ask_user: how a run asks its user what a tool asks (a form): told the
+            requests after the ``input`` event went out, it returns the answers.
+            Without it (here or per run), tools learn the user cannot be asked.
+        roots: the workspace roots a tool may ask the run for.
     """
 
     def __init__(
@@ -175,8 +187,12 @@ class AgentLoop:
         tool_timeout: float | None = None,
         default_user: str = "anonymous",
         checkpoints: RunCheckpoints | None = None,
+        ask_user: AskUser | None = None,
+        roots: Sequence[Root] = (),
     ) -> None:
         self.llm = llm
+        self.ask_user = ask_user
+        self.roots = tuple(roots)
         self.checkpoints = checkpoints
         self.limits = limits or AgentLimits()
         self.system_prompt = system_prompt
@@ -195,9 +211,16 @@ class AgentLoop:
         self.sessions: Sessions = sessions
 
     async def run(
-        self, request: AgentRequest, *, emit: Emit = _discard, request_id: str | None = None
+        self,
+        request: AgentRequest,
+        *,
+        emit: Emit = _discard,
+        request_id: str | None = None,
+        ask_user: AskUser | None = None,
     ) -> AgentResult:
         """Answer ``request``, reporting each step through ``emit``; returns how it ended.
+
+        ``ask_user`` asks this run's user what a tool asks (else the loop's).
 
         Refused access or state, too many sessions, an unknown session, model
         failures, the iteration and time limits all end in an ``error`` event
@@ -208,7 +231,8 @@ class AgentLoop:
         model, provider = self.llm.model, provider_of(self.llm)
         # One invoke_agent span per request, parent of its model turns and tool calls.
         with tracing.hop("internal", None, conventions.agent_request, model, provider, request_id):
-            result = await self._run(_Run(self, request, emit, request_id), request, request_id)
+            run = _Run(self, request, emit, request_id, ask_user or self.ask_user)
+            result = await self._run(run, request, request_id)
             if tracing.recording():
                 usage = result.usage
                 tracing.annotate(conventions.usage(usage.input_tokens, usage.output_tokens))
@@ -252,8 +276,16 @@ class AgentLoop:
 class _Run:
     """One request's run of the loop: its chat, counters and events."""
 
-    def __init__(self, loop: AgentLoop, request: AgentRequest, emit: Emit, request_id: str) -> None:
+    def __init__(
+        self,
+        loop: AgentLoop,
+        request: AgentRequest,
+        emit: Emit,
+        request_id: str,
+        ask_user: AskUser | None = None,
+    ) -> None:
         self.loop = loop
+        self.ask_user = ask_user
         self.llm = loop.llm
         self.limits = loop.limits
         self.request = request
@@ -449,7 +481,7 @@ class _Run:
             await self._checkpoint(session, progress.chat, calls, answered)
 
         new = {call.id for call in fresh}
-        with listening(waiting):
+        with listening(waiting), relaying(self._relay(session)):
             if len(fresh) == 1:
                 await one(calls.index(fresh[0]), fresh[0])
             elif fresh:
@@ -463,6 +495,21 @@ class _Run:
                 continue  # reported before the hand-over
             await self.emit(events.observation(outcome))
         return done
+
+    def _relay(self, session: AgentSession) -> RunRelay:
+        """How this run answers what its tools ask (see answering.py)."""
+        ask_user = self.ask_user
+        asking: AskUser | None = None
+        if ask_user is not None:
+
+            async def asking(asked: InputAsk) -> Mapping[str, InputAnswer] | None:
+                await self.emit(events.asking(asked, session.state))
+                return await ask_user(asked)
+
+        def spent(usage: Usage) -> None:
+            self.usage += usage
+
+        return RunRelay(self.llm, ask_user=asking, roots=self.loop.roots, spent=spent)
 
     def _final(self, kind: Literal["answer", "error"], content: str, state: str) -> AgentEvent:
         return events.final(
