@@ -161,6 +161,45 @@ async def test_a_client_without_the_capability_is_refused_naming_it(
     assert [kind for kind, _ in person.asked] == ["sampling"]
 
 
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_client_that_can_answer_nothing_hears_so_at_once(
+    server: BusMcpServer, mode: str
+) -> None:
+    # The SDK's client with no callbacks declares no elicitation, sampling or roots:
+    # over HTTP, the door tells it at once what the tool wanted, and serves it the rest.
+    table = CredentialTable([ApiKey.of("alice", ALICE_TOKEN)])
+    server.caller = None
+    async with anyio.create_task_group() as group:
+        port = await group.start(
+            lambda task_status: serve_http(server, table, port=0, task_status=task_status)
+        )
+        url = f"http://127.0.0.1:{port}/mcp"
+        async with http_client(url, ALICE_TOKEN, mode=mode) as client:
+            refused: dict[str, MCPError] = {}
+            # A hang here (a question held for a client that cannot answer) fails the
+            # test instead of waiting for the client's read timeout.
+            with anyio.fail_after(20):
+                for tool, arguments in [
+                    ("test_elicitation", {"message": "Sure?"}),
+                    ("test_sampling", {"prompt": "Hi"}),
+                ]:
+                    with pytest.raises(MCPError) as raised:
+                        await client.call_tool(tool, arguments)
+                    refused[tool] = raised.value
+                with pytest.raises(MCPError) as roots:
+                    await client.call_tool("test_input_required_result_list_roots", {})
+                plain = await client.call_tool("test_simple_text", {})
+        group.cancel_scope.cancel()
+
+    for tool, kind in [("test_elicitation", "elicitation"), ("test_sampling", "sampling")]:
+        error = refused[tool].error
+        assert error.code == mcp_types.MISSING_REQUIRED_CLIENT_CAPABILITY
+        assert error.data == {"requiredCapabilities": {kind: {}}}
+        assert f"declare the {kind} capability to use it" in error.message
+    assert roots.value.error.data == {"requiredCapabilities": {"roots": {}}}
+    assert plain.content[0].text == "This is a simple text response for testing."
+
+
 async def test_a_tampered_or_foreign_state_is_a_protocol_error(server: BusMcpServer) -> None:
     person = Person()
     async with Client(server.server, mode="auto", **person.callbacks()) as client:

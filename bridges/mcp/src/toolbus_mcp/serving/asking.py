@@ -119,9 +119,12 @@ class SessionRelay:
         return answers
 
 
-def relay_for(ctx: ServerRequestContext[Any, Any]) -> HandBack | SessionRelay:
-    """How this request's questions reach its client (see the module docs)."""
+def relay_for(ctx: ServerRequestContext[Any, Any]) -> HandBack | SessionRelay | None:
+    """How this request's questions reach its client (see the module docs); ``None`` for a
+    client that can answer none (a tool that asks then hears so at once)."""
     kinds = client_kinds(ctx)
+    if not kinds:
+        return None
     if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
         return HandBack(kinds)
     if not ctx.session.can_send_request:

@@ -395,7 +395,7 @@ class BusMcpServer:
                         _continued(ctx),
                         listening(ClientAsker(ctx, session.user)),
                         replying(reply) if reply is not None else nullcontext(),
-                        relaying(relay),
+                        relaying(relay) if relay is not None else nullcontext(),
                         continuing(given) if given is not None else nullcontext(),
                     ):
                         if wants_progress(ctx):
