@@ -200,6 +200,31 @@ async def test_a_client_that_can_answer_nothing_hears_so_at_once(
     assert plain.content[0].text == "This is a simple text response for testing."
 
 
+async def test_a_client_that_fails_to_answer_gets_the_tools_error_naming_it(
+    server: BusMcpServer,
+) -> None:
+    # The client declared sampling, but its model is down: it answers the door's
+    # sampling/createMessage with an error. The call ends at once with an error result
+    # that says so (the round's other questions are given up), and the door goes on.
+    person = Person()
+
+    async def model_down(context: Any, params: Any) -> mcp_types.ErrorData:
+        return mcp_types.ErrorData(code=mcp_types.INTERNAL_ERROR, message="model is down")
+
+    callbacks = {**person.callbacks(), "sampling_callback": model_down}
+    async with Client(server.server, mode="legacy", **callbacks) as client:
+        with anyio.fail_after(20):
+            failed = await client.call_tool("test_input_required_result_multiple_inputs", {})
+            after = await client.call_tool("test_input_required_result_list_roots", {})
+
+    assert failed.is_error
+    assert failed.content[0].text == (
+        "Error: tool 'test_input_required_result_multiple_inputs' failed (input-unavailable): "
+        "the MCP client did not answer the tool's sampling request: model is down"
+    )
+    assert after.content[0].text == "roots: file:///home/alice/work"
+
+
 async def test_a_tampered_or_foreign_state_is_a_protocol_error(server: BusMcpServer) -> None:
     person = Person()
     async with Client(server.server, mode="auto", **person.callbacks()) as client:

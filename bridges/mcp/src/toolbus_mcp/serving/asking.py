@@ -97,8 +97,9 @@ class SessionRelay:
 
     async def answer(self, asked: InputAsk) -> Mapping[str, InputAnswer]:
         answers: dict[str, InputAnswer] = {}
+        refusals: list[str] = []
 
-        async def one(key: str) -> None:
+        async def one(key: str, cancel: anyio.CancelScope) -> None:
             request = asked.requests[key]
             sent = _SERVER_REQUEST.validate_python(request_to_json(request))
             metadata = ServerMessageMetadata(related_request_id=self.ctx.request_id)
@@ -107,15 +108,21 @@ class SessionRelay:
                     sent, _RESULTS[request.kind], metadata=metadata
                 )
             except MCPError as exc:
-                raise InputUnavailable(
+                # Raised here it would reach the caller wrapped in the task group's
+                # exception group; the round stops, and the refusal is raised after it.
+                refusals.append(
                     f"the MCP client did not answer the tool's {request.kind} request: {exc}"
-                ) from None
+                )
+                cancel.cancel()
+                return
             given = result.model_dump(mode="json", by_alias=True, exclude_none=True)
             answers[key] = answer_from_json(request, given)
 
         async with anyio.create_task_group() as group:
             for key in asked.requests:
-                group.start_soon(one, key)
+                group.start_soon(one, key, group.cancel_scope)
+        if refusals:
+            raise InputUnavailable(refusals[0])
         return answers
 
 
