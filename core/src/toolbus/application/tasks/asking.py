@@ -15,8 +15,9 @@ so a door adds a protocol, not a way of waiting:
   from any replica; the task stays ``input-required`` until every request is
   answered, then the call goes on with the answers.
 
-The MCP door's tasks (``tasks/get``, ``tasks/update``) are one such view; the
-gateway's ``/v1/tasks`` and A2A's tasks follow the same three steps.
+The MCP door's tasks (``tasks/get``, ``tasks/update``) are one such view; another
+door's tasks (an HTTP endpoint answering a task, an A2A task's ``input-required``
+state) plug in with the same three steps.
 """
 
 from __future__ import annotations
