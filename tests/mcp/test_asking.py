@@ -30,6 +30,7 @@ from toolbus.application.calls.metrics import ToolbusMetrics
 from toolbus.application.doors.door import FrontDoor
 from toolbus.application.doors.policy import AccessPolicy
 from toolbus.application.doors.settings import parse_door_settings
+from toolbus.application.doors.steps import call_steps
 from toolbus.application.identity.credentials import ApiKey, CredentialTable
 from toolbus.application.sealing import SealKey, SealKeys
 from toolbus.domain.config.loading import load_registry
@@ -261,6 +262,53 @@ async def test_a_tampered_or_foreign_state_is_a_protocol_error(server: BusMcpSer
     assert elsewhere.value.error.code == mcp_types.INVALID_PARAMS
     assert isinstance(kept, mcp_types.CallToolResult)
     assert kept.content[0].text == "state-ok: confirmed True"
+
+
+async def test_a_call_continued_with_answers_counts_once_in_its_limit() -> None:
+    """The call made again with the answers and its state is the call that asked: a limit
+    counted it when it came. The same state brought once more is a call of its own."""
+    tool = "test_input_required_result_elicitation"
+    settings = {"limits": [{"name": "asks", "calls": 1, "every": "1m", "tools": [tool]}]}
+    async with AsyncExitStack() as stack:
+        kit = await ToolTestKit.open(stack)
+        await kit.serve(*SERVICES, seal_keys=KEYS)
+        tools = kit.tools(load_registry(snapshot()))
+        store = await connect_state(f"memory://mcp-asking-limits-{uuid.uuid4().hex}")
+        stack.push_async_callback(store.close)
+        door = FrontDoor(
+            tools,
+            policy=AccessPolicy(tools.registry.snapshot, None),
+            settings=parse_door_settings(None),
+            audit=ListAuditSink(),
+            metrics=ToolbusMetrics.disabled(),
+            steps=call_steps(settings, store=store),
+        )
+        server = BusMcpServer(door, caller=McpCaller("alice"))
+        stack.push_async_callback(server.close)
+        person = Person()
+        async with Client(server.server, mode="auto", **person.callbacks()) as client:
+            asked = await client.session.call_tool(tool, {}, allow_input_required=True)
+            assert isinstance(asked, mcp_types.InputRequiredResult)
+            name = mcp_types.ElicitResult(action="accept", content={"name": "Alice"})
+
+            async def answered() -> Any:
+                return await client.session.call_tool(
+                    tool,
+                    {},
+                    input_responses={"user_name": name},
+                    request_state=asked.request_state,
+                    allow_input_required=True,
+                )
+
+            continued = await answered()
+            replayed = await answered()
+            fresh = await client.session.call_tool(tool, {}, allow_input_required=True)
+
+    assert isinstance(continued, mcp_types.CallToolResult)
+    assert not continued.is_error and continued.content[0].text == "Hello, Alice!"
+    for refused in (replayed, fresh):
+        assert isinstance(refused, mcp_types.CallToolResult) and refused.is_error
+        assert "the limit 'asks' allows 1 call every 1m" in refused.content[0].text
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])

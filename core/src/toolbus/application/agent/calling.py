@@ -550,4 +550,9 @@ def ended(outcome: CallOutcome) -> CallEnded:
         after_execution=outcome.after_execution if ok else None,
         cost=outcome.cost,
         cached=outcome.cached,
+        asked=(
+            outcome.asked.state
+            if outcome.asked is not None and outcome.error_type == InputRequired.error_type
+            else None
+        ),
     )

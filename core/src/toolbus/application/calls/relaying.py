@@ -101,6 +101,15 @@ def current_relay() -> InputRelay | None:
     return _relay.get()
 
 
+def continued_state() -> str | None:
+    """The sealed state the next call made here brings back to a tool that asked (inside
+    :func:`continuing`, until that call is made); ``None`` for a call that continues none.
+    A front door's limits tell by it the call that asked, made again, from a new one."""
+    continued = _continued.get()
+    reply = None if continued is None else continued.reply
+    return None if reply is None else reply.state
+
+
 class InputRound:
     """How one call meets the questions of a tool that asks: what it says it can answer,
     the answers it brings, and the relay it asks. Made per call by :func:`input_round`."""
