@@ -15,9 +15,12 @@ so a door adds a protocol, not a way of waiting:
   from any replica; the task stays ``input-required`` until every request is
   answered, then the call goes on with the answers.
 
-The MCP door's tasks (``tasks/get``, ``tasks/update``) are one such view; another
-door's tasks (an HTTP endpoint answering a task, an A2A task's ``input-required``
-state) plug in with the same three steps.
+:class:`~toolbus.application.doors.tasks.CallTasks` takes the first step for
+every door's tasks, with the kinds the door recorded in the task (none: the
+tool hears at once that its caller cannot be asked). The MCP door's tasks
+(``tasks/get``, ``tasks/update``) are one view of the rest; another door's tasks
+(an HTTP endpoint answering a task, an A2A task's ``input-required`` state) plug
+in with the same steps.
 """
 
 from __future__ import annotations
