@@ -47,13 +47,23 @@ from toolbus_mcp.serving.server import BusMcpServer, McpCaller
 WARM_UP = 200
 
 
+class _Client:
+    """What the handler reads of the client's session: a client that declared nothing."""
+
+    client_capabilities = None
+
+    @staticmethod
+    def check_client_capability(capability: Any) -> bool:
+        return False
+
+
 class _StdioRequest:
     """What the handler reads of a stdio request's context (no HTTP scope, no ``_meta``)."""
 
     request = None
     protocol_version = LATEST_MODERN_VERSION
     meta = None
-    session = None
+    session = _Client()
 
 
 async def measure(contestant: str, calls: int, counting: bool) -> float:

@@ -69,8 +69,8 @@ def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def toolbus_cli(scratch: Path) -> Invoke:
-    def invoke(*args: str, env: dict[str, str] | None = None) -> Result:
-        return CliRunner().invoke(app, list(args), env=env)
+    def invoke(*args: str, env: dict[str, str] | None = None, input: str | None = None) -> Result:
+        return CliRunner().invoke(app, list(args), env=env, input=input)
 
     return invoke
 
@@ -112,7 +112,33 @@ class _TestToolsPlugin:
             await anyio.sleep_forever()
             raise AssertionError("unreachable")
 
+        @tool_service("asker")
+        async def asker(path: str) -> str:
+            from toolbus import Elicitation, RootsRequest, Sampling, ask
+
+            form = {
+                "type": "object",
+                "properties": {
+                    "sure": {"type": "boolean", "title": "Sure"},
+                    "copies": {"type": "integer"},
+                    "level": {"type": "string", "enum": ["low", "high"]},
+                    "tags": {"type": "array", "items": {"type": "string", "enum": ["a", "b"]}},
+                    "note": {"type": "string", "default": "none given"},
+                },
+                "required": ["sure", "copies", "level"],
+            }
+            answer = await ask(Elicitation(f"Delete {path}?", form))
+            if not answer.accepted:
+                return f"{path}: {answer.action}"
+            poem = await ask(Sampling([f"A line about {path}"], system_prompt="Be short"))
+            roots = await ask(RootsRequest())
+            where = [root.uri.rsplit("/", 1)[-1] for root in roots.roots]
+            return json.dumps(
+                {"form": dict(answer.content), "poem": poem.text, "roots": where}, sort_keys=True
+            )
+
         register.service(inspector, tools={"inspect": _tool("inspect", mood="calm")})
+        register.service(asker, tools={"ask": _tool("ask")})
         register.service(ticker, tools={"tick": _tool("tick")})
         register.service(hang, tools={"hang": _tool("hang")})
 
@@ -141,6 +167,42 @@ def test_call_tell_joke_with_the_installed_plugins_defaults(toolbus_cli: Invoke)
     joke_plugin = {p.name: p for p in discovery.load_tool_plugins()}["joke"]
     assert parts["style"] == joke_plugin.snapshot["tool"]["tell-joke"]["style"]
     assert parts["joke"] in JOKES["llama"][parts["style"]]
+
+
+@pytest.mark.usefixtures("test_tools")
+def test_call_answers_what_a_tool_asks_at_the_terminal(toolbus_cli: Invoke, scratch: Path) -> None:
+    (scratch / "work").mkdir()
+    typed = "\n".join(["accept", "y", "3", "high", "a, b", "", "roses are red"]) + "\n"
+    args = ("call", "ask", "--arg", "path=a.txt", "--ask", "--root", "work")
+    result = toolbus_cli(*args, input=typed)
+    declined = toolbus_cli(*args, input="decline\n")
+
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == {
+        "form": {
+            "copies": 3,
+            "level": "high",
+            "note": "none given",
+            "sure": True,
+            "tags": ["a", "b"],
+        },
+        "poem": "roses are red",
+        "roots": ["work"],
+    }
+    assert "The tool asks: Delete a.txt?" in result.stderr
+    assert "(system) Be short" in result.stderr and "(user) A line about a.txt" in result.stderr
+    assert declined.stdout == "a.txt: decline\n"
+
+
+@pytest.mark.usefixtures("test_tools")
+def test_call_without_a_terminal_says_the_tool_asks(toolbus_cli: Invoke) -> None:
+    result = toolbus_cli("call", "ask", "--arg", "path=a.txt")
+
+    assert result.exit_code == 1
+    assert 'input-unavailable: this tool asks its caller for elicitation "Delete a.txt?"' in (
+        result.stderr
+    )
+    assert "(toolbus call answers at a terminal, or with --ask)" in result.stderr
 
 
 def test_call_calculate(toolbus_cli: Invoke, caplog: pytest.LogCaptureFixture) -> None:

@@ -264,5 +264,5 @@ def test_both_generations_decode_alike_but_for_the_user() -> None:
     old = decode_request(encode_request("alice", {"c": 1}, {"a": 2}, "2.1"))
     new = decode_request(encode_request("alice", {"c": 1}, {"a": 2}, "2.4"))
 
-    assert old == ("alice", {"c": 1}, {"a": 2})
-    assert new == ("", {"c": 1}, {"a": 2})
+    assert old == ToolRequest("alice", {"c": 1}, {"a": 2})
+    assert new == ToolRequest("", {"c": 1}, {"a": 2})

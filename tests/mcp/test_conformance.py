@@ -11,9 +11,9 @@
 * its **client** scenarios against an imported MCP server (the bridge of
   ``toolbus serve mcp``, driven by :mod:`tests.mcp.conformance_client`).
 
-Every check must pass, but those of :data:`NOT_APPLICABLE` scenarios and the
-:data:`NEEDS_ASKING` checks; docs/mcp.md lists both with the same reasons. A
-listed check that passes fails the test too, so the lists stay true.
+Every check must pass, but those of :data:`NOT_APPLICABLE` scenarios;
+docs/mcp.md lists them with the same reasons. A listed check that passes fails
+the test too, so the list stays true.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from tests.scaling.balancer import haproxy_binary
 from tests.support.real_parts import requires
 from tests.support.servers import LOOPBACK, StickyPort, server_process
 from toolbus.application.calls.host import running
+from toolbus.application.sealing import SealKey, SealKeys
 from toolbus.plugins import connect
 
 NODE_MODULES = REPOSITORY / "tests" / "node" / "node_modules"
@@ -95,32 +96,6 @@ NOT_APPLICABLE: dict[str, str] = {
     ),
 }
 
-#: Checks that need tools that ask their caller (elicitation, sampling, roots) for
-#: input of their own: a bus tool cannot yet; the door asks for approvals only.
-NEEDS_ASKING: frozenset[str] = frozenset(
-    {
-        "input-required-result-basic-elicitation",
-        "input-required-result-basic-sampling",
-        "input-required-result-basic-list-roots",
-        "input-required-result-request-state",
-        "input-required-result-multiple-input-requests",
-        "input-required-result-multi-round",
-        "input-required-result-result-type",
-        "input-required-result-tampered-state",
-        "input-required-result-capability-check",
-        "server-stateless:sep-2575-server-rejects-undeclared-capability",
-        "server-stateless:sep-2575-missing-capability-http-400",
-        "tools-call-sampling",
-        "tools-call-elicitation",
-        "elicitation-sep1034-defaults",
-        "elicitation-sep1330-enums",
-        "tasks-mrtr-input:tasks-mrtr-partial-fulfillment",
-        "tasks-mrtr-composition",
-        "sep-2322-client-request-state",
-        "elicitation-sep1034-client-defaults",
-    }
-)
-
 TASKS_SCENARIOS = (
     "tasks-lifecycle",
     "tasks-capability-negotiation",
@@ -150,9 +125,7 @@ _RESULTS = re.compile(r"^(?:server-)?(?P<scenario>.+)-\d{4}-\d{2}-\d{2}T[\d-]+Z$
 
 
 def excused(scenario: str, check: str) -> bool:
-    return any(
-        name in NOT_APPLICABLE or name in NEEDS_ASKING for name in (scenario, f"{scenario}:{check}")
-    )
+    return any(name in NOT_APPLICABLE for name in (scenario, f"{scenario}:{check}"))
 
 
 def verdict(results: Path) -> tuple[list[str], list[str]]:
@@ -173,7 +146,7 @@ def verdict(results: Path) -> tuple[list[str], list[str]]:
     stale = [
         name
         for name, statuses in outcomes.items()
-        if (name in NOT_APPLICABLE or name in NEEDS_ASKING) and "FAILURE" not in statuses
+        if name in NOT_APPLICABLE and "FAILURE" not in statuses
     ]
     return failing, stale
 
@@ -224,7 +197,9 @@ async def door_url(live_nats: str, tmp_path: Path) -> AsyncIterator[str]:
     async with AsyncExitStack() as stack:
         bus = await connect(live_nats)
         stack.push_async_callback(bus.close)
-        await stack.enter_async_context(running(bus, *SERVICES, drain_timeout=1.0))
+        # The tools that ask seal their state with a key every replica would share.
+        keys = SealKeys((SealKey("conformance", b"c" * 32),))
+        await stack.enter_async_context(running(bus, *SERVICES, drain_timeout=1.0, seal_keys=keys))
         door = await stack.enter_async_context(
             door_process(args, cwd=tmp_path, environment={"CONFORMANCE_KEY": KEY}, http=True)
         )
@@ -250,7 +225,7 @@ async def test_the_server_scenarios_pass_against_toolbus_mcp_serve(
         )  # fmt: skip
     failing, stale = verdict(results)
     assert failing == []
-    assert stale == [], "these pass now: take them off the lists (and docs/mcp.md)"
+    assert stale == [], "these pass now: take them off the list (and docs/mcp.md)"
 
 
 @INSTALLED
@@ -263,10 +238,10 @@ async def test_the_client_scenarios_pass_against_an_imported_server(tmp_path: Pa
         await run_suite("client", "--command", client, "--scenario", scenario, "-o", str(results))
     failing, stale = verdict(results)
     assert failing == []
-    assert stale == [], "these pass now: take them off the lists (and docs/mcp.md)"
+    assert stale == [], "these pass now: take them off the list (and docs/mcp.md)"
 
 
-def test_the_docs_list_every_scenario_that_does_not_apply_or_needs_asking() -> None:
+def test_the_docs_list_every_scenario_that_does_not_apply() -> None:
     page = (REPOSITORY / "docs" / "mcp.md").read_text()
-    for name in [*NOT_APPLICABLE, *NEEDS_ASKING]:
+    for name in NOT_APPLICABLE:
         assert f"`{name}`" in page, f"docs/mcp.md does not list {name}"

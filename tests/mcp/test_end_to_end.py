@@ -188,3 +188,48 @@ async def test_tasks_and_progress_over_stdio(live_nats: str, nats_bus: Bus, tmp_
     assert len(extension.created) == 1  # it became a task, polled to its end
     assert progress == ["0/100 ", "50/100 ", "100/100 "]
     assert streamed.content[0].text == "0/100 50/100 100/100 "
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_tools_that_ask_are_answered_by_the_client_over_stdio(
+    live_nats: str, nats_bus: Bus, tmp_path: Path, mode: str
+) -> None:
+    import json
+
+    import mcp_types
+
+    config = tmp_path / "tools.json"
+    config.write_text(json.dumps(conformance_tools.snapshot()))
+    argv = ["mcp", "serve", "--config", str(config), "--broker", live_nats, "--user", "ann"]
+    parameters = StdioServerParameters(command=TOOLBUS[0], args=argv, env=dict(os.environ))
+    asked: list[str] = []
+
+    async def elicit(context: Any, params: Any) -> mcp_types.ElicitResult:
+        asked.append(params.message)
+        return mcp_types.ElicitResult(action="accept", content={"name": "Ann"})
+
+    async def sample(context: Any, params: Any) -> mcp_types.CreateMessageResult:
+        asked.append(params.messages[0].content.text)
+        text = mcp_types.TextContent(text="Paris")
+        return mcp_types.CreateMessageResult(role="assistant", content=text, model="m")
+
+    async with (
+        running(nats_bus, *conformance_tools.SERVICES),
+        Client(
+            parameters,
+            mode=mode,
+            read_timeout_seconds=60,
+            elicitation_callback=elicit,
+            sampling_callback=sample,
+        ) as client,
+    ):
+        rounds = await client.call_tool("test_input_required_result_multi_round", {})
+        capital = await client.call_tool("test_sampling", {"prompt": "Capital of France?"})
+
+    assert rounds.content[0].text == "Ann likes None"
+    assert capital.content[0].text == "LLM response: Paris"
+    assert asked == [
+        "Step 1: What is your name?",
+        "Step 2: What is your favorite color?",
+        "Capital of France?",
+    ]

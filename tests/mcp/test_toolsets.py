@@ -194,3 +194,38 @@ async def test_a_command_that_is_no_mcp_server_fails_at_start(tmp_path: Path) ->
     finally:
         await bus.close()
     assert "'garbage'" in str(error.value)
+
+
+async def test_a_server_s_questions_go_to_the_bus_caller_that_can_answer() -> None:
+    from toolbus import ElicitationAnswer, InputUnavailable, SamplingAnswer
+    from toolbus.application.calls.relaying import relaying
+    from toolbus.domain.calls.input_requests import Elicitation, InputAsk
+
+    asked: list[str] = []
+
+    class Caller:
+        kinds = frozenset({"elicitation", "sampling"})
+
+        async def answer(self, ask: InputAsk) -> dict[str, object]:
+            answers: dict[str, object] = {}
+            for key, request in ask.requests.items():
+                if isinstance(request, Elicitation):
+                    asked.append(request.message)
+                    answers[key] = ElicitationAnswer("accept", {"sure": True})  # no note
+                else:
+                    asked.append("sampling")
+                    answers[key] = SamplingAnswer("farewell", "caller-model")
+            return answers  # type: ignore[return-value]
+
+    address = McpServerAddress(command=(sys.executable, "-m", "tests.mcp.asking_server"))
+    toolset = McpToolset("files", address, call_timeout=20)
+    async with bridged(toolset, "files_delete_file") as (tools, _):
+        with relaying(Caller()):
+            answer = await tools.call("files_delete_file", {"path": "a.txt"}, user="ann")
+        with pytest.raises(InputUnavailable) as cannot:
+            await tools.call("files_delete_file", {"path": "b.txt"}, user="ann")
+
+    # The form's default fills what the caller left out (SEP-1034).
+    assert answer == "a.txt deleted (no note); farewell"
+    assert asked == ["Delete a.txt?", "sampling"]
+    assert cannot.value.kinds == {"elicitation", "sampling"}  # the server asks both at once

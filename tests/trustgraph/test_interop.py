@@ -25,7 +25,7 @@ import pytest
 
 from tests.pulsar.processes import child_environment, toolbus_command, wait_for_line
 from tests.trustgraph.environments import PEER, VERSIONS, generation, trustgraph_python
-from toolbus import ToolServiceClient, connect, running, tool_service
+from toolbus import Elicitation, ToolServiceClient, ask, connect, running, tool_service
 from toolbus.application.calls.service import default_queues
 from toolbus.domain.calls import wire
 from toolbus.domain.calls.queues import parse_queue
@@ -138,6 +138,8 @@ def echo_service(name: str, *, join_stream: bool = False) -> Any:
     ) -> AsyncIterator[str]:
         if "fail" in arguments:
             raise ToolServiceError(arguments["fail"])
+        if "ask" in arguments:  # a tool that asks its caller: TrustGraph's cannot answer
+            await ask(Elicitation(arguments["ask"]))
         for chunk in arguments.get("chunks") or [json.dumps([user, config, arguments])]:
             yield chunk
 
@@ -185,6 +187,8 @@ async def test_trustgraph_s_client_calls_a_toolbus_service(
                     {"arguments": chunks},
                     # Joined for this tool: its descriptor sets the service's join-stream.
                     {"arguments": chunks, "config": {"join-stream": True}},
+                    # A tool that asks: TrustGraph reads the answer as the error it is.
+                    {"arguments": {"ask": "Sure?"}},
                 ],
             )
             joined_answers = await trustgraph_calls(
@@ -205,6 +209,8 @@ async def test_trustgraph_s_client_calls_a_toolbus_service(
     ]
     assert answers[3] == [{"result": "Why "}]
     assert answers[4] == [{"result": "Why so serious?"}]
+    [asked] = answers[5]
+    assert asked["error"].startswith('this tool asks its caller for elicitation "Sure?"')
     assert joined_answers == [[{"result": "Why so serious?"}]]
 
 

@@ -8,12 +8,16 @@ The names a user needs, by job (docs/architecture.md has the table):
   (served on the bus by :class:`AgentService`, asked with :class:`AgentClient`), or
   your own loop around :class:`AgentSession`, kept current by :class:`LiveRegistry`;
 * write and serve tool services: :func:`tool_service` or :class:`ToolService`,
-  served with :func:`running`, :class:`ServiceHost` or ``toolbus serve``;
+  served with :func:`running`, :class:`ServiceHost` or ``toolbus serve``; a tool
+  asks its caller with :func:`ask` (or :func:`ask_all`) for an :class:`Elicitation`,
+  a :class:`Sampling` or a :class:`RootsRequest` (callers answer through
+  ``toolbus.application.calls.relaying``);
 * configuration: :func:`registry_from` (a path, a snapshot dict, a Registry or the
   installed plugins), or the narrower :func:`load_registry` and
   :func:`load_registry_from_path`;
 * errors: :class:`ToolbusError` and the kinds a caller catches: a tool call's
-  (:class:`ToolCallError` and its wire types), :class:`UnknownTool`,
+  (:class:`ToolCallError` and its wire types, :class:`InputRequired` and
+  :class:`InputUnavailable` among them), :class:`UnknownTool`,
   :class:`BusClosed` (:class:`BrokerUnavailable` while the bus reconnects),
   :class:`MessageTooLarge` (:class:`MessageRefused` when the broker's own limit
   is lower), :class:`PluginError`, :class:`ConfigError`, :class:`AccessDenied`;
@@ -37,6 +41,7 @@ if TYPE_CHECKING:
     from toolbus.application.agent.outcomes import CallOutcome
     from toolbus.application.agent.service import AgentClient, AgentService
     from toolbus.application.agent.session import AgentSession
+    from toolbus.application.calls.asking import ask, ask_all, can_ask, carried
     from toolbus.application.calls.client import CallResult, ToolServiceClient
     from toolbus.application.calls.host import ServiceHost, running
     from toolbus.application.calls.retries import RetryPolicy
@@ -48,6 +53,17 @@ if TYPE_CHECKING:
     from toolbus.application.live.registry import LiveRegistry
     from toolbus.domain.access.permissions import Permissions
     from toolbus.domain.agent.wire import AgentEvent, AgentRequest, AgentStep
+    from toolbus.domain.calls.input_requests import (
+        Elicitation,
+        ElicitationAnswer,
+        InputRequired,
+        InputUnavailable,
+        Root,
+        RootsAnswer,
+        RootsRequest,
+        Sampling,
+        SamplingAnswer,
+    )
     from toolbus.domain.config.descriptors import ServiceDescriptor, ToolDescriptor
     from toolbus.domain.config.loading import load_registry
     from toolbus.domain.config.registry import Registry
@@ -92,6 +108,10 @@ _HOMES = {
     "AgentClient": "application.agent.service",
     "AgentService": "application.agent.service",
     "AgentSession": "application.agent.session",
+    "ask": "application.calls.asking",
+    "ask_all": "application.calls.asking",
+    "can_ask": "application.calls.asking",
+    "carried": "application.calls.asking",
     "CallResult": "application.calls.client",
     "ToolServiceClient": "application.calls.client",
     "ServiceHost": "application.calls.host",
@@ -110,6 +130,15 @@ _HOMES = {
     "AgentEvent": "domain.agent.wire",
     "AgentRequest": "domain.agent.wire",
     "AgentStep": "domain.agent.wire",
+    "Elicitation": "domain.calls.input_requests",
+    "ElicitationAnswer": "domain.calls.input_requests",
+    "InputRequired": "domain.calls.input_requests",
+    "InputUnavailable": "domain.calls.input_requests",
+    "Root": "domain.calls.input_requests",
+    "RootsAnswer": "domain.calls.input_requests",
+    "RootsRequest": "domain.calls.input_requests",
+    "Sampling": "domain.calls.input_requests",
+    "SamplingAnswer": "domain.calls.input_requests",
     "ServiceDescriptor": "domain.config.descriptors",
     "ToolDescriptor": "domain.config.descriptors",
     "load_registry": "domain.config.loading",
@@ -168,6 +197,10 @@ __all__ = [
     "ConfigClient",
     "ConfigError",
     "DeadlineExceeded",
+    "Elicitation",
+    "ElicitationAnswer",
+    "InputRequired",
+    "InputUnavailable",
     "InternalError",
     "LLMError",
     "LiveRegistry",
@@ -179,6 +212,11 @@ __all__ = [
     "QueueNameError",
     "Registry",
     "RetryPolicy",
+    "Root",
+    "RootsAnswer",
+    "RootsRequest",
+    "Sampling",
+    "SamplingAnswer",
     "ServiceDescriptor",
     "ServiceHost",
     "StateStoreError",
@@ -196,6 +234,10 @@ __all__ = [
     "Unavailable",
     "UnknownTool",
     "WireError",
+    "ask",
+    "ask_all",
+    "can_ask",
+    "carried",
     "connect",
     "connect_llm",
     "connect_state",

@@ -64,6 +64,9 @@ class EventPrinter:
                 f"it is decided ('toolbus tasks show {task}' tells how it goes)",
                 err=True,
             )
+        elif kind == "input":
+            self._close()
+            typer.echo(f"{self.indent}{event.content}", err=True)
         elif kind == "observation":
             self._close()
             text = event.content.replace("\n", " ")

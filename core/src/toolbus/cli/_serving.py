@@ -38,6 +38,7 @@ from toolbus.application.identity.replays import (
 from toolbus.application.live.announcements import DEFAULT_INTERVAL, Announcer
 from toolbus.application.live.companions import alongside
 from toolbus.application.live.config_service import ConfigPublisher
+from toolbus.application.sealing import SealKeys
 from toolbus.application.tracing.export import export_from_environment
 from toolbus.cli._common import fail, run
 from toolbus.cli._serve_plan import describe
@@ -81,6 +82,9 @@ class ServeOptions:
     verifier: CallVerifier | None = None
     #: Answer unexpected exceptions with their text (development only).
     expose_errors: bool = False
+    #: The keys sealing the state of tools that ask their callers (``--seal-key``): the
+    #: same on every replica of a service; None: a key of this process's own.
+    seal_keys: SealKeys | None = None
     #: Answer every streamed result as one response (``--join-stream``).
     join_stream: bool = False
     #: Runs on the way out, after the services stopped (close an HTTP client, say).
@@ -146,6 +150,7 @@ def serve_until_signalled(
                 drain_timeout=options.drain_timeout,
                 verifier=options.verifier,
                 expose_errors=options.expose_errors,
+                seal_keys=options.seal_keys,
                 join_stream=options.join_stream or None,
             )
             for s in services

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, aclosing, asynccontextmanager
 from dataclasses import dataclass
@@ -52,6 +53,7 @@ from toolbus.cli._agent_output import EventPrinter
 from toolbus.cli._app import app
 from toolbus.cli._help import CommandApp
 from toolbus.cli._limits import EXIT_LIMITED
+from toolbus.cli._prompting import TerminalRelay
 from toolbus.cli.plugin_api import (
     EXIT_FAILED,
     BrokerOption,
@@ -423,13 +425,23 @@ def ask(
     ] = DEFAULT_MAX_ITERATIONS,
     request_queue: RequestQueue = DEFAULT_REQUEST_QUEUE,
     response_queue: ResponseQueue = DEFAULT_RESPONSE_QUEUE,
+    answer: Annotated[
+        bool | None,
+        typer.Option(
+            "--answer/--no-answer",
+            help="Answer what a tool asks you (a form) at this terminal. Default: when "
+            "standard input is a terminal.",
+            show_default=False,
+        ),
+    ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO level.")] = False,
 ) -> None:
     """Ask the agent a question; print the answer as it comes, thoughts and tool calls dimmed.
 
     On a real broker an agent service (toolbus agent serve) answers. On memory://
     (the default) the agent and the installed plugins' tools run in this process,
-    with the model --llm names.
+    with the model --llm names. A tool that asks you (a confirmation, a detail) is
+    answered at the terminal.
 
     A run whose tool call waits for a person's approval says "waiting for approval
     by ..." and the task it became; ask waits for the answer (from whichever agent
@@ -499,8 +511,10 @@ def ask(
             agents = await stack.enter_async_context(
                 AgentClient(bus, request_queue=request_queue, response_queue=response_queue)
             )
+            answering = sys.stdin.isatty() if answer is None else answer
+            person = TerminalRelay().answer if answering else None
             try:
-                async with aclosing(agents.ask(request, timeout=timeout)) as events:
+                async with aclosing(agents.ask(request, timeout=timeout, answer=person)) as events:
                     async for event in events:
                         printer.show(event)
                         failed = failed or event.chunk_type == "error"

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+import sys
 import uuid
 from collections.abc import Collection
 from contextlib import AsyncExitStack
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from toolbus.application.agent.steps import CallStopped
 from toolbus.application.calls.client import ToolServiceClient
+from toolbus.application.calls.relaying import relaying
 from toolbus.application.calls.tools import Tools
 from toolbus.application.doors.tasks import CLI_DOOR, call_task
 from toolbus.application.identity import CallSigner, SigningKeyError
@@ -21,6 +24,7 @@ from toolbus.cli._app import app
 from toolbus.cli._door_state import authenticated_user, door_state, with_store
 from toolbus.cli._limits import EXIT_LIMITED, limited_calls
 from toolbus.cli._live import DEFAULT_WAIT, LiveOption, WaitOption, follow, is_live, registry_with
+from toolbus.cli._prompting import TerminalRelay
 from toolbus.cli.plugin_api import (
     EXIT_FAILED,
     BrokerOption,
@@ -88,6 +92,9 @@ def check_someone_serves(bus: Bus, registry: Registry, tool: str, broker: str) -
     )
 
 
+NOT_ASKED = " (toolbus call answers at a terminal, or with --ask)"
+
+
 @app.command("call")
 def call(
     tool: Annotated[str, typer.Argument(help="The tool's name.", show_default=False)],
@@ -130,6 +137,24 @@ def call(
         list[str] | None,
         typer.Option("--group", "-g", help="A group the signed call vouches for (repeatable)."),
     ] = None,
+    ask: Annotated[
+        bool | None,
+        typer.Option(
+            "--ask/--no-ask",
+            help="Answer what the tool asks (a form, a completion) at this terminal. "
+            "Default: when standard input is a terminal.",
+            show_default=False,
+        ),
+    ] = None,
+    root: Annotated[
+        list[Path] | None,
+        typer.Option(
+            metavar="DIR",
+            help="A workspace root a tool may ask for (repeatable); default: the working "
+            "directory.",
+            show_default=False,
+        ),
+    ] = None,
     live: LiveOption = None,
     wait: WaitOption = DEFAULT_WAIT,
     run_async: Annotated[
@@ -149,7 +174,9 @@ def call(
     With the default memory:// broker the installed tool plugins are served in
     this process, so any installed tool can be tried without a broker. On a
     broker, the tool may also come from the config service or a service's
-    announcement (live mode). With --async the call is a task that a door makes.
+    announcement (live mode). A tool that asks its caller (a confirmation, a
+    completion, the workspace roots) is answered at the terminal. With --async the
+    call is a task that a door makes.
     """
     setup_logging(verbose)
     parse_arguments(arg or [], json_arguments)  # bad syntax fails before anything loads
@@ -201,20 +228,25 @@ def call(
                 if isinstance(verdict, CallStopped):
                     fail(verdict.observation, EXIT_LIMITED)
                 permitted = verdict
+            asking = sys.stdin.isatty() if ask is None else ask
             reported = None
             try:
-                if stream:
-                    async for chunk in tools.stream(tool, arguments, user=user, timeout=timeout):
-                        typer.echo(chunk, nl=False)
-                    typer.echo()
-                else:
-                    result = await tools.invoke(tool, arguments, user=user, timeout=timeout)
-                    reported = result.cost
-                    typer.echo(result.observation)
+                with relaying(TerminalRelay(root or ()) if asking else None):
+                    if stream:
+                        async for chunk in tools.stream(
+                            tool, arguments, user=user, timeout=timeout
+                        ):
+                            typer.echo(chunk, nl=False)
+                        typer.echo()
+                    else:
+                        result = await tools.invoke(tool, arguments, user=user, timeout=timeout)
+                        reported = result.cost
+                        typer.echo(result.observation)
             except ToolCallError as exc:
                 if limits is not None and permitted is not None:
                     await limits.ended(permitted, registry.tool(tool).name, False, None)
-                fail(f"{exc.error_type}: {exc.message}", EXIT_FAILED)
+                hint = "" if asking or exc.error_type != "input-unavailable" else NOT_ASKED
+                fail(f"{exc.error_type}: {exc.message}{hint}", EXIT_FAILED)
             if limits is not None and permitted is not None:
                 await limits.ended(permitted, registry.tool(tool).name, True, reported)
 

@@ -15,6 +15,7 @@ import typer
 from toolbus.application.calls.host import DEFAULT_CONCURRENCY, DEFAULT_DRAIN_TIMEOUT
 from toolbus.application.identity import CallVerifier, SigningKeyError
 from toolbus.application.identity.verifying import DEFAULT_MAX_QUEUE_AGE
+from toolbus.application.sealing import SealKeyError, load_seal_keys
 from toolbus.cli._app import SERVE_SERVICES, serve_app
 from toolbus.cli._serve_plan import plan_services
 from toolbus.cli.plugin_api import (
@@ -125,6 +126,17 @@ def serve(
             "the first (TrustGraph's non-streaming ToolServiceClient.call).",
         ),
     ] = False,
+    seal_key: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="SOURCE",
+            help="Seal the state of tools that ask their callers with this key (a JWK file "
+            "from toolbus keys new --algorithm A256GCM, or env:VARIABLE; repeatable, the "
+            "first seals, every one opens): give every replica of a service the same keys. "
+            r"Needs toolbus\[seal]. Default: a key of this process's own.",
+            show_default=False,
+        ),
+    ] = None,
     loop: LoopOption = EventLoop.AUTO,
     verbose: VerboseOption = False,
 ) -> None:
@@ -139,6 +151,10 @@ def serve(
             else None
         )
     except SigningKeyError as exc:
+        fail(str(exc))
+    try:
+        seal_keys = load_seal_keys(seal_key) if seal_key else None
+    except SealKeyError as exc:
         fail(str(exc))
     try:
         settings = load_settings(broker)
@@ -162,6 +178,7 @@ def serve(
             verifier=verifier,
             expose_errors=expose_errors,
             join_stream=join_stream,
+            seal_keys=seal_keys,
             loop=loop,
         ),
     )

@@ -25,7 +25,9 @@ While it runs:
   server cannot flood the bus or the registry;
 * replicas of the bridge compete for calls like replicas of any service;
 * each call carries its trace context in the request's ``_meta``
-  (``traceparent``, ``tracestate``), so the MCP server continues the trace.
+  (``traceparent``, ``tracestate``), so the MCP server continues the trace;
+* a server's questions (elicitation, sampling, roots) go to the bus caller of
+  the call that asks, as the tool's own (:mod:`toolbus_mcp.importing.asking`).
 
 Secrets for the server (environment variables, HTTP headers) are values this
 process reads from its own environment (:mod:`~toolbus_mcp.importing.addresses`);
@@ -48,6 +50,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolbus.application.calls.host import DEFAULT_CONCURRENCY, running
 from toolbus.application.calls.service import ToolService
@@ -67,6 +70,7 @@ from toolbus.domain.errors import (
 from toolbus.ports import Bus
 from toolbus_mcp.importing._stdio_logs import quiet_parse_errors
 from toolbus_mcp.importing.addresses import McpServerAddress
+from toolbus_mcp.importing.asking import HeldCalls, SendRound, call_answering, can_answer
 from toolbus_mcp.importing.listing import all_tools
 from toolbus_mcp.importing.translation import (
     MCP_TOOL_PARAM,
@@ -182,6 +186,9 @@ class McpToolset:
         self._client: Client | None = None
         self._lost = anyio.Event()
         self._up = anyio.Event()
+        #: Calls to a 2025 server whose callers can answer its questions, on connections
+        #: of their own.
+        self.held = HeldCalls(self._own_connection, hold=call_timeout)
 
     def __repr__(self) -> str:
         return f"<McpToolset {self.name!r} at {self.server.describe()}>"
@@ -196,14 +203,21 @@ class McpToolset:
                 f"MCP toolset {self.name!r} is not connected to its server (restarting); "
                 "try again shortly"
             )
+        where = f"MCP tool {tool!r} of toolset {self.name!r}"
+
+        async def plainly(on: Client) -> mcp.CallToolResult:
+            return await on.call_tool(
+                tool, dict(arguments), read_timeout_seconds=self.call_timeout, meta=_trace_meta()
+            )
+
         try:
             with anyio.fail_after(self.call_timeout):
-                result = await client.call_tool(
-                    tool,
-                    dict(arguments),
-                    read_timeout_seconds=self.call_timeout,
-                    meta=_trace_meta(),
-                )
+                if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                    result = await call_answering(self._round(client, tool, arguments), where)
+                elif can_answer():
+                    result = await self.held.call(tool, arguments, plainly)
+                else:
+                    result = await plainly(client)
         except TimeoutError:
             raise DeadlineExceeded(
                 f"MCP tool {tool!r} of toolset {self.name!r} did not answer within "
@@ -220,6 +234,33 @@ class McpToolset:
                 f"({type(exc).__name__}); it is being restarted"
             ) from None
         return observation(self.name, tool, result)
+
+    def _round(self, client: Client, tool: str, arguments: Mapping[str, Any]) -> SendRound:
+        """Sends one ``tools/call`` round to a 2026-07-28 server: the answers to what it
+        asked, with its state (each round a request of its own, with its own id)."""
+
+        async def send(
+            responses: dict[str, Any] | None, state: str | None
+        ) -> mcp.CallToolResult | mcp.InputRequiredResult:
+            for attempt in (1, 2):
+                try:
+                    return await client.session.call_tool(
+                        tool,
+                        dict(arguments),
+                        read_timeout_seconds=self.call_timeout,
+                        input_responses=responses,
+                        request_state=state,
+                        meta=_trace_meta(),
+                        allow_input_required=True,
+                    )
+                except MCPError as exc:
+                    # The tool's schema changed (its x-mcp-header arguments): list, send again.
+                    if exc.code != mcp.HEADER_MISMATCH or attempt == 2:
+                        raise
+                    await client.list_tools(cache_mode="bypass")
+            raise AssertionError("unreachable")
+
+        return send
 
     def _call_error(self, tool: str, exc: MCPError) -> ToolCallError:
         """What a protocol error answering a call means for the caller."""
@@ -298,10 +339,12 @@ class McpToolset:
         """
         try:
             async with anyio.create_task_group() as tasks:
+                self.held.group = tasks  # held calls end with the connection
                 await tasks.start(self._keep_connected)
                 try:
                     yield
                 finally:
+                    self.held.group = None
                     tasks.cancel_scope.cancel()
         except BaseExceptionGroup as group:
             # Starting failed: raise the reason itself, not a task group's wrapper.
@@ -367,7 +410,18 @@ class McpToolset:
             self.connections += 1
             yield client, tools
 
-    def _client_for(self, stack: AsyncExitStack) -> Client:
+    @asynccontextmanager
+    async def _own_connection(self, callbacks: dict[str, Any]) -> AsyncIterator[Client]:
+        """A connection of one call's own to the server (its questions are that call's)."""
+        async with AsyncExitStack() as stack:
+            client = await stack.enter_async_context(self._client_for(stack, callbacks))
+            yield client
+
+    def _client_for(self, stack: AsyncExitStack, callbacks: dict[str, Any] | None = None) -> Client:
+        """A client of the server. The toolset's shared connection says it can answer a
+        server's questions (they are relayed per call, or refused for a caller that cannot
+        answer); a call's own connection answers them for its caller."""
+        callbacks = callbacks or _REFUSING
         server = self.server
         if server.command:
             quiet_parse_errors()
@@ -375,7 +429,7 @@ class McpToolset:
             parameters = StdioServerParameters(
                 command=program, args=arguments, env=dict(server.env) or None
             )
-            return Client(parameters, read_timeout_seconds=self.connect_timeout)
+            return Client(parameters, read_timeout_seconds=self.connect_timeout, **callbacks)
         assert server.url is not None
         http = httpx2.AsyncClient(
             headers=dict(server.headers),
@@ -384,7 +438,7 @@ class McpToolset:
         )
         stack.push_async_callback(http.aclose)
         transport = streamable_http_client(server.url, http_client=http)
-        return Client(transport, read_timeout_seconds=self.connect_timeout)
+        return Client(transport, read_timeout_seconds=self.connect_timeout, **callbacks)
 
     def _install(self, client: Client, tools: dict[str, dict[str, Any]]) -> None:
         self._lost = anyio.Event()
@@ -473,6 +527,21 @@ class McpToolset:
             await self.announcer.offer(self.tools)
         except ConfigError as exc:
             log.error("MCP toolset %r: cannot announce the new tools: %s", self.name, exc)
+
+
+async def _refuse_question(context: Any, params: Any = None) -> mcp.ErrorData:
+    return mcp.ErrorData(
+        code=mcp.INVALID_REQUEST,
+        message="the caller of this call cannot answer questions (toolbus passes a server's "
+        "questions on to the bus caller that made the call, when it can answer)",
+    )
+
+
+_REFUSING: dict[str, Any] = {
+    "elicitation_callback": _refuse_question,
+    "sampling_callback": _refuse_question,
+    "list_roots_callback": _refuse_question,
+}
 
 
 def _trace_meta() -> mcp.RequestParamsMeta | None:

@@ -29,6 +29,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolbus.application.agent.asking import ApprovalAnswer, ApprovalReply
 from toolbus.domain.access.approvals import Approval
+from toolbus_mcp.serving.asking import INPUT_STATE_PREFIX
 
 #: The key of the elicitation in an ``input_required`` result and in its answers.
 INPUT_KEY = "approval"
@@ -118,8 +119,8 @@ class ClientAsker:
 
 def reply_of(params: mcp.CallToolRequestParams) -> ApprovalReply | None:
     """The answer a client brings to an approval it was asked about (2026-07-28)."""
-    if not params.request_state:
-        return None
+    if not params.request_state or params.request_state.startswith(INPUT_STATE_PREFIX):
+        return None  # none, or the state of a tool's own questions
     responses = params.input_responses or {}
     given = responses.get(INPUT_KEY)
     answer = answer_of(given) if isinstance(given, mcp.ElicitResult) else None

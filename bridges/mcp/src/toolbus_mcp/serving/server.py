@@ -31,7 +31,9 @@ the parent of the call's ``execute_tool`` span.
 
 A call that waits for approval asks the client's person when the caller may
 decide it and the client can be asked (:mod:`toolbus_mcp.serving.approvals`);
-otherwise it waits for the other approvers.
+otherwise it waits for the other approvers. A tool that asks its caller for
+input (elicitation, sampling, roots) has its requests relayed to the client
+(:mod:`toolbus_mcp.serving.asking`), as far as the client declared it can answer.
 
 When a client's offered tools change (a call moved its state, the live
 configuration changed, an announced service appeared or expired), it is told
@@ -68,6 +70,7 @@ from toolbus._internal.throttled_log import ThrottledLog
 from toolbus.application.agent.asking import listening, replying
 from toolbus.application.agent.outcomes import CallOutcome
 from toolbus.application.agent.session import AgentSession
+from toolbus.application.calls.relaying import continuing, relaying
 from toolbus.application.doors.door import FrontDoor
 from toolbus.application.doors.holding import Held, HeldAlready, HeldKey, InProcessHolder
 from toolbus.application.doors.keeping import WORKFLOW
@@ -76,10 +79,12 @@ from toolbus.application.doors.stored import StoredHolder, session_key
 from toolbus.application.live.registry import LiveRegistry
 from toolbus.application.tracing import conventions
 from toolbus.application.tracing import propagation as tracing
+from toolbus.domain.calls.input_requests import InputKind, InputReply
 from toolbus.domain.errors import AccessDenied, LimitReached, StateStoreUnavailable, UnknownTool
 from toolbus.ports import WatchableStateStore
 from toolbus_mcp.serving.approvals import ClientAsker, InputNeeded, reply_of
 from toolbus_mcp.serving.arguments import ArgumentCheck
+from toolbus_mcp.serving.asking import asked_result, client_kinds, continuation_of, relay_for
 from toolbus_mcp.serving.progress import call_reporting, notifying, wants_progress
 
 log = logging.getLogger("toolbus.mcp")
@@ -129,7 +134,13 @@ class TasksExtension(Protocol):
     ) -> bool: ...
 
     async def start(
-        self, workflow: Workflow, session: AgentSession, name: str, arguments: Mapping[str, Any]
+        self,
+        workflow: Workflow,
+        session: AgentSession,
+        name: str,
+        arguments: Mapping[str, Any],
+        kinds: frozenset[InputKind] = frozenset(),
+        given: InputReply | None = None,
     ) -> mcp.CallToolResult | dict[str, Any]: ...
 
     async def listen(
@@ -422,11 +433,15 @@ class BusMcpServer:
                 # Made while the request waits: streamed to the client as progress
                 # notifications when it asked for them.
                 reply = reply_of(params)
+                relay = relay_for(ctx)
+                given = continuation_of(params)
                 try:
                     with (
                         _continued(ctx),
                         listening(ClientAsker(ctx, session.user)),
                         replying(reply) if reply is not None else nullcontext(),
+                        relaying(relay) if relay is not None else nullcontext(),
+                        continuing(given) if given is not None else nullcontext(),
                     ):
                         if wants_progress(ctx):
                             outcome = await call_reporting(
@@ -440,7 +455,17 @@ class BusMcpServer:
         if outcome is None:  # a task makes the call, beside the workflow's other calls
             assert tasks is not None
             with _continued(ctx):
-                return await tasks.start(workflow, session, params.name, arguments)
+                return await tasks.start(
+                    workflow,
+                    session,
+                    params.name,
+                    arguments,
+                    client_kinds(ctx),
+                    continuation_of(params),
+                )
+        asked = asked_result(outcome, ctx)
+        if asked is not None:
+            return asked
         if outcome.transition is not None:
             await workflow.notify_if_changed()
         meta = None

@@ -10,7 +10,10 @@ decides, per tool (its ``task-support``, MCP's ``execution.taskSupport``):
 * ``required``: always; a client that did not declare the extension is refused
   with ``-32021`` (missing required client capability);
 * ``optional`` (the default): the call answers in place when it ends within
-  ``task_after`` seconds, and becomes a task the client polls otherwise.
+  ``task_after`` seconds, and becomes a task the client polls otherwise. A
+  tool that asks its caller for input within that time is answered in place
+  too: the ``tools/call`` answers an ``input_required`` result, and the call
+  made again with the answers starts over (and may become a task then).
 
 Tasks are the door's calls as tasks (:class:`~toolbus.application.doors.tasks.CallTasks`,
 as at every door), kept in the door's state store: any replica sharing it
@@ -21,30 +24,31 @@ none, is ``-32602``, the same answer either way.
 
 A task waiting for an approval its caller may give shows ``input_required``
 with the approval form as its ``inputRequests``; the client answers it with
-``tasks/update``. Waiting for other approvers, a task is ``working``, its
-``statusMessage`` saying for whom. A tool's error answer is a ``completed``
+``tasks/update``. So does a task whose tool asks its caller (elicitation,
+sampling, roots): its ``inputRequests`` are the tool's, and it stays
+``input_required`` until every one is answered, showing those still open.
+Waiting for other approvers, a task is ``working``, its ``statusMessage``
+saying for whom. A tool's error answer is a ``completed``
 task with ``isError: true``, as the call's result would be; ``failed`` (with a
 JSON-RPC error) is kept for calls the door itself could not make.
 ``tasks/result`` and ``tasks/list``, which the extension removed, are answered
 as unknown methods (``-32601``). A ``subscriptions/listen`` stream that names
-``taskIds`` is sent ``notifications/tasks`` as the caller's tasks among them change.
+``taskIds`` is sent ``notifications/tasks`` as the caller's tasks among them change
+(:mod:`toolbus_mcp.serving.task_notifications`).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from contextlib import suppress
-from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, Literal, cast
+from typing import Any
 
 import anyio
 import mcp_types as mcp
 from mcp.server.context import ServerRequestContext
-from mcp.server.session import ServerSession
-from mcp.server.subscriptions import SUBSCRIPTION_ID_META_KEY
 from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import MCP_NAME_HEADER, decode_header_value
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -56,6 +60,12 @@ from toolbus.application.doors.holding import HeldKey
 from toolbus.application.doors.keeping import WORKFLOW
 from toolbus.application.doors.tasks import CallTasks, call_task, task_end
 from toolbus.application.tasks import TaskEnd, TaskProgress, new_task_id
+from toolbus.domain.calls.input_requests import (
+    InputKind,
+    InputReply,
+    answer_from_json,
+    request_from_json,
+)
 from toolbus.domain.errors import (
     AccessDenied,
     ApprovalClosed,
@@ -66,8 +76,10 @@ from toolbus.domain.errors import (
 )
 from toolbus.domain.tasks import Task, TaskError
 from toolbus_mcp.serving.approvals import VIA, answer_of, can_ask, form
+from toolbus_mcp.serving.asking import INPUT_STATE_PREFIX
 from toolbus_mcp.serving.progress import call_reporting
 from toolbus_mcp.serving.server import BusMcpServer, Workflow
+from toolbus_mcp.serving.task_notifications import Listen, follow_tasks
 
 log = logging.getLogger("toolbus.mcp")
 
@@ -83,14 +95,6 @@ POLL_INTERVAL_MS = 1000
 DOOR_FAILURE = "internal-error"
 #: The prefix of an approval's key in a task's ``inputRequests``.
 APPROVAL_KEY = "approval-"
-#: Tasks one ``subscriptions/listen`` stream follows at most.
-MAX_FOLLOWED = 100
-
-#: A ``subscriptions/listen`` handler.
-Listen = Callable[
-    [ServerRequestContext[Any, Any], mcp.SubscriptionsListenRequestParams],
-    Awaitable[mcp.SubscriptionsListenResult],
-]
 
 
 class TaskParams(mcp.RequestParams):
@@ -181,10 +185,18 @@ class McpTasks:
         return False
 
     async def start(
-        self, workflow: Workflow, session: AgentSession, name: str, arguments: Mapping[str, Any]
+        self,
+        workflow: Workflow,
+        session: AgentSession,
+        name: str,
+        arguments: Mapping[str, Any],
+        kinds: frozenset[InputKind] = frozenset(),
+        given: InputReply | None = None,
     ) -> mcp.CallToolResult | dict[str, Any]:
         """Make the call a task: its result when it ends in time (an ``optional`` tool),
-        else the ``CreateTaskResult``."""
+        or the ``input_required`` result when its tool asks its caller in that time;
+        else the ``CreateTaskResult``. ``kinds`` are what the client can answer, ``given``
+        the answers (and state) it brings to what the tool asked before."""
         task_id = new_task_id()
         task = call_task(
             door=DOOR,
@@ -200,6 +212,8 @@ class McpTasks:
             ttl=self.calls.settings.ttl,
             now=self.book.clock(),
             task_id=task_id,
+            input_kinds=kinds,
+            given=given,
         )
 
         async def work(progress: TaskProgress) -> TaskEnd:
@@ -207,7 +221,12 @@ class McpTasks:
 
         kept = await self.runner.start(task, work)
         if session.registry.tool(name).task_support == "optional" and self.task_after > 0:
-            ended = await self.book.final(task_id, self.task_after)
+            ended = await self._settled(task_id)
+            if ended is not None and ended.input_requests:
+                # Asked in time: the client answers in place, and calls again.
+                with suppress(TaskClosed, TaskNotFound):
+                    await self.runner.cancel(ended.owner, task_id)
+                return _input_required(ended)
             if ended is not None and ended.status != "cancelled":
                 detailed = await self.detailed(ended, None)
                 if detailed["status"] == "failed":
@@ -216,6 +235,16 @@ class McpTasks:
         created = _envelope(kept)
         created["resultType"] = "task"
         return created
+
+    async def _settled(self, task_id: str) -> Task | None:
+        """The task once it ended or its tool asked, within ``task_after``; else ``None``."""
+        with anyio.move_on_after(self.task_after):
+            async for task in self.book.changes(task_id):
+                if task is None:
+                    raise TaskNotFound(task_id)
+                if task.final or task.input_requests:
+                    return task
+        return None
 
     async def _run(self, task: Task, progress: TaskProgress) -> TaskEnd:
         """Make the task's call, on this replica or on one going on with it."""
@@ -248,6 +277,7 @@ class McpTasks:
 
             return await call_reporting(session, name, arguments, chunk, tool_call_id=tool_call_id)
 
+        # What the tool asks waits in the task (CallTasks relays it), for tasks/update.
         outcome = await self.calls.call(
             task, session, progress, approval_id=approval_id, make=streamed
         )
@@ -286,6 +316,9 @@ class McpTasks:
         self, ctx: ServerRequestContext[Any, Any], params: UpdateTaskParams
     ) -> dict[str, Any]:
         task = await self._owned(ctx, params.task_id)
+        if task.status == "input-required" and task.input_requests:
+            await self._answer(task, params.input_responses)
+            return {}
         approvals = self.server.door.book
         if task.status != "input-required" or task.approval_id is None or approvals is None:
             return {}  # nothing is outstanding: answers to keys not asked are ignored
@@ -307,6 +340,21 @@ class McpTasks:
                     task.approval_id, task.owner, answer.approve, answer.note, via=VIA
                 )
         return {}
+
+    async def _answer(self, task: Task, responses: Mapping[str, Any]) -> None:
+        """Answers to what the task's tool asks: each must fit its request (``-32602``)."""
+        pending = task.input_requests or {}
+        given = {key: value for key, value in responses.items() if key in pending}
+        for key, value in given.items():
+            try:
+                answer_from_json(request_from_json(pending[key]), value)
+            except ValueError as exc:
+                raise MCPError(
+                    mcp.INVALID_PARAMS,
+                    f"inputResponses[{key[:100]!r}] does not answer its request: {exc}",
+                ) from None
+        with suppress(TaskClosed):  # ended meanwhile: the task shows what holds
+            await self.runner.answer(task.owner, task.id, given)
 
     async def _cancel(
         self, ctx: ServerRequestContext[Any, Any], params: TaskParams
@@ -331,42 +379,8 @@ class McpTasks:
             return await inner(ctx, params)
         if not declared(ctx):
             raise missing_extension("task status notifications (taskIds)")
-        if not isinstance(wanted, list) or not all(isinstance(i, str) for i in wanted):
-            raise MCPError(mcp.INVALID_PARAMS, "notifications.taskIds must be a list of task ids")
         owner = self.server.caller_of(ctx).user
-        # Another's task, or none, is left out of the acknowledgement, as tasks/get refuses it.
-        followed = [
-            task_id
-            for task_id in dict.fromkeys(wanted[:MAX_FOLLOWED])
-            if (task := await self.book.get(task_id)) is not None and task.owner == owner
-        ]
-        acknowledged = anyio.Event()
-        session = _NamingTasks(ctx.session, followed, acknowledged)
-        async with anyio.create_task_group() as tasks:
-            for task_id in followed:
-                tasks.start_soon(self._tell, ctx, task_id, acknowledged)
-            try:
-                result = await inner(replace(ctx, session=cast(ServerSession, session)), params)
-            finally:
-                tasks.cancel_scope.cancel()
-        return result
-
-    async def _tell(
-        self, ctx: ServerRequestContext[Any, Any], task_id: str, acknowledged: anyio.Event
-    ) -> None:
-        """Send the task as it changes, on the listen stream, until it ended."""
-        await acknowledged.wait()  # the acknowledgement is the stream's first frame
-        meta = {SUBSCRIPTION_ID_META_KEY: ctx.request_id}
-        async for task in self.book.changes(task_id):
-            if task is None:
-                return
-            shown = {**await self.detailed(task, ctx), "_meta": meta}
-            notification = TaskStatusNotification(params=shown)
-            await ctx.session.send_notification(
-                cast(Any, notification), related_request_id=ctx.request_id
-            )
-            if task.final:
-                return
+        return await follow_tasks(ctx, params, inner, wanted, self.book, owner, self.detailed)
 
     # ------------------------------------------------------------- views
 
@@ -395,6 +409,8 @@ class McpTasks:
     async def _input_requests(
         self, task: Task, ctx: ServerRequestContext[Any, Any] | None
     ) -> dict[str, Any]:
+        if task.input_requests:  # what the tool asks, still open
+            return dict(task.input_requests)
         approvals = self.server.door.book
         if task.approval_id is None or approvals is None or ctx is None or not can_ask(ctx):
             return {}
@@ -411,40 +427,16 @@ class McpTasks:
         }
 
 
-class TaskStatusNotification(mcp.Notification[dict[str, Any], Literal["notifications/tasks"]]):
-    """``notifications/tasks``: a task as ``tasks/get`` would show it now."""
-
-    method: Literal["notifications/tasks"] = "notifications/tasks"
-
-
-class _NamingTasks:
-    """The listen request's session, whose acknowledgement also names the tasks followed."""
-
-    def __init__(
-        self, session: ServerSession, task_ids: list[str], acknowledged: anyio.Event
-    ) -> None:
-        self._session = session
-        self._task_ids = task_ids
-        self._acknowledged = acknowledged
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._session, name)
-
-    async def send_notification(self, notification: Any, related_request_id: Any = None) -> None:
-        if isinstance(notification, mcp.SubscriptionsAcknowledgedNotification):
-            honored = notification.params.notifications.model_dump(by_alias=True, exclude_none=True)
-            params = notification.params.model_copy(
-                update={
-                    "notifications": mcp.SubscriptionFilter.model_validate(
-                        {**honored, "taskIds": self._task_ids}
-                    )
-                }
-            )
-            notification = notification.model_copy(update={"params": params})
-            await self._session.send_notification(notification, related_request_id)
-            self._acknowledged.set()
-            return
-        await self._session.send_notification(notification, related_request_id)
+def _input_required(task: Task) -> dict[str, Any]:
+    """The ``input_required`` result of a call whose tool asked before it became a task."""
+    result: dict[str, Any] = {
+        "resultType": "input_required",
+        "inputRequests": dict(task.input_requests or {}),
+    }
+    state = task.call.input_state if task.call is not None else None
+    if state is not None:
+        result["requestState"] = INPUT_STATE_PREFIX + state
+    return result
 
 
 def _envelope(task: Task) -> dict[str, Any]:

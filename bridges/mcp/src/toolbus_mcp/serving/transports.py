@@ -185,7 +185,7 @@ async def serve_http(
             tasks.start_soon(serve)
             # The socket listens already: connections wait in its backlog until
             # uvicorn, which has no start-up event to await, accepts them.
-            task_status.started(listener.getsockname()[1])
+            task_status.started(int(listener.getsockname()[1]))
             try:
                 await anyio.sleep_forever()
             finally:

@@ -46,6 +46,7 @@ from toolbus.application.calls.metrics import ToolbusMetrics
 from toolbus.application.calls.tools import Tools
 from toolbus.application.identity.caller import granting
 from toolbus.domain.calls.arguments import apply_options
+from toolbus.domain.calls.input_requests import InputRequired, InputUnavailable
 from toolbus.domain.config.descriptors import ToolDescriptor
 from toolbus.domain.config.registry import Registry
 from toolbus.domain.errors import ToolCallError
@@ -261,6 +262,7 @@ class CallRunner:
             error_type=exc.error_type,
             seconds=seconds,
             cost=cost,
+            asked=exc.ask if isinstance(exc, InputRequired | InputUnavailable) else None,
         )
 
     def broke(
@@ -548,4 +550,9 @@ def ended(outcome: CallOutcome) -> CallEnded:
         after_execution=outcome.after_execution if ok else None,
         cost=outcome.cost,
         cached=outcome.cached,
+        asked=(
+            outcome.asked.state
+            if outcome.asked is not None and outcome.error_type == InputRequired.error_type
+            else None
+        ),
     )

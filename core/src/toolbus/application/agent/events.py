@@ -1,7 +1,7 @@
 """What the agent loop reports, as :class:`~toolbus.domain.agent.wire.AgentEvent`: a call it
 makes (``action``), a call waiting for a person (``approval``), the run suspended until a
-person decides (``waiting``), what a call answered (``observation``), and how the request
-ended (``answer`` or ``error``, the last event).
+person decides (``waiting``), a tool asking the user (``input``), what a call answered
+(``observation``), and how the request ended (``answer`` or ``error``, the last event).
 
 The streamed text of a turn (``thought`` and ``answer`` chunks) is
 :mod:`toolbus.application.agent.turn_text`'s.
@@ -16,6 +16,7 @@ from toolbus.application.agent.outcomes import CallOutcome
 from toolbus.domain.access.approvals import Approval
 from toolbus.domain.agent.turns import ToolCall, Usage
 from toolbus.domain.agent.wire import AgentEvent, EventApproval, EventTask, EventUsage
+from toolbus.domain.calls.input_requests import InputAsk, describe, request_to_json
 
 
 def action(call: ToolCall, state: str) -> AgentEvent:
@@ -61,6 +62,16 @@ def _approval(approval: Approval) -> EventApproval:
         approvers=list(approval.approvers),
         reason=approval.reason,
         expires_at=approval.expires_at,
+    )
+
+
+def asking(asked: InputAsk, state: str) -> AgentEvent:
+    """A tool asks the user (a form to fill): the requests, by key."""
+    return AgentEvent(
+        chunk_type="input",
+        content=f"a tool asks: {describe(asked.requests)}",
+        input_requests={key: request_to_json(r) for key, r in asked.requests.items()},
+        state=state,
     )
 
 

@@ -30,6 +30,11 @@ With an OpenTelemetry SDK recording, a request is an ``invoke_agent`` span and
 each model turn a ``chat`` span under it, beside the tool calls' ``execute_tool``
 spans (see :mod:`toolbus.application.tracing.conventions`).
 
+A tool that asks its caller for input is answered by the run
+(:mod:`~toolbus.application.agent.answering`): a completion by the loop's
+model, a person's answer by the run's user, asked through an ``input`` event
+and ``ask_user``, the workspace roots by ``roots``.
+
 Limits: at most ``max_iterations`` model turns, and ``time_limit`` seconds of
 wall clock for the whole request; either ends it with an ``error`` event. A
 front door's budgets (``[[budgets]]``) are asked before every model turn: a
@@ -54,13 +59,14 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import anyio
 
 from toolbus.application.agent import events
+from toolbus.application.agent.answering import AskUser, RunRelay
 from toolbus.application.agent.asking import ApprovalAnswer, listening
 from toolbus.application.agent.audit import AuditSink
 from toolbus.application.agent.checkpoints import (
@@ -79,6 +85,7 @@ from toolbus.application.agent.suspension import Suspension, Suspensions
 from toolbus.application.agent.turn_text import TurnText
 from toolbus.application.calls.client import sending_as
 from toolbus.application.calls.metrics import ToolbusMetrics, default_metrics
+from toolbus.application.calls.relaying import relaying
 from toolbus.application.calls.tools import Tools
 from toolbus.application.tracing import conventions
 from toolbus.application.tracing import propagation as tracing
@@ -100,6 +107,7 @@ from toolbus.domain.agent.wire import (
     AgentRequest,
     EventError,
 )
+from toolbus.domain.calls.input_requests import InputAnswer, InputAsk, Root
 from toolbus.domain.errors import AccessDenied, LimitReached, SessionNotFound
 
 log = logging.getLogger("toolbus.agent")
@@ -184,6 +192,10 @@ class AgentLoop:
         suspensions: where runs whose calls wait for a person are kept meanwhile
             (:mod:`~toolbus.application.agent.suspension`); without them such a call
             waits in place.
+        ask_user: how a run asks its user what a tool asks (a form): told the
+            requests after the ``input`` event went out, it returns the answers.
+            Without it (here or per run), tools learn the user cannot be asked.
+        roots: the workspace roots a tool may ask the run for.
     """
 
     def __init__(
@@ -201,8 +213,12 @@ class AgentLoop:
         default_user: str = "anonymous",
         checkpoints: RunCheckpoints | None = None,
         suspensions: Suspensions | None = None,
+        ask_user: AskUser | None = None,
+        roots: Sequence[Root] = (),
     ) -> None:
         self.llm = llm
+        self.ask_user = ask_user
+        self.roots = tuple(roots)
         self.checkpoints = checkpoints
         self.suspensions = suspensions
         self.limits = limits or AgentLimits()
@@ -222,26 +238,36 @@ class AgentLoop:
         self.sessions: Sessions = sessions
 
     async def run(
-        self, request: AgentRequest, *, emit: Emit = _discard, request_id: str | None = None
+        self,
+        request: AgentRequest,
+        *,
+        emit: Emit = _discard,
+        request_id: str | None = None,
+        ask_user: AskUser | None = None,
     ) -> AgentResult:
         """Answer ``request``, reporting each step through ``emit``; returns how it ended.
+
+        ``ask_user`` asks this run's user what a tool asks (else the loop's).
 
         Refused access or state, too many sessions, an unknown session, model
         failures, the iteration and time limits all end in an ``error`` event
         (and ``result.error``), never an exception. Failures of the bus itself
         propagate, as from :meth:`AgentSession.call`.
         """
-        return await self._traced(request, request_id or str(uuid.uuid4()), emit, None)
+        return await self._traced(request, request_id or str(uuid.uuid4()), emit, None, ask_user)
 
-    async def resume(self, saved: Checkpoint, *, emit: Emit = _discard) -> AgentResult:
+    async def resume(
+        self, saved: Checkpoint, *, emit: Emit = _discard, ask_user: AskUser | None = None
+    ) -> AgentResult:
         """Go on with a suspended run from ``saved`` (which holds its request), reporting
         each step through ``emit``; how it ended, or that it suspended again.
 
         The calls it suspended on are made again: each finds its approval (decided,
-        or still pending: then the run suspends once more).
+        or still pending: then the run suspends once more). ``ask_user`` asks its user
+        what a tool asks (else the loop's).
         """
         request = _request_of(saved)
-        return await self._traced(request, saved.request_id, emit, saved)
+        return await self._traced(request, saved.request_id, emit, saved, ask_user)
 
     async def cancel_suspended(self, saved: Checkpoint, why: str, *, emit: Emit = _discard) -> None:
         """End a suspended run that will not go on (its task was cancelled): its asker gets
@@ -258,12 +284,17 @@ class AgentLoop:
         await run.stop(Stop("cancelled", why), state=saved.session.state)
 
     async def _traced(
-        self, request: AgentRequest, request_id: str, emit: Emit, saved: Checkpoint | None
+        self,
+        request: AgentRequest,
+        request_id: str,
+        emit: Emit,
+        saved: Checkpoint | None,
+        ask_user: AskUser | None = None,
     ) -> AgentResult:
         model, provider = self.llm.model, provider_of(self.llm)
         # One invoke_agent span per request, parent of its model turns and tool calls.
         with tracing.hop("internal", None, conventions.agent_request, model, provider, request_id):
-            run = _Run(self, request, emit, request_id, saved)
+            run = _Run(self, request, emit, request_id, saved, ask_user or self.ask_user)
             result = await self._run(run, request, request_id, saved)
             if tracing.recording():
                 usage = result.usage
@@ -319,8 +350,10 @@ class _Run:
         emit: Emit,
         request_id: str,
         saved: Checkpoint | None = None,
+        ask_user: AskUser | None = None,
     ) -> None:
         self.loop = loop
+        self.ask_user = ask_user
         self.llm = loop.llm
         self.limits = loop.limits
         self.request = request
@@ -624,19 +657,40 @@ class _Run:
                     await self._checkpoint(session, progress.chat, calls, answered)
 
         new = {call.id for call in fresh}
-        if len(fresh) == 1:
-            await one(calls.index(fresh[0]), fresh[0])
-        elif fresh:
-            async with anyio.create_task_group() as group:
-                for index, call in enumerate(calls):
-                    if call.id in new:
-                        group.start_soon(one, index, call)
+        with relaying(self._relay(session)):
+            if len(fresh) == 1:
+                await one(calls.index(fresh[0]), fresh[0])
+            elif fresh:
+                async with anyio.create_task_group() as group:
+                    for index, call in enumerate(calls):
+                        if call.id in new:
+                            group.start_soon(one, index, call)
         done = [outcome for outcome in outcomes if outcome is not None]
         for outcome in done:
             if outcome.tool_call_id not in new:
                 continue  # reported before the hand-over
             await self.emit(events.observation(outcome))
         return done, [waits[call.id] for call in calls if call.id in waits]
+
+    def _relay(self, session: AgentSession) -> RunRelay:
+        """How this run answers what its tools ask (see answering.py)."""
+        ask_user = self.ask_user
+        asking: AskUser | None = None
+        if ask_user is not None:
+
+            async def asking(asked: InputAsk) -> Mapping[str, InputAnswer] | None:
+                await self.emit(events.asking(asked, session.state))
+                return await ask_user(asked)
+
+        async def spent(usage: Usage) -> None:
+            # A completion a tool asked for is a turn of the run's model: counted in its
+            # usage, priced and charged to the budgets like the run's own turns.
+            self.usage += usage
+            cost = await session.turn_taken(self.llm.model, usage)
+            if cost is not None:
+                self.model_cost = (self.model_cost or 0.0) + cost
+
+        return RunRelay(self.llm, ask_user=asking, roots=self.loop.roots, spent=spent)
 
     def _final(self, kind: Literal["answer", "error"], content: str, state: str) -> AgentEvent:
         return events.final(

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from toolbus.application.agent.audit import Refusal, StateTransition
+from toolbus.domain.calls.input_requests import InputAsk
 
 #: How a call came out. Failures of the bus itself are exceptions, not outcomes.
 OutcomeStatus = Literal["ok", "error", "refused"]
@@ -22,7 +23,11 @@ class CallOutcome:
     denied by a code hook: ``refusal`` is ``None``, the observation is its
     reason). ``tool`` is the configured name of the tool called, ``None`` when
     ``name`` names no tool the session may see. ``state`` is the session state
-    after the call, ``transition`` the change this call made, if any.
+    after the call, ``transition`` the change this call made, if any. ``asked`` holds
+    what the tool asked its caller when the call ended asking (error type
+    ``input-required``, or ``input-unavailable`` for kinds the caller cannot give):
+    the requests, and the state to call again with
+    (:mod:`toolbus.application.calls.relaying`).
     """
 
     name: str
@@ -48,6 +53,7 @@ class CallOutcome:
     retry_after: float | None = None
     #: A cached answer stood in for the call: no call was made.
     cached: bool = False
+    asked: InputAsk | None = None
 
     @property
     def ok(self) -> bool:

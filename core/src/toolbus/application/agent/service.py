@@ -13,6 +13,11 @@ replica that goes on with it later sends its events to the same response
 queue under the same id (:meth:`AgentService.events_of`), taking one of the
 service's places (:attr:`AgentService.places`) meanwhile, so that the asker
 gets the rest of its answer from whichever replica.
+
+A run whose tool asks its user (an ``input`` event) waits for the answers on
+:data:`~toolbus.domain.agent.wire.ANSWERS_QUEUE`, which every replica hears:
+the asker sends them there (:meth:`AgentClient.ask`'s ``answer``), naming the
+request and its user, and the replica running it takes them.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Mapping
 from contextlib import aclosing
 from types import TracebackType
 
@@ -29,19 +34,30 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from toolbus.application.agent.answering import AskUser
 from toolbus.application.agent.checkpoints import Checkpoint
 from toolbus.application.agent.loop import AgentLoop, AgentResult, Emit
 from toolbus.domain.agent.wire import (
+    ANSWERS_QUEUE,
     DEFAULT_REQUEST_QUEUE,
     DEFAULT_RESPONSE_QUEUE,
+    AgentAnswers,
     AgentEvent,
     AgentRequest,
     BadAgentRequest,
     EventError,
+    decode_answers,
     decode_event,
     decode_request,
+    encode_answers,
     encode_event,
     encode_request,
+)
+from toolbus.domain.calls.input_requests import (
+    InputAnswer,
+    InputAsk,
+    answer_from_json,
+    answer_to_json,
 )
 from toolbus.domain.errors import StateStoreUnavailable
 from toolbus.ports import Bus, Delivery, Subscription
@@ -79,6 +95,7 @@ class AgentService:
         concurrency: int = DEFAULT_CONCURRENCY,
         group: str = AGENT_GROUP,
         drain_timeout: float = DEFAULT_DRAIN_TIMEOUT,
+        answers_queue: str = ANSWERS_QUEUE,
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {concurrency}")
@@ -86,6 +103,9 @@ class AgentService:
         self.loop = loop
         self.request_queue = request_queue
         self.response_queue = response_queue
+        self.answers_queue = answers_queue
+        #: Runs waiting for their user's answers here: request id -> (user, where to put them).
+        self._asked: dict[str, tuple[str, MemoryObjectSendStream[AgentAnswers]]] = {}
         self.concurrency = concurrency
         self.group = group
         self.drain_timeout = drain_timeout
@@ -120,10 +140,12 @@ class AgentService:
         self._stopping = False
         stop_requested = self._stop_requested = anyio.Event()
         drained = self._drained = anyio.Event()
+        answers = await self.bus.subscribe(self.answers_queue)
         subscription = await self.bus.subscribe(self.request_queue, group=self.group)
         requests = aiter(subscription)
         try:
             async with anyio.create_task_group() as workers:
+                workers.start_soon(self._take_answers, answers)
                 for _ in range(self.concurrency):
                     workers.start_soon(self._work, requests)
                 task_status.started()
@@ -140,6 +162,58 @@ class AgentService:
         finally:
             with anyio.CancelScope(shield=True):
                 await subscription.close()
+                await answers.close()
+
+    async def _take_answers(self, answers: Subscription) -> None:
+        """Hand each run waiting here the answers for it (from its own user only)."""
+        async for delivery in answers:
+            try:
+                given = decode_answers(delivery.body)
+            except BadAgentRequest as exc:
+                log.warning("unreadable answers on %s dropped: %s", self.answers_queue, exc)
+                continue
+            waiting = self._asked.get(given.request_id)
+            if waiting is None:
+                continue  # a run on another replica, or one that ended
+            user, into = waiting
+            if given.user != user:
+                log.warning(
+                    "answers for agent request %s from a user it does not run for were dropped",
+                    given.request_id,
+                )
+                continue
+            into.send_nowait(given)
+
+    def _asking_user_of(self, request_id: str, request: AgentRequest) -> AskUser | None:
+        """How the run of ``request`` asks its user, if its asker answers forms."""
+        if "elicitation" not in (request.answers or ()):
+            return None
+        return self._asking(request_id, request.user)
+
+    def _asking(self, request_id: str, user: str) -> AskUser:
+        """How the run of request ``request_id`` asks its user: it waits for their answers."""
+
+        async def ask_user(asked: InputAsk) -> dict[str, InputAnswer] | None:
+            send: MemoryObjectSendStream[AgentAnswers]
+            receive: MemoryObjectReceiveStream[AgentAnswers]
+            send, receive = anyio.create_memory_object_stream(math.inf)
+            self._asked[request_id] = (user, send)
+            try:
+                with receive:
+                    given = await receive.receive()
+            finally:
+                self._asked.pop(request_id, None)
+                send.close()
+            answers: dict[str, InputAnswer] = {}
+            for key, request in asked.requests.items():
+                if key in given.responses:
+                    try:
+                        answers[key] = answer_from_json(request, given.responses[key])
+                    except ValueError:
+                        continue  # asked again
+            return answers
+
+        return ask_user
 
     async def _work(self, requests: AsyncIterator[Delivery]) -> None:
         while not self._stopping:
@@ -190,7 +264,14 @@ class AgentService:
             return
         try:
             await self._reporting(
-                request_id, emit, self.loop.run(request, emit=emit, request_id=request_id)
+                request_id,
+                emit,
+                self.loop.run(
+                    request,
+                    emit=emit,
+                    request_id=request_id,
+                    ask_user=self._asking_user_of(request_id, request),
+                ),
             )
         finally:
             self.answered += 1
@@ -201,8 +282,12 @@ class AgentService:
         when the bus or a tool host failed under it: its asker was told)."""
         request_id = saved.request_id
         emit = self.events_of(request_id)
+        request = saved.request
+        ask_user = None if request is None else self._asking_user_of(request_id, request)
         async with self.places:
-            return await self._reporting(request_id, emit, self.loop.resume(saved, emit=emit))
+            return await self._reporting(
+                request_id, emit, self.loop.resume(saved, emit=emit, ask_user=ask_user)
+            )
 
     async def _reporting(
         self, request_id: str, emit: Emit, run: Awaitable[AgentResult]
@@ -269,10 +354,12 @@ class AgentClient:
         *,
         request_queue: str = DEFAULT_REQUEST_QUEUE,
         response_queue: str = DEFAULT_RESPONSE_QUEUE,
+        answers_queue: str = ANSWERS_QUEUE,
     ) -> None:
         self.bus = bus
         self.request_queue = request_queue
         self.response_queue = response_queue
+        self.answers_queue = answers_queue
         self._waiting: dict[str, MemoryObjectSendStream[AgentEvent]] = {}
         self._group: TaskGroup | None = None
         self._subscription: Subscription | None = None
@@ -313,7 +400,12 @@ class AgentClient:
             waiting.send_nowait(event)
 
     async def ask(
-        self, request: AgentRequest, *, timeout: float | None = None, request_id: str | None = None
+        self,
+        request: AgentRequest,
+        *,
+        timeout: float | None = None,
+        request_id: str | None = None,
+        answer: AskUser | None = None,
     ) -> AsyncGenerator[AgentEvent, None]:
         """Send ``request``; yield its events up to and including the last.
 
@@ -321,10 +413,17 @@ class AgentClient:
         agent queue when it passes); ``None`` waits as long as the agent runs. After an
         ``approval`` or ``waiting`` event (a call waits for a person), the next event is
         waited for until the approval it names expires, and ``timeout`` beyond.
+        ``answer`` answers what a tool asks the user (each ``input`` event, after it
+        is yielded), as the request's user; without it such a run waits for answers
+        sent otherwise (:meth:`send_answers`), until its time limit.
         """
         request_id = request_id or str(uuid.uuid4())
+        answered = request.answers or []
+        if answer is not None and "elicitation" not in answered:
+            request = request.model_copy(update={"answers": [*answered, "elicitation"]})
         body = encode_request(request)
-        async with aclosing(self._events(request_id, timeout, body)) as events:
+        answering = None if answer is None else (request.user, answer)
+        async with aclosing(self._events(request_id, timeout, body, answering)) as events:
             async for event in events:
                 yield event
 
@@ -334,13 +433,19 @@ class AgentClient:
         """Yield the events of request ``request_id``, sent earlier (by this process or
         another), from now on up to and including the last: how a door goes on with a
         run another replica started. Events sent before are not seen again."""
-        async with aclosing(self._events(request_id, timeout, None)) as events:
+        async with aclosing(self._events(request_id, timeout, None, None)) as events:
             async for event in events:
                 yield event
 
     async def _events(
-        self, request_id: str, timeout: float | None, body: bytes | None
+        self,
+        request_id: str,
+        timeout: float | None,
+        body: bytes | None,
+        answering: tuple[str, AskUser] | None,
     ) -> AsyncGenerator[AgentEvent]:
+        """The events of ``request_id``, after sending ``body`` (when given); ``answering``:
+        the request's user and who answers what its tools ask that user."""
         if self._group is None:
             raise RuntimeError("use AgentClient in 'async with' before asking")
         send: MemoryObjectSendStream[AgentEvent]
@@ -366,7 +471,23 @@ class AgentClient:
                 if event.approval is not None:
                     # A person decides first: as long as the approval may wait for them.
                     wait += max(0.0, event.approval.expires_at - time.time())
+                if event.chunk_type == "input" and event.input_requests and answering:
+                    user, answer = answering
+                    asked = InputAsk.from_json({"requests": event.input_requests})
+                    answers = await answer(asked) or {}
+                    await self.send_answers(request_id, user, answers)
         finally:
             del self._waiting[request_id]
             send.close()
             receive.close()
+
+    async def send_answers(
+        self, request_id: str, user: str, answers: Mapping[str, InputAnswer]
+    ) -> None:
+        """Answer what a tool of request ``request_id`` (run for ``user``) asks."""
+        given = AgentAnswers(
+            request_id=request_id,
+            user=user,
+            responses={key: answer_to_json(value) for key, value in answers.items()},
+        )
+        await self.bus.publish(self.answers_queue, encode_answers(given), {"id": request_id})

@@ -53,6 +53,8 @@ class CallEnded:
     that fail on the bus, or are cancelled, end no step's business. ``observation``
     and ``after_execution`` are the tool's answer (``ok`` only); ``cost`` what the
     call cost (``[costs]``); ``cached``: a cached answer stood in for the call.
+    ``asked``: the call ended asking its caller for input (``input-required``): the
+    state its tool sealed, which the call made again with the answers brings back.
     """
 
     status: Literal["ok", "error"]
@@ -60,6 +62,7 @@ class CallEnded:
     after_execution: str | None = None
     cost: float | None = None
     cached: bool = False
+    asked: str | None = None
 
 
 #: What a step does once a call it permitted has ended.

@@ -6,7 +6,8 @@ the log, in a whole answer or split across a stream's chunks (:class:`Holdback`)
 An unexpected exception is logged in full under a reference, and answered with
 the reference only. An answer the bus would not take raises
 :class:`AnswerNotPublished`: that is the broker failing, not the tool, and the
-host hands the request back rather than answer it with an error.
+host hands the request back rather than answer it with an error
+(:func:`settle_unpublished`).
 """
 
 from __future__ import annotations
@@ -19,10 +20,16 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import Any, Protocol
 
+import anyio
+
+from toolbus._internal.throttled_log import ThrottledLog
+from toolbus.application.calls.asking import asking_call
+from toolbus.application.calls.metrics import ToolbusMetrics
 from toolbus.application.calls.service import JOIN_STREAM_PARAM, ToolResult, ToolService
 from toolbus.domain.calls import wire
+from toolbus.domain.calls.input_requests import InputAsk
 from toolbus.domain.errors import MessageTooLarge
-from toolbus.ports import Bus
+from toolbus.ports import Bus, Delivery
 
 log = logging.getLogger("toolbus.service")
 
@@ -38,6 +45,56 @@ class AnswerNotPublished(Exception):
         super().__init__(str(cause) or type(cause).__name__)
         #: The message was the answer's last: everything the answer is was made.
         self.final = final
+
+
+#: Seconds a host waits before handing back a request whose answer the broker refused:
+#: an immediate redelivery would most likely meet the same broker.
+HAND_BACK_PAUSE = 0.5
+
+
+async def settle_unpublished(
+    delivery: Delivery,
+    call_id: str,
+    exc: AnswerNotPublished,
+    *,
+    service: str,
+    persistent: bool,
+    metrics: ToolbusMetrics,
+    warnings: ThrottledLog,
+) -> None:
+    """The broker would not take the answer: hand the request back where it can go back.
+
+    On a persistent queue the broker delivers it again (to this replica or
+    another) and it is answered then; on a non-persistent one it is lost,
+    and its caller waits out its timeout. Said once per minute, with a count.
+    """
+    if persistent:
+        metrics.answer_unpublished(service, "handed-back")
+        warnings.warning(
+            "unpublished",
+            "%r: the broker did not take the answer to call %s (%s); the request is "
+            "handed back to be answered again",
+            service,
+            call_id,
+            exc,
+        )
+        await anyio.sleep(HAND_BACK_PAUSE)
+        settle = delivery.nack
+    else:
+        metrics.answer_unpublished(service, "lost")
+        warnings.warning(
+            "unpublished-lost",
+            "%r: the broker did not take the answer to call %s (%s); on a non-persistent "
+            "queue nothing can answer it again: its caller waits out its timeout",
+            service,
+            call_id,
+            exc,
+        )
+        settle = delivery.ack
+    try:
+        await settle()
+    except Exception as failure:
+        log.debug("%r: settling call %s failed too: %s", service, call_id, failure)
 
 
 class Answering(Protocol):
@@ -105,8 +162,10 @@ class Reply:
             raise AnswerNotPublished(exc, final=end_of_stream) from exc
         self.answered = end_of_stream
 
-    async def error(self, error_type: str, message: str) -> None:
-        body = wire.encode_error(error_type, self.redact(message))
+    async def error(self, error_type: str, message: str, input: InputAsk | None = None) -> None:
+        body = wire.encode_error(error_type, self.redact(message), input)
+        if input is not None and self.secrets:  # a secret may be in what the tool asks
+            body = self.redact(body.decode()).encode()
         try:
             await self._publish(body, {wire.PROP_ID: self.call_id})
         except Exception as exc:
@@ -196,7 +255,10 @@ async def send_result(
         # With secrets, hold back what could be a secret's beginning until the
         # next chunk shows whether it is: each message is redacted on its own.
         held = Holdback(reply.secrets) if reply.secrets else None
+        asking = asking_call.get()
         async for chunk in result:
+            if asking is not None:
+                asking.streaming = True  # from now on, too late to ask
             if isinstance(chunk, ToolResult):
                 reply.after_execution = chunk.after_execution
                 reply.cost = chunk.cost if chunk.cost is not None else reply.cost

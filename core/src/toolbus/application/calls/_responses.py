@@ -18,7 +18,8 @@ from typing import Any
 
 from toolbus._internal.throttled_log import ThrottledLog
 from toolbus.domain.calls import wire
-from toolbus.domain.errors import ToolCallError, ToolServiceError, WireError, error_for
+from toolbus.domain.calls.input_requests import input_error
+from toolbus.domain.errors import ToolCallError, ToolServiceError, WireError
 from toolbus.ports import Delivery, Listener, Subscription
 
 #: Answers after the end of their stream: one line a minute per response queue.
@@ -65,7 +66,7 @@ class Waiter:
         if self.finished:
             return
         if response.error_type is not None:
-            self.error = error_for(response.error_type, response.error_message)
+            self.error = input_error(response.error_type, response.error_message, response.input)
             self.finished = True
         else:
             if response.response:

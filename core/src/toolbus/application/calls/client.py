@@ -36,6 +36,7 @@ from toolbus.application.tracing import conventions
 from toolbus.application.tracing import propagation as tracing
 from toolbus.domain.calls import wire
 from toolbus.domain.calls.arguments import AppliedOptions
+from toolbus.domain.calls.input_requests import InputReply
 from toolbus.domain.config.descriptors import ServiceDescriptor
 from toolbus.domain.errors import ToolTimeout
 from toolbus.domain.identity import PROP_CALL_TOKEN
@@ -59,6 +60,21 @@ def sending_as(call_id: str) -> Iterator[None]:
         yield
     finally:
         _given_call_id.reset(token)
+
+
+#: The answers the next request brings a tool that asked, inside :func:`sending_input`.
+_given_input: ContextVar[InputReply | None] = ContextVar("toolbus_input_reply", default=None)
+
+
+@contextmanager
+def sending_input(reply: InputReply | None) -> Iterator[None]:
+    """The tool call made in the block brings ``reply`` to a tool that asked (see
+    :mod:`toolbus.application.calls.relaying`, which makes these calls)."""
+    token = _given_input.set(reply)
+    try:
+        yield
+    finally:
+        _given_input.reset(token)
 
 
 log = logging.getLogger("toolbus.client")
@@ -472,7 +488,7 @@ class ToolServiceClient:
         if listener is None:
             deadline = self._deadline_text(limit)  # as of the call's start
             listener, left = await self._listener_within(response_queue, limit, label)
-        body = wire.encode_request(user, config, arguments, generation)
+        body = wire.encode_request(user, config, arguments, generation, _given_input.get())
         call_id, waiter, props = self._register(
             listener, left, properties, watch=True, call_id=call_id, deadline=deadline
         )
@@ -534,7 +550,7 @@ class ToolServiceClient:
         limit = self.default_timeout if timeout is None else timeout
         deadline_text = self._deadline_text(limit)  # as of the stream's start
         listener, left = await self._listener_within(response_queue, limit, label)
-        body = wire.encode_request(user, config, arguments, generation)
+        body = wire.encode_request(user, config, arguments, generation, _given_input.get())
         call_id, waiter, props = self._register(
             listener, left, properties, watch=False, deadline=deadline_text
         )

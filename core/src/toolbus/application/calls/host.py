@@ -21,7 +21,7 @@ signed call that waited in an at-least-once queue longer than the verifier's
 This module is the worker pool and a call's path through it; the rest of a
 call's jobs are private modules beside it: checking callers
 (``_token_checks``), answering with what the tool returned, redacted
-(``_replies``), setting
+(``_replies``), the input side of a tool that asks its caller (``_host_asking``), setting
 arguments from the environment (``_environment``) and answering redelivered
 requests from memory (``_answer_memory``).
 
@@ -57,6 +57,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 import anyio
@@ -65,17 +66,27 @@ from anyio.abc import TaskStatus
 from toolbus._internal.throttled_log import ThrottledLog
 from toolbus.application.calls._answer_memory import AnswerMemory
 from toolbus.application.calls._environment import inject_environment
-from toolbus.application.calls._replies import AnswerNotPublished, Reply, send_result
+from toolbus.application.calls._host_asking import answer_asking, asking_of
+from toolbus.application.calls._input_state import DEFAULT_STATE_TTL, InputStates
+from toolbus.application.calls._replies import (
+    AnswerNotPublished,
+    Reply,
+    send_result,
+    settle_unpublished,
+)
 from toolbus.application.calls._token_checks import TokenChecks
+from toolbus.application.calls.asking import AskingCall, asking_call
 from toolbus.application.calls.dead_letters import QUEUED_TOO_LONG, DeadLetters
 from toolbus.application.calls.metrics import ToolbusMetrics, default_metrics
 from toolbus.application.calls.service import ToolService
 from toolbus.application.calls.supervision import supervised
 from toolbus.application.identity.caller import serving as _serving
 from toolbus.application.identity.verifying import CallVerifier
+from toolbus.application.sealing import SealKeys
 from toolbus.application.tracing import conventions
 from toolbus.application.tracing import propagation as tracing
 from toolbus.domain.calls import wire
+from toolbus.domain.calls.input_requests import InputRequired, InputUnavailable
 from toolbus.domain.calls.listing import ServedCounts
 from toolbus.domain.calls.queues import parse_queue
 from toolbus.domain.errors import (
@@ -101,9 +112,6 @@ DEFAULT_IDEMPOTENCY_CALLS = 10_000
 DEFAULT_IDEMPOTENCY_BYTES = 64 * 1024 * 1024
 #: Seconds a shutting-down host spends telling a cut-off call's caller so.
 CUT_OFF_TIMEOUT = 2.0
-#: Seconds a host waits before handing back a request whose answer the broker refused:
-#: an immediate redelivery would most likely meet the same broker.
-HAND_BACK_PAUSE = 0.5
 #: Requests are answered inline where the interpreter can start a task eagerly.
 ANSWERS_INLINE = sys.version_info >= (3, 12)
 
@@ -128,6 +136,8 @@ class ServiceHost:
         verifier: CallVerifier | None = None,
         expose_errors: bool = False,
         join_stream: bool | None = None,
+        seal_keys: SealKeys | None = None,
+        input_state_ttl: float = DEFAULT_STATE_TTL,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -173,6 +183,9 @@ class ServiceHost:
         self.expose_errors = expose_errors
         #: Answer streamed results as one response (None: as the service says).
         self.join_stream = service.join_stream if join_stream is None else join_stream
+        #: Seals the state handed to callers the tool asks for input (every replica of the
+        #: service needs the same keys: docs/tool-services.md#tools-that-ask).
+        self.input_states = InputStates(service.id, seal_keys, ttl=input_state_ttl, clock=clock)
         # A pool of ``concurrency`` workers, each reading the subscription and
         # handling a request inline: no task spawn, semaphore or cancel scope per
         # call, and the fewest event-loop hops per round trip.
@@ -193,6 +206,14 @@ class ServiceHost:
         self.handled = 0
         #: Warnings about bad requests: a burst of them must not flood the log.
         self._warnings = ThrottledLog(log)
+        #: Settles a request whose answer the broker would not take (see _replies.py).
+        self._not_published = partial(
+            settle_unpublished,
+            service=service.id,
+            persistent=persistent,
+            metrics=metrics,
+            warnings=self._warnings,
+        )
 
     @property
     def in_flight(self) -> int:
@@ -412,7 +433,8 @@ class ServiceHost:
                 if isinstance(exc, Unauthorized):
                     # The reason only: never the token, which could be replayed.
                     log.warning("%r: refused call %s: %s", self.service.id, call_id, exc)
-                await reply.error(exc.error_type, str(exc))
+                asked = exc.ask if isinstance(exc, InputRequired | InputUnavailable) else None
+                await reply.error(exc.error_type, str(exc), asked)
             except Exception as exc:
                 error_type = wire.GENERIC_ERROR
                 await reply.error(wire.GENERIC_ERROR, reply.log_failure(exc, self.expose_errors))
@@ -443,44 +465,6 @@ class ServiceHost:
         finally:
             if answers is not None:
                 answers.finished(key)
-
-    async def _not_published(
-        self, delivery: Delivery, call_id: str, exc: AnswerNotPublished
-    ) -> None:
-        """The broker would not take the answer: hand the request back where it can go back.
-
-        On a persistent queue the broker delivers it again (to this replica or
-        another) and it is answered then; on a non-persistent one it is lost,
-        and its caller waits out its timeout. Said once per minute, with a count.
-        """
-        service = self.service.id
-        if self._persistent:
-            self._metrics.answer_unpublished(service, "handed-back")
-            self._warnings.warning(
-                "unpublished",
-                "%r: the broker did not take the answer to call %s (%s); the request is "
-                "handed back to be answered again",
-                service,
-                call_id,
-                exc,
-            )
-            await anyio.sleep(HAND_BACK_PAUSE)
-            settle = delivery.nack
-        else:
-            self._metrics.answer_unpublished(service, "lost")
-            self._warnings.warning(
-                "unpublished-lost",
-                "%r: the broker did not take the answer to call %s (%s); on a non-persistent "
-                "queue nothing can answer it again: its caller waits out its timeout",
-                service,
-                call_id,
-                exc,
-            )
-            settle = delivery.ack
-        try:
-            await settle()
-        except Exception as failure:
-            log.debug("%r: settling call %s failed too: %s", service, call_id, failure)
 
     async def _dead_letter(self, delivery: Delivery, exc: QueuedTooLong) -> None:
         dead_letters = self.dead_letters
@@ -544,6 +528,11 @@ class ServiceHost:
                 secrets=reply.secrets,
                 warnings=self._warnings,
             )
+        asking: AskingCall | None = None
+        if request.input is not None or wire.PROP_INPUT_KINDS in properties:
+            # The caller can answer a tool that asks, or brings answers: see asking.py.
+            asking = asking_of(self.input_states, caller.user, request, properties)
+            asking_token = asking_call.set(asking)
         # Set and reset by hand: no context manager (nor coroutine) on the per-call path.
         serving = _serving.set((caller, deadline))
         try:
@@ -563,8 +552,12 @@ class ServiceHost:
                         await send_result(reply, result, self.join_stream, request.config)
                 finally:
                     tracing.leave(token)
+        except InputRequired as asked:
+            await answer_asking(self.input_states, reply, asking, asked, caller.user, request)
         finally:
             _serving.reset(serving)
+            if asking is not None:
+                asking_call.reset(asking_token)
 
 
 if sys.version_info >= (3, 12):

@@ -7,11 +7,13 @@ import logging
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from toolbus.application.calls.client import CallResult, ToolServiceClient
+from toolbus.application.calls.client import CallResult, ToolServiceClient, sending_input
+from toolbus.application.calls.relaying import InputRound, answered, input_round
 from toolbus.application.tracing import conventions
 from toolbus.application.tracing import propagation as tracing
 from toolbus.domain.calls import wire
 from toolbus.domain.calls.arguments import PLACEHOLDERS, AppliedOptions, apply_options
+from toolbus.domain.calls.input_requests import InputReply, InputRequired
 from toolbus.domain.calls.trace_context import TraceContext
 from toolbus.domain.config.descriptors import (
     AFTER_EXECUTION_VALUES,
@@ -34,6 +36,11 @@ class Tools:
     Looks the tool up in the registry, applies its argument options, sends its
     config values and the arguments to its service's request queue, and returns
     the observation.
+
+    A tool that asks its caller for input is answered by the relay of the
+    enclosing :func:`~toolbus.application.calls.relaying.relaying` block, round
+    after round, and raises :class:`~toolbus.domain.calls.input_requests.InputRequired`
+    when nobody here answers (see :mod:`toolbus.application.calls.relaying`).
 
     Every call continues the current trace (see :mod:`toolbus.application.tracing.propagation`)
     or starts one. With an OpenTelemetry SDK configured, each call is an
@@ -110,14 +117,31 @@ class Tools:
             applied, properties = self._prepare(
                 descriptor, arguments, user, context, trace, _with_trace(properties, trace)
             )
-            result = await self.client.invoke(
-                service=service,
-                config=descriptor.config,
-                user=user,
-                arguments=applied.arguments,
-                timeout=timeout,
-                properties=properties,
-            )
+            asking = input_round()
+            if asking is None:
+                result = await self.client.invoke(
+                    service=service,
+                    config=descriptor.config,
+                    user=user,
+                    arguments=applied.arguments,
+                    timeout=timeout,
+                    properties=properties,
+                )
+            else:
+                properties = _with_kinds(properties, asking)
+
+                async def once(reply: InputReply | None) -> CallResult:
+                    with sending_input(reply):
+                        return await self.client.invoke(
+                            service=service,
+                            config=descriptor.config,
+                            user=user,
+                            arguments=applied.arguments,
+                            timeout=timeout,
+                            properties=properties,
+                        )
+
+                result = await answered(asking, descriptor.name, once)
         after_execution = result.after_execution
         if after_execution not in AFTER_EXECUTION_VALUES:
             if after_execution is not None:
@@ -172,15 +196,52 @@ class Tools:
         applied, properties = self._prepare(
             descriptor, arguments, user, context, trace, _with_trace(properties, trace)
         )
-        async for chunk in self.client.stream(
-            service=service,
-            config=descriptor.config,
-            user=user,
-            arguments=applied.arguments,
-            timeout=timeout,
-            properties=properties,
-        ):
-            yield chunk
+        asking = input_round()
+        if asking is None:
+            async for chunk in self.client.stream(
+                service=service,
+                config=descriptor.config,
+                user=user,
+                arguments=applied.arguments,
+                timeout=timeout,
+                properties=properties,
+            ):
+                yield chunk
+            return
+        properties = _with_kinds(properties, asking)
+        # A tool asks before its first chunk: each round is a stream that fails at once.
+        reply, rounds = asking.reply, 0
+        while True:
+            stream = self.client.stream(
+                service=service,
+                config=descriptor.config,
+                user=user,
+                arguments=applied.arguments,
+                timeout=timeout,
+                properties=properties,
+            )
+            try:
+                # The request goes out with the first step; no yield inside the block.
+                with sending_input(reply):
+                    first = await anext(stream, None)
+            except InputRequired as asked:
+                reply = await asking.next(asked, rounds, descriptor.name)
+                rounds += 1
+                continue
+            if first is not None:
+                yield first
+                async for chunk in stream:
+                    yield chunk
+            return
+
+
+def _with_kinds(properties: Mapping[str, str] | None, asking: InputRound) -> dict[str, str]:
+    """``properties`` saying which kinds of input the caller can give a tool that asks."""
+    sent = dict(properties) if properties else {}
+    kinds = asking.kinds_property
+    if kinds:
+        sent[wire.PROP_INPUT_KINDS] = kinds
+    return sent
 
 
 def _with_trace(properties: Mapping[str, str] | None, trace: TraceContext) -> dict[str, str]:

@@ -13,7 +13,9 @@ way of waiting:
   replica sends it);
 * :meth:`CallTasks.call`: the work: makes the call in a session, reporting as
   it goes (``input-required`` while it waits for an approval, ``working`` again
-  once approved);
+  once approved; ``input-required`` while its tool asks its caller, as far as
+  the door recorded that its caller can answer: the three steps of
+  :mod:`toolbus.application.tasks.asking`);
 * :meth:`CallTasks.resume`: how a replica goes on with a task another one
   left: the call waits again for the same approval (found again by the call's
   request id, tool call id and arguments), or, approved and sent already, is
@@ -34,7 +36,7 @@ import dataclasses
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import ExitStack
 from typing import Any
 
@@ -50,10 +52,20 @@ from toolbus.application.agent.held import HeldSession
 from toolbus.application.agent.outcomes import CallOutcome
 from toolbus.application.agent.session import AgentSession
 from toolbus.application.calls.client import sending_as
+from toolbus.application.calls.relaying import continuing, relaying
 from toolbus.application.doors.approvals import ApprovalBook
 from toolbus.application.doors.door import FrontDoor
-from toolbus.application.tasks import TaskEnd, TaskProgress, TaskRunner, new_task_id
+from toolbus.application.tasks import (
+    TaskEnd,
+    TaskInputRelay,
+    TaskProgress,
+    TaskRunner,
+    new_task_id,
+    task_continuation,
+    task_kinds,
+)
 from toolbus.domain.access.approvals import Approval
+from toolbus.domain.calls.input_requests import InputKind, InputReply
 from toolbus.domain.errors import AccessDenied, StateStoreError, ToolbusError
 from toolbus.domain.tasks import Task, TaskCall, TaskError, TaskSettings
 
@@ -87,10 +99,14 @@ def call_task(
     ttl: float,
     now: float | None = None,
     task_id: str | None = None,
+    input_kinds: Collection[InputKind] = (),
+    given: InputReply | None = None,
 ) -> Task:
     """A new task for one call of ``tool`` by ``owner``, made in a session with the
     (granted) ``groups`` in ``state`` under ``request_id``; ``session`` names the held
-    session it was made in, if any."""
+    session it was made in, if any. ``input_kinds``: what the caller can answer a tool
+    that asks (none: such a tool hears at once that it cannot ask); ``given``: the
+    answers (and sealed state) the caller brings to what the tool asked before."""
     at = time.time() if now is None else now
     task_id = task_id or new_task_id()
     return Task(
@@ -110,6 +126,9 @@ def call_task(
             arguments=dict(arguments),
             session=session,
             call_id=bus_call_id(task_id),
+            input_kinds=tuple(sorted(input_kinds)),
+            input_responses=dict(given.responses) if given is not None else {},
+            input_state=given.state if given is not None else None,
         ),
     )
 
@@ -241,6 +260,12 @@ class CallTasks:
             with ExitStack() as context:
                 context.enter_context(listening(waiting))
                 context.enter_context(sending_as(call.call_id or bus_call_id(task.id)))
+                # What its tool asks waits in the task until its caller answered; a replica
+                # going on with the task brings the answers given so far.
+                context.enter_context(relaying(TaskInputRelay(progress, task_kinds(task))))
+                given = task_continuation(task)
+                if given is not None:
+                    context.enter_context(continuing(given))
                 if approval_id is not None:
                     waited = ApprovalReply(approval_id, None, waited_on=True)
                     context.enter_context(replying(waited))

@@ -65,8 +65,10 @@ class RefusedRecord:
 OnRefused = Callable[[RefusedRecord], None]
 
 
-class _Cipher:
-    """AES-GCM per key, built once."""
+class Cipher:
+    """AES-GCM under a set of seal keys, built once: :meth:`seal` binds a value to a
+    namespace and a key, :meth:`open` checks both (what the sealed store does per record,
+    and a tool service per input state it hands its caller)."""
 
     def __init__(self, keys: SealKeys) -> None:
         try:
@@ -135,7 +137,7 @@ class SealedStore:
         self, store: StateStore, keys: SealKeys, *, on_refused: OnRefused | None = None
     ) -> None:
         self.store = store
-        self._cipher = _Cipher(keys)
+        self._cipher = Cipher(keys)
         #: Told of every refused record (the door that uses the store logs, counts and
         #: audits it); without it, refusals are logged.
         self.on_refused = on_refused

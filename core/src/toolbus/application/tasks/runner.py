@@ -33,9 +33,10 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
@@ -80,6 +81,38 @@ class TaskProgress:
                 now, "input-required", message=message, approval_id=approval_id
             ),
         )
+
+    async def asking(self, requests: dict[str, Any], state: str | None) -> None:
+        """The call's tool asks its caller (``input-required``): ``requests`` by key, as
+        MCP writes them, answered with :meth:`TaskRunner.answer`; ``state`` is what it
+        sealed for the call that brings the answers."""
+        now = self._runner.clock()
+
+        def asking(task: Task) -> Task:
+            moved = task.moved(
+                now,
+                "input-required",
+                message="waiting for the caller's answers to what the tool asks",
+                input_requests=requests,
+            )
+            if moved.call is None:
+                return moved
+            call = moved.call.model_copy(update={"input_state": state})
+            return moved.model_copy(update={"call": call})
+
+        await self._runner._write(self.task_id, asking)
+
+    async def answers(self, keys: Iterable[str]) -> dict[str, Any]:
+        """The caller's answers to ``keys``, once every one is given (by
+        :meth:`TaskRunner.answer`, on any replica)."""
+        wanted = set(keys)
+        async for task in self._runner.book.changes(self.task_id):
+            if task is None or task.final:
+                raise TaskClosed(self.task_id, "gone" if task is None else task.status)
+            given = {} if task.call is None else task.call.input_responses
+            if wanted <= set(given):
+                return {key: given[key] for key in wanted}
+        raise TaskClosed(self.task_id, "gone")
 
     async def going_on(self) -> None:
         """The call goes on (``working`` again)."""
@@ -288,6 +321,19 @@ class TaskRunner:
             scope.cancel()
         await self._abandon(before)
         return task
+
+    async def answer(self, owner: str, task_id: str, responses: dict[str, Any]) -> Task:
+        """Give ``owner``'s task answers to what its tool asks, by key (keys it does not
+        ask are ignored); :class:`TaskNotFound` for another's, :class:`TaskClosed` for one
+        that ended. The replica running it goes on once every request is answered."""
+        now = self.clock()
+
+        def answered(task: Task) -> Task:
+            if task.owner != owner:
+                raise TaskNotFound(task_id)
+            return task.answered(now, responses)
+
+        return await self.book.change(task_id, answered)
 
     async def _run(self, task_id: str, work: Work, scope: anyio.CancelScope) -> None:
         progress = TaskProgress(self, task_id)

@@ -15,11 +15,16 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 #: The kinds of event an agent request is answered with.
-ChunkType = Literal["thought", "action", "approval", "waiting", "observation", "answer", "error"]
+ChunkType = Literal[
+    "thought", "action", "approval", "waiting", "input", "observation", "answer", "error"
+]
 
 #: Where agent services read requests and send events, unless told otherwise.
 DEFAULT_REQUEST_QUEUE = "non-persistent://tg/request/agent"
 DEFAULT_RESPONSE_QUEUE = "non-persistent://tg/response/agent"
+#: Where askers send the answers a run asked its user for: every agent replica hears
+#: them, and the one running the request takes them.
+ANSWERS_QUEUE = "non-persistent://toolbus/agents/answers"
 
 
 class _Model(BaseModel):
@@ -49,7 +54,9 @@ class AgentRequest(_Model):
     that keep one. ``streaming``: send the answer's text as the model writes it
     (otherwise each message comes whole). ``session`` (a toolbus addition):
     continue the conversation an earlier request's last event named, in the
-    state it reached.
+    state it reached. ``answers`` (a toolbus addition): what the asker answers
+    when a tool asks its user (``["elicitation"]``: forms, through ``input``
+    events and :class:`AgentAnswers`); absent, tools learn the user cannot be asked.
     """
 
     question: str = ""
@@ -60,6 +67,7 @@ class AgentRequest(_Model):
     history: list[AgentStep] = Field(default_factory=list)
     streaming: bool = False
     session: str | None = None
+    answers: list[str] | None = None
 
 
 class EventError(_Model):
@@ -117,7 +125,9 @@ class AgentEvent(_Model):
     observation follows once it is decided. A ``waiting`` event says the run waits for
     those decisions without holding a worker: it became the ``task`` (and ``approval``
     names the first approval it waits for); the run goes on, on whichever agent replica,
-    once one is decided, and its next events follow.
+    once one is decided, and its next events follow. An ``input`` event says a tool asks
+    the user (``input_requests``: the requests by key, as MCP writes them); the run
+    waits for an :class:`AgentAnswers` naming the request.
     """
 
     chunk_type: ChunkType
@@ -138,11 +148,34 @@ class AgentEvent(_Model):
     session: str | None = None
     approval: EventApproval | None = None
     task: EventTask | None = None
+    input_requests: dict[str, Any] | None = None
 
     @property
     def last(self) -> bool:
         """True for the request's final event."""
         return self.end_of_stream or self.end_of_dialog
+
+
+class AgentAnswers(_Model):
+    """The user's answers to what a run's ``input`` event asked: the request's id (the
+    ``id`` of its events), the user it runs for, and the answers by key (as MCP's client
+    writes them: ``{"action": "accept", "content": {...}}`` for a form)."""
+
+    request_id: str
+    user: str = ""
+    responses: dict[str, Any] = Field(default_factory=dict)
+
+
+def encode_answers(answers: AgentAnswers) -> bytes:
+    return answers.model_dump_json().encode()
+
+
+def decode_answers(body: bytes) -> AgentAnswers:
+    """The answers in ``body``; :class:`BadAgentRequest` saying what is wrong."""
+    try:
+        return AgentAnswers.model_validate_json(body)
+    except ValidationError as exc:
+        raise BadAgentRequest(f"the answers are not valid: {exc.errors()[0]['msg']}") from None
 
 
 class BadAgentRequest(ValueError):

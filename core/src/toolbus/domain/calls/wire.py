@@ -16,6 +16,13 @@ the same in both.
 
 Decoders ignore unknown keys, fill defaults for missing ones, and raise only
 :class:`WireError` on malformed input.
+
+One extension rides in the bodies, for tools that ask their caller for input
+(:mod:`toolbus.domain.calls.input_requests`): a response whose error is
+``input-required`` (or ``input-unavailable``) carries ``input``, the tool's
+requests and sealed state; the request that answers them carries ``input``,
+the answers and that state. TrustGraph ignores both keys: it reads such a
+response as the error it also is, and never sends such a request.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from pydantic_core import SchemaValidator, from_json
 from pydantic_core import core_schema as schema
 
 from toolbus.domain.calls._json_writing import encode_object, quote
+from toolbus.domain.calls.input_requests import InputAsk, InputReply
 from toolbus.domain.errors import WireError
 
 # Message property names. ``id`` is TrustGraph's; the rest are optional extras
@@ -47,6 +55,8 @@ PROP_ENV_ARGS = "env-args"
 PROP_USER = "user"
 #: Which try of a call this is, on a retry ("2", "3", ...; absent on the first).
 PROP_ATTEMPT = "attempt"
+#: The kinds of input the caller can give a tool that asks (``elicitation,sampling,roots``).
+PROP_INPUT_KINDS = "input-kinds"
 
 #: The request generations, named after the first trustgraph-base release that wrote each.
 GENERATION_2_1 = "2.1"
@@ -78,11 +88,13 @@ def read_cost(text: str | None) -> float | None:
 
 
 class ToolRequest(NamedTuple):
-    """A decoded request: ``config`` and ``arguments`` already parsed to dicts."""
+    """A decoded request: ``config`` and ``arguments`` already parsed to dicts; ``input``
+    the answers a caller brings to a tool that asked."""
 
     user: str
     config: dict[str, Any]
     arguments: dict[str, Any]
+    input: InputReply | None = None
 
 
 class ToolResponse(NamedTuple):
@@ -92,6 +104,8 @@ class ToolResponse(NamedTuple):
     error_type: str | None = None
     error_message: str = ""
     end_of_stream: bool = True
+    #: What a tool that asks its caller asked (with an ``input-required`` error).
+    input: InputAsk | None = None
 
     @property
     def is_error(self) -> bool:
@@ -140,24 +154,34 @@ def encode_request(
     config: Mapping[str, Any] | str | None = None,
     arguments: Mapping[str, Any] | str | None = None,
     generation: str = GENERATION_2_1,
+    input: InputReply | None = None,
 ) -> bytes:
     """Encode a request as ``generation`` writes it (``"2.4"``: no ``user`` in the body).
 
     Mappings are JSON-encoded; strings are taken as JSON already. ``generation``
-    may also be a TrustGraph release (see :func:`generation_of`).
+    may also be a TrustGraph release (see :func:`generation_of`). ``input``
+    answers a tool that asked: it rides as the body's last key.
     """
     if generation != GENERATION_2_1 and generation != GENERATION_2_4:
         generation = generation_of(generation)
+    tail = "}" if input is None else f', "input": {_extension(input.to_json())}}}'
     if generation == GENERATION_2_4:
         return (
             f'{{"config": {quote(_json_text(config, "config"))}, '
-            f'"arguments": {quote(_json_text(arguments, "arguments"))}}}'
+            f'"arguments": {quote(_json_text(arguments, "arguments"))}{tail}'
         ).encode()
     return (
         f'{{"user": {quote(user)}, '
         f'"config": {quote(_json_text(config, "config"))}, '
-        f'"arguments": {quote(_json_text(arguments, "arguments"))}}}'
+        f'"arguments": {quote(_json_text(arguments, "arguments"))}{tail}'
     ).encode()
+
+
+def _extension(value: dict[str, Any]) -> str:
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise WireError(f"input cannot be encoded as JSON: {exc}") from exc
 
 
 def encode_response(response: str, *, end_of_stream: bool = True) -> bytes:
@@ -166,11 +190,17 @@ def encode_response(response: str, *, end_of_stream: bool = True) -> bytes:
     return f'{{"error": null, "response": {quote(response)}, "end_of_stream": {end}}}'.encode()
 
 
-def encode_error(error_type: str, message: str) -> bytes:
-    """Encode an error response; it always ends the stream."""
-    return json.dumps(
-        {"error": {"type": error_type, "message": message}, "response": "", "end_of_stream": True}
-    ).encode("utf-8")
+def encode_error(error_type: str, message: str, input: InputAsk | None = None) -> bytes:
+    """Encode an error response; it always ends the stream. ``input`` is what a tool that
+    asks its caller asked (with ``input-required`` or ``input-unavailable``)."""
+    body: dict[str, Any] = {
+        "error": {"type": error_type, "message": message},
+        "response": "",
+        "end_of_stream": True,
+    }
+    if input is not None:
+        body["input"] = input.to_json()
+    return json.dumps(body).encode("utf-8")
 
 
 def observation_text(result: Any) -> str:
@@ -245,6 +275,7 @@ _read_usual_request = _usual(
     user=schema.str_schema(strict=True),
     config=_json_object_text(),
     arguments=_json_object_text(),
+    input=schema.any_schema(),
 )
 _read_usual_response = _usual(
     error=schema.none_schema(),
@@ -288,7 +319,7 @@ def _read_large_request(body: bytes | str) -> ToolRequest | None:
         arguments = fields.get("arguments", _EMPTY_OBJECT)
         if user.__class__ is not str or config.__class__ is not str:
             return None
-        if arguments.__class__ is not str:
+        if arguments.__class__ is not str or "input" in fields:
             return None
         config, arguments = orjson.loads(config), orjson.loads(arguments)
     except orjson.JSONDecodeError:
@@ -332,6 +363,8 @@ def decode_request(body: bytes | str) -> ToolRequest:
         fields = _read_usual_request(body)
     except (ValueError, TypeError):
         return _decode_request_stepwise(body)
+    if "input" in fields:
+        return _decode_request_stepwise(body)
     return ToolRequest(  # positionally: a named tuple builds faster so
         fields.get("user", ""), fields.get("config", {}), fields.get("arguments", {})
     )
@@ -344,10 +377,12 @@ def _decode_request_stepwise(body: bytes | str) -> ToolRequest:
         user = ""
     if not isinstance(user, str):
         raise WireError(f"request field 'user' must be a string, got {type(user).__name__}")
+    given = data.get("input")
     return ToolRequest(
         user,
         _inner_object(data.get("config"), "request field 'config'"),
         _inner_object(data.get("arguments"), "request field 'arguments'"),
+        None if given is None else InputReply.from_json(given),
     )
 
 
@@ -407,5 +442,8 @@ def _decode_response_stepwise(body: bytes | str) -> ToolResponse:
     message = error.get("message") or ""
     if not isinstance(error_type, str) or not isinstance(message, str):
         raise WireError("response field 'error' must hold string 'type' and 'message'")
+    asked = data.get("input")
     # An error always ends the exchange, whatever the flag says.
-    return ToolResponse("", error_type, message, True)
+    return ToolResponse(
+        "", error_type, message, True, None if asked is None else InputAsk.from_json(asked)
+    )

@@ -12,11 +12,13 @@ Statuses::
     working ──► input-required ──► working ──► completed | failed | cancelled
        └──────────────────────────────────────► completed | failed | cancelled
 
-``input-required``: the call waits for someone's input (an approval, named by
-``approval_id``); a *suspended* task waits so with nobody running it until it is
-woken (an agent run: :meth:`Task.suspended`). ``completed``, ``failed`` and
-``cancelled`` are final: a final task never moves again. Only its owner (and
-operators) may read or cancel it.
+``input-required``: the call waits for someone's input: an approval (named by
+``approval_id``), or answers its tool asked its caller for (``input_requests``,
+by key, as MCP writes them; answered with :meth:`Task.answered`); a *suspended*
+task waits so with nobody running it until it is woken (an agent run:
+:meth:`Task.suspended`). ``completed``, ``failed`` and ``cancelled`` are final:
+a final task never moves again. Only its owner (and operators) may read or
+cancel it.
 """
 
 from __future__ import annotations
@@ -64,6 +66,12 @@ class TaskCall(_Model):
     #: the task sends the call again under it (its approval was spent on this very call)
     #: rather than asking anew.
     approval_id: str | None = None
+    #: What the caller can answer a tool that asks (``elicitation``, ``sampling``, ``roots``).
+    input_kinds: tuple[str, ...] = ()
+    #: The answers given to what the tool asked, by key (MCP's JSON), and the state the
+    #: tool sealed with its last questions: the call goes on with both, on any replica.
+    input_responses: dict[str, Any] = Field(default_factory=dict)
+    input_state: str | None = None
 
 
 class Task(_Model):
@@ -78,6 +86,8 @@ class Task(_Model):
     #: What the task waits for, in words (``waiting for approval by ops``).
     message: str | None = None
     approval_id: str | None = None
+    #: What its tool asks its caller and is not answered yet, by key (MCP's JSON).
+    input_requests: dict[str, Any] | None = None
     result: str | None = None
     error: TaskError | None = None
     #: The session's state after the call, when it ended.
@@ -110,7 +120,24 @@ class Task(_Model):
         if status != "input-required":
             update.setdefault("approval_id", None)
             update.setdefault("message", None)
+            update.setdefault("input_requests", None)
         return self.model_copy(update=update)
+
+    def answered(self, now: float, responses: dict[str, Any]) -> Task:
+        """This task with ``responses`` to what its tool asks (keys it does not ask are
+        ignored); what is answered leaves :attr:`input_requests`. :class:`TaskClosed` if
+        it is final."""
+        if self.final:
+            raise TaskClosed(self.id, self.status)
+        pending = self.input_requests or {}
+        given = {key: value for key, value in responses.items() if key in pending}
+        if not given or self.call is None:
+            return self
+        call = self.call.model_copy(
+            update={"input_responses": {**self.call.input_responses, **given}}
+        )
+        left = {key: value for key, value in pending.items() if key not in given}
+        return self.model_copy(update={"call": call, "input_requests": left, "updated_at": now})
 
     def run_by(self, runner: str, until: float) -> Task:
         """This task answered for by ``runner`` until ``until``."""

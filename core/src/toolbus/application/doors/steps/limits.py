@@ -10,6 +10,11 @@ are given back. A limit counts a call once the call policy before it allowed
 it; a call refused after it (no approval) stays counted. A call that waited for
 a person and goes on later (its agent run suspended, its task taken by another
 replica) is made again, and finds its approval: it was counted when it came.
+So is a call whose tool asked its caller for input, made again with the answers
+and the state the tool sealed (an MCP client's next ``tools/call``): when a call
+ends asking, the step notes its state in the store (:data:`ASKED_NAMESPACE`), and
+the one call that brings that state back takes the note instead of a count. The
+same state brought again finds no note, and is counted as the new call it is.
 
 When the store cannot be reached, calls a limit counts are refused: a limit an
 outage would lift is no limit.
@@ -17,6 +22,7 @@ outage would lift is no limit.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Sequence
 from typing import Literal
@@ -24,11 +30,13 @@ from typing import Literal
 from toolbus.application.agent.observations import limited, limits_unavailable
 from toolbus.application.agent.steps import (
     PERMITTED,
+    CallEnded,
     CallPermitted,
     CallStep,
     CallStopped,
     CheckedCall,
 )
+from toolbus.application.calls.relaying import continued_state, current_relay
 from toolbus.application.doors.counters import Counters
 from toolbus.application.doors.steps.approvals import ApprovalStep
 from toolbus.domain.config.durations import duration_text
@@ -43,6 +51,12 @@ UNAVAILABLE_RETRY = 5.0
 #: Callers (user, groups, tool) whose counters a step remembers, rather than work out
 #: on every call.
 REMEMBERED = 4096
+
+#: Where the states of calls that ended asking their caller are noted, until the call
+#: made again with the answers brings one back.
+ASKED_NAMESPACE = "call-limits-asked"
+#: Seconds a note is kept: as long as a tool's state opens by default.
+ASKED_TTL = 3600.0
 
 #: The counters of one caller's calls of one tool: (the counter's key, its limit).
 _Counted = tuple[tuple[str, Limit], ...]
@@ -92,6 +106,17 @@ class LimitStep(CallStep):
             and await approvals.asked_before(call)
         ):
             return PERMITTED  # counted when it first came, before it waited
+        if not counted:
+            return PERMITTED
+        state = continued_state()
+        if state is not None and await self._continues(call, state):
+            return self._noting(call)  # counted when it first came, before it asked
+        verdict = await self._count(call, counted)
+        if verdict is PERMITTED and (state is not None or current_relay() is not None):
+            return self._noting(call)  # it may end asking, to be made again
+        return verdict
+
+    async def _count(self, call: CheckedCall, counted: _Counted) -> CallPermitted | CallStopped:
         counters = self.counters
         if len(counted) == 1 and counters.leased(counted[0][0]):
             return PERMITTED  # what most calls of a large limit find: a lease to spend
@@ -123,9 +148,41 @@ class LimitStep(CallStep):
             taken.append(key)
         return PERMITTED
 
+    async def _continues(self, call: CheckedCall, state: str) -> bool:
+        """Whether the call brings back the state of a call that ended asking here, which
+        was counted: the note is taken (once, whichever replica takes it)."""
+        store = self.counters.store
+        key = _asked_key(call, state)
+        try:
+            noted = await store.get(ASKED_NAMESPACE, key)
+            return noted is not None and await store.delete(
+                ASKED_NAMESPACE, key, version=noted.version
+            )
+        except StateStoreError as exc:
+            log.warning("a continued call's note cannot be read; it is counted: %s", exc)
+            return False
+
+    def _noting(self, call: CheckedCall) -> CallPermitted:
+        """Permitted, noting the state the call ends asking with, if it does."""
+        store = self.counters.store
+
+        async def note(ended: CallEnded) -> None:
+            if ended.asked is not None:
+                key = _asked_key(call, ended.asked)
+                await store.put(ASKED_NAMESPACE, key, b"1", ttl=ASKED_TTL)
+
+        return CallPermitted(after=(note,))
+
     def _untake(self, keys: list[str]) -> None:
         for key in keys:
             self.counters.untake(key)
+
+
+def _asked_key(call: CheckedCall, state: str) -> str:
+    """The note of ``state`` for calls of ``call``'s tool by its user: a digest (a state
+    is long, and no secret of it need sit in the store)."""
+    text = f"{call.user}\n{call.tool.name}\n{state}"
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def allowed(limit: Limit) -> str:

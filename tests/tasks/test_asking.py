@@ -1,0 +1,89 @@
+"""A task's tool asks its caller: the questions wait in the task until every one is answered,
+from any replica, and only by the task's owner."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+
+from tests.tasks.test_runner import a_task, until
+from toolbus.application.tasks import (
+    TaskBook,
+    TaskEnd,
+    TaskInputRelay,
+    TaskProgress,
+    TaskRunner,
+    task_continuation,
+)
+from toolbus.domain.calls.input_requests import (
+    Elicitation,
+    ElicitationAnswer,
+    InputAsk,
+    InputReply,
+    Sampling,
+    SamplingAnswer,
+)
+from toolbus.domain.errors import TaskClosed, TaskNotFound
+from toolbus.memory import state
+from toolbus.ports import StateStore
+
+pytestmark = pytest.mark.anyio
+
+ASKED = InputAsk(
+    {"sure": Elicitation("Refund 40?", {"type": "object"}), "why": Sampling(["Explain"], 20)},
+    "c2VhbGVk",
+)
+
+
+@pytest.fixture
+async def store() -> AsyncIterator[StateStore]:
+    connected = await state.connect(f"memory://task-asking-{uuid.uuid4().hex}")
+    yield connected
+    await connected.close()
+
+
+async def test_the_questions_wait_in_the_task_until_each_is_answered(store: StateStore) -> None:
+    book = TaskBook(store)
+    got: list[object] = []
+
+    async def work(progress: TaskProgress) -> TaskEnd:
+        relay = TaskInputRelay(progress, frozenset({"elicitation", "sampling"}))
+        got.append(await relay.answer(ASKED))
+        return TaskEnd(result="refunded")
+
+    async with TaskRunner(book, shared=False) as runner:
+        task = await runner.start(a_task(), work)
+        asked = await until(book, task.id, lambda t: t.status == "input-required")
+        with pytest.raises(TaskNotFound):
+            await runner.answer("mallory", task.id, {"sure": {"action": "accept"}})
+        await runner.answer("alice", task.id, {"sure": {"action": "accept"}, "other": {}})
+        half = await book.get(task.id)
+        assert half is not None and half.call is not None
+        await runner.answer(
+            "alice",
+            task.id,
+            {"why": {"role": "assistant", "content": {"type": "text", "text": "late"}}},
+        )
+        done = await until(book, task.id, lambda t: t.final)
+        with pytest.raises(TaskClosed):
+            await runner.answer("alice", task.id, {"why": {}})
+
+    assert asked.input_requests is not None and sorted(asked.input_requests) == ["sure", "why"]
+    assert asked.input_requests["sure"]["method"] == "elicitation/create"
+    assert half.status == "input-required" and list(half.input_requests or {}) == ["why"]
+    assert task_continuation(half) == InputReply(
+        {"sure": {"action": "accept"}}, "c2VhbGVk"
+    )  # what a replica going on with the task brings
+    assert got == [
+        {
+            "sure": ElicitationAnswer("accept", {}),
+            "why": SamplingAnswer("late", "", None, "assistant", {"type": "text", "text": "late"}),
+        }
+    ]
+    assert done.status == "completed" and done.input_requests is None
+
+
+async def test_a_task_going_on_without_questions_brings_no_answers() -> None:
+    assert task_continuation(a_task()) is None
