@@ -473,8 +473,16 @@ def report_stdio(
         verdict = "ok" if ratio <= target else f"over the {target:.2f} target"
         print(f"  bridge / {baseline:<20} {ratio:5.2f}  {verdict}")
     # The steadier figure on a busy machine: what each server process spent per call.
-    cpu_ratio = cpus["bridge"] / cpus["MCPServer → NATS"]
-    print(f"  server CPU per call, bridge / MCPServer → NATS {cpu_ratio:5.2f}")
+    cpu_ratio = cpu_share(cpus["bridge"], cpus["MCPServer → NATS"])
+    print(f"  server CPU per call, bridge / MCPServer → NATS {cpu_ratio}")
+
+
+def cpu_share(spent: float, baseline: float) -> str:
+    """``spent / baseline`` to two places; a run too short for the clock's ticks (the
+    process's CPU time moves in steps of 10 ms) says so rather than dividing by zero."""
+    if baseline <= 0:
+        return "n/a (too few calls to measure CPU)"
+    return f"{spent / baseline:4.2f}"
 
 
 def report_http(
@@ -505,11 +513,11 @@ def report_http(
     for name, baseline in pairs:
         for connections in levels:
             ratio = figures[name, connections][0] / figures[baseline, connections][0]
-            cpu = figures[name, connections][1] / figures[baseline, connections][1]
+            cpu = cpu_share(figures[name, connections][1], figures[baseline, connections][1])
             verdict = "ok" if ratio >= HTTP_TARGET else f"under the {HTTP_TARGET:.2f} target"
             print(
                 f"  {name} / {baseline} at {connections:>3} conns {ratio:5.2f}  {verdict}"
-                f"  (server CPU per call {cpu:4.2f})"
+                f"  (server CPU per call {cpu})"
             )
 
 

@@ -22,11 +22,17 @@ async def test_one_run_reports_every_ratio(capsys: pytest.CaptureFixture[str]) -
     out = capsys.readouterr().out
     assert "bridge / direct (low-level)" in out
     assert "bridge / direct (MCPServer)" in out
-    assert "bridge / MCPServer at   1 conns" in out
-    assert "bridge / MCPServer at   2 conns" in out
-    assert "bridge json / MCPServer at   2 conns" in out
-    assert "bridge json / MCPServer json at   2 conns" in out
-    assert out.count("server CPU") == 3 + 4 * 2
+    assert "server CPU per call, bridge / MCPServer → NATS" in out
+    for pair in (
+        "bridge / MCPServer nats",
+        "bridge json / MCPServer nats json",
+        "bridge / MCPServer",
+        "bridge json / MCPServer json",
+    ):
+        for connections in (1, 2):
+            assert f"{pair} at {connections:>3} conns" in out
+    # Every contestant's CPU per call: 4 over stdio, 6 over HTTP at each level.
+    assert out.count("µs/call") == 4 + 6 * 2
     assert "FAILED" not in out
 
 
