@@ -1,6 +1,6 @@
 """Cached answers of read-only tools: answered without a call, and never to the wrong caller.
 
-The leak to prevent is FastMCP's (issue 4037 of PrefectHQ/fastmcp): a cache in
+The leak to prevent is the one FastMCP's response cache had: a cache in
 front of the permission check, keyed without the caller, served one user's
 result to another who was not allowed the tool. Here the cache is the door's
 last call step, keyed by the caller's user (or granted groups), so every check
