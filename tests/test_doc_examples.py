@@ -25,6 +25,7 @@ PAGES = [
     "tasks.md",
     "limits.md",
     "a2a.md",
+    "gateway.md",
 ]
 
 

@@ -15,6 +15,7 @@ from toolbus.application.tasks import (
     TaskInputRelay,
     TaskProgress,
     TaskRunner,
+    fitting_answers,
     task_continuation,
 )
 from toolbus.domain.calls.input_requests import (
@@ -24,8 +25,9 @@ from toolbus.domain.calls.input_requests import (
     InputReply,
     Sampling,
     SamplingAnswer,
+    request_to_json,
 )
-from toolbus.domain.errors import TaskClosed, TaskNotFound
+from toolbus.domain.errors import TaskClosed, TaskNotAsking, TaskNotFound, UnfitAnswers
 from toolbus.memory import state
 from toolbus.ports import StateStore
 
@@ -87,3 +89,28 @@ async def test_the_questions_wait_in_the_task_until_each_is_answered(store: Stat
 
 async def test_a_task_going_on_without_questions_brings_no_answers() -> None:
     assert task_continuation(a_task()) is None
+
+
+def test_answers_are_checked_against_what_the_task_asks() -> None:
+    task = a_task().moved(
+        1_800_000_001.0,
+        "input-required",
+        input_requests={key: request_to_json(request) for key, request in ASKED.requests.items()},
+    )
+    half = task.answered(1_800_000_002.0, {"sure": {"action": "accept"}})
+    elicited = {"action": "accept", "content": {}}
+    sampled = {"role": "assistant", "content": {"type": "text", "text": "because"}}
+
+    assert fitting_answers(task, {"sure": elicited}) == {"sure": elicited}
+    # Answered already (a request racing this one): left out, not refused.
+    assert fitting_answers(half, {"sure": elicited, "why": sampled}) == {"why": sampled}
+    with pytest.raises(
+        UnfitAnswers, match=r"never asked 'other'; it waits for answers to 'sure', 'why'"
+    ):
+        fitting_answers(task, {"sure": elicited, "other": {}})
+    with pytest.raises(UnfitAnswers, match=r"the answer to 'why' .* needs 'content'"):
+        fitting_answers(task, {"sure": elicited, "why": {"role": "assistant"}})
+    with pytest.raises(TaskNotAsking, match="asks nothing now"):
+        fitting_answers(a_task(), {"sure": elicited})
+    with pytest.raises(TaskClosed):
+        fitting_answers(task.moved(1_800_000_003.0, "cancelled"), {"sure": elicited})

@@ -26,8 +26,10 @@ from toolbus.domain.errors import (
     SessionNotFound,
     StateStoreUnavailable,
     TaskClosed,
+    TaskNotAsking,
     TaskNotFound,
     ToolbusError,
+    UnfitAnswers,
     UnknownTool,
 )
 from toolbus_gateway import (
@@ -214,6 +216,14 @@ def _task_closed(gateway: Gateway, exc: TaskClosed) -> JSONResponse:
     return _error(409, "task-closed", str(exc), task_status=exc.status)
 
 
+def _not_asking(gateway: Gateway, exc: TaskNotAsking) -> JSONResponse:
+    return _error(409, "task-not-asking", str(exc), task_status=exc.status)
+
+
+def _unfit_answers(gateway: Gateway, exc: UnfitAnswers) -> JSONResponse:
+    return _error(422, "unfit-answers", str(exc))
+
+
 def _stopping(gateway: Gateway, exc: GatewayStopping) -> JSONResponse:
     response = _error(503, "unavailable", str(exc))
     response.headers["Retry-After"] = "1"
@@ -272,6 +282,8 @@ ERROR_ANSWERS: dict[type[Exception], Callable[[Gateway, Any], JSONResponse]] = {
     ApprovalClosed: _approval_closed,
     TaskNotFound: _no_task,
     TaskClosed: _task_closed,
+    TaskNotAsking: _not_asking,
+    UnfitAnswers: _unfit_answers,
     GatewayStopping: _stopping,
     UnknownTool: _no_tool,
     ConfigError: _bad_config,

@@ -8,7 +8,7 @@ and the answer is the same bytes whichever route took it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +16,7 @@ import orjson
 
 from toolbus import AgentSession, CallOutcome
 from toolbus.application.identity.bearer import Principal
+from toolbus.domain.calls.input_requests import InputKind
 from toolbus.domain.errors import UnknownTool
 from toolbus.domain.tasks import Task
 from toolbus_gateway.gateway import Gateway
@@ -69,14 +70,19 @@ def tasks_of(gateway: Gateway) -> GatewayTasks:
     return tasks
 
 
-def wants_task(gateway: Gateway, name: str, preference: Preference) -> bool:
+def wants_task(
+    gateway: Gateway, name: str, preference: Preference, can_answer: Collection[InputKind] = ()
+) -> bool:
     """Whether the call may run as a task from the start: asked for, or required by its
-    tool (then its session allows a task's call time); a tool that forbids it never does."""
+    tool (then its session allows a task's call time), or its caller can answer its tool's
+    questions; a tool that forbids it never does."""
     try:
         support = gateway.registry.tool(name).task_support
     except UnknownTool:
         return False
-    return support == "required" or (preference.respond_async and support != "forbidden")
+    return support == "required" or (
+        (preference.respond_async or bool(can_answer)) and support != "forbidden"
+    )
 
 
 async def answer_call(
@@ -87,17 +93,19 @@ async def answer_call(
     groups: list[str] | None,
     state: str | None,
     preference: Preference,
+    can_answer: Collection[InputKind] = (),
 ) -> Answer:
     """One call outside a session: InsufficientScope for groups beyond the caller's token's
-    scopes; AccessDenied and StateRefused (audited) beyond the user's permissions."""
+    scopes; AccessDenied and StateRefused (audited) beyond the user's permissions.
+    ``can_answer``: what the caller can answer its tool, should it ask."""
     tasks = tasks_of(gateway)
     caller.within(groups)
-    if wants_task(gateway, name, preference):
+    if wants_task(gateway, name, preference, can_answer):
         session: AgentSession = tasks.session(caller.user, groups, state)
     else:
         assert gateway.door is not None
         session = gateway.door.open(caller.user, groups, state, counted=False)
-    answered = await tasks.begin(session, name, arguments, None, preference)
+    answered = await tasks.begin(session, name, arguments, None, preference, can_answer=can_answer)
     return await settled(gateway, answered, preference)
 
 
@@ -109,12 +117,13 @@ async def settled(
     in_session: bool = False,
 ) -> Answer:
     """The answer to what :meth:`GatewayTasks.begin` came to: a task is waited for as long
-    as the caller lets it (``Prefer: wait``) or, for a call that waits for a person,
-    ``approval-wait``; then it is the task."""
+    as the caller lets it (``Prefer: wait``) or, for a call that waits for a person or may
+    ask its caller, ``approval-wait``; then it is the task."""
     if isinstance(answered, CallOutcome):
         return outcome_answer(gateway, answered, in_session=in_session)
     tasks = tasks_of(gateway)
-    if answered.status == "input-required" and not preference.respond_async:
+    may_ask = answered.call is not None and bool(answered.call.input_kinds)
+    if (answered.status == "input-required" or may_ask) and not preference.respond_async:
         seconds = tasks.settings.approval_wait
         if preference.wait is not None:
             seconds = min(seconds, preference.wait)

@@ -129,6 +129,7 @@ class DirectRoutes:
                 body.groups,
                 body.state,
                 Preference.of(prefer),
+                body.can_answer,
             )
         except Exception as exc:
             answer = self._error_answer(gateway, exc)

@@ -9,6 +9,17 @@ from pydantic import BaseModel, ConfigDict, Field
 from toolbus import CallOutcome
 
 Format = Literal["openai", "anthropic", "mcp"]
+#: What a caller may say it can answer when its tool asks (MCP's kinds of request).
+InputKindName = Literal["elicitation", "sampling", "roots"]
+
+CAN_ANSWER: Any = Field(
+    default_factory=list,
+    description="What this caller can answer when its tool asks (elicitation, sampling, "
+    "roots). The call then runs as a task (unless its tool forbids tasks): answered as a "
+    "call when it ends within approval-wait without asking; when its tool asks, 202 with "
+    "the task, input-required, its input_requests to answer at POST /v1/tasks/{id}/input. "
+    "Absent or []: a tool that asks hears at once that its caller cannot be asked.",
+)
 
 
 class _Body(BaseModel):
@@ -49,6 +60,7 @@ class CallRequest(_Body):
         description="The state to call in: absent means 'undefined'; any other must be an "
         "entry state ([doors] entry-states). Other states are reached in a session.",
     )
+    can_answer: list[InputKindName] = CAN_ANSWER
 
 
 class Transition(BaseModel):
@@ -111,6 +123,7 @@ class SessionCall(_Body):
         None, description="An object, or the JSON text a model produced."
     )
     tool_call_id: str | None = None
+    can_answer: list[InputKindName] = CAN_ANSWER
 
 
 class ServiceView(BaseModel):
@@ -233,6 +246,12 @@ class TaskView(BaseModel):
         None, description="What it waits for (input-required), or who cancelled it."
     )
     approval_id: str | None = Field(None, description="The approval it waits for.")
+    input_requests: dict[str, Any] | None = Field(
+        None,
+        description="What its tool asks its caller and is not answered yet (input-required), "
+        "by key, as MCP writes requests: {method, params}. Answer at POST "
+        "/v1/tasks/{id}/input.",
+    )
     result: str | None = Field(None, description="The tool's answer, once completed.")
     error: TaskErrorView | None = None
     state: str | None = Field(None, description="The session's state after the call.")
@@ -240,6 +259,14 @@ class TaskView(BaseModel):
     created_at: float
     updated_at: float
     ttl: float
+
+
+class TaskInput(_Body):
+    """Answers to what a task's tool asks, by the keys of its ``input_requests``, each as
+    MCP's client writes the result of that request (an elicitation:
+    ``{"action": "accept", "content": {...}}``)."""
+
+    responses: dict[str, Any] = Field(min_length=1)
 
 
 class TaskList(BaseModel):

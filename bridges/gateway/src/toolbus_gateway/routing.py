@@ -73,10 +73,13 @@ ERROR_ANSWERS: dict[int | str, dict[str, Any]] = {
     404: _error("No such tool, session, approval or task for this caller"),
     409: _error(
         "Not possible now: a session that exists, a tool not offered in this state, a task "
-        "that ended"
+        "that ended or asks nothing"
     ),
     413: _error("The body is larger than max-body-bytes"),
-    422: _error("The body or a parameter does not match its schema (bad-request)"),
+    422: _error(
+        "The body or a parameter does not match its schema (bad-request), or answers do not "
+        "fit a task's questions (unfit-answers)"
+    ),
     429: _error("A per-user limit was reached; Retry-After says when to try again"),
     503: _error(
         "The broker or the state store cannot serve the call now (unavailable; down says "

@@ -149,7 +149,13 @@ async def call_in_session(
         held = await _held(gateway, caller, session_id)
         session = door.held.resume(held)
         answered = await tasks.begin(
-            session, body.name, body.arguments, body.tool_call_id, preference, held_id=session_id
+            session,
+            body.name,
+            body.arguments,
+            body.tool_call_id,
+            preference,
+            held_id=session_id,
+            can_answer=body.can_answer,
         )
         if isinstance(answered, CallOutcome):
             await door.held.keep(held, session)

@@ -5,7 +5,10 @@ its tool requires it (``task-support = "required"``), or when it waits for a
 person longer than ``approval-wait`` (``[tasks]``); its answer is then ``202
 Accepted`` with ``Location: /v1/tasks/{id}``. A task belongs to the user whose
 call it is: to anyone else its id does not exist (404, as an unknown one),
-except to operators (the console's users), who may read and cancel any.
+except to operators (the console's users), who may read and cancel any. A
+task whose tool asks its caller (who said it can answer: ``can_answer``) is
+``input-required`` with its ``input_requests``; its owner answers them at
+``POST /v1/tasks/{id}/input``.
 Any replica answers for any task: they are kept in the gateway's store (while it
 is away, ``503`` at once).
 """
@@ -19,7 +22,7 @@ from fastapi import Depends, Request
 from toolbus_gateway.call_answers import tasks_of
 from toolbus_gateway.health import store_needed
 from toolbus_gateway.http_auth import gateway_of
-from toolbus_gateway.models import TaskList, TaskView
+from toolbus_gateway.models import TaskInput, TaskList, TaskView
 from toolbus_gateway.routing import v1_router
 from toolbus_gateway.tool_routes import CallerDep
 
@@ -49,6 +52,23 @@ async def get_task(request: Request, caller: CallerDep, task_id: str) -> TaskVie
     return _view(
         await tasks.visible(caller.user, task_id, operator=gateway.is_operator(caller.user))
     )
+
+
+@router.post(
+    "/tasks/{task_id}/input",
+    response_model=TaskView,
+    summary="Answer what a task's tool asks",
+    responses=_ONE,
+)
+async def answer_task(
+    request: Request, caller: CallerDep, task_id: str, body: TaskInput
+) -> TaskView:
+    """Answer the questions of a task of the caller's, by the keys of its ``input_requests``.
+    Every answer is checked first: one that does not fit is refused (422) and none is given.
+    The task stays ``input-required`` until every question is answered, then its call goes
+    on with the answers, on whichever replica makes it."""
+    tasks = tasks_of(gateway_of(request))
+    return _view(await tasks.answer(caller.user, task_id, body.responses))
 
 
 @router.delete(

@@ -5,6 +5,11 @@ A call becomes a task (answered ``202 Accepted`` with ``Location: /v1/tasks/{id}
 * at once, when its caller asks for one (``Prefer: respond-async``, RFC 7240)
   or its tool's ``task-support`` is ``required``; with ``Prefer: wait=N`` a
   task that ends within N seconds is answered as a call would have been;
+* at once too when its caller says what it can answer (``can_answer``), should
+  its tool ask: the call is answered as a call when it ends within
+  ``approval-wait`` without asking, and as its task, ``input-required`` with
+  the tool's ``input_requests``, as soon as its tool asks (answered at
+  ``POST /v1/tasks/{id}/input``, :meth:`GatewayTasks.answer`);
 * when it waits for a person's approval: the call waits in place for
   ``approval-wait`` seconds (``[tasks]``), then its caller gets its task rather
   than a load balancer's timeout.
@@ -25,7 +30,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,8 +50,15 @@ from toolbus.application.doors.tasks import (
     unavailable,
     waiting_for,
 )
-from toolbus.application.tasks import TaskBook, TaskEnd, TaskProgress, TaskRunner
+from toolbus.application.tasks import (
+    TaskBook,
+    TaskEnd,
+    TaskProgress,
+    TaskRunner,
+    fitting_answers,
+)
 from toolbus.domain.access.approvals import Approval
+from toolbus.domain.calls.input_requests import InputKind
 from toolbus.domain.config.descriptors import ToolDescriptor
 from toolbus.domain.errors import AccessDenied, TaskNotFound, ToolbusError
 from toolbus.domain.tasks import Task, TaskError, TaskSettings
@@ -203,20 +215,24 @@ class GatewayTasks:
         preference: Preference,
         *,
         held_id: str | None = None,
+        can_answer: Collection[InputKind] = (),
     ) -> CallOutcome | Task:
         """Make a call, or start it as a task: the outcome, or the task (then
         :meth:`settle` it). ``held_id`` names the held session it is made in (whose
         session object the caller keeps); a one-call ``session`` is this method's to
-        close, or to hand to the task."""
+        close, or to hand to the task. ``can_answer``: what the caller can answer its
+        tool, should it ask (the call then runs as a task)."""
         tool = _offered(session, name)
         support = "forbidden" if tool is None else tool.task_support
-        as_task = support == "required" or (preference.respond_async and support != "forbidden")
+        as_task = support == "required" or (
+            (preference.respond_async or bool(can_answer)) and support != "forbidden"
+        )
         parsed = arguments if isinstance(arguments, Mapping) else None
         if tool is not None and as_task and parsed is not None:
             if self.stopping.is_set():
                 await self._close(session, held_id)
                 raise GatewayStopping("the gateway is stopping")
-            task = self._task(session, tool, parsed, tool_call_id, held_id)
+            task = self._task(session, tool, parsed, tool_call_id, held_id, can_answer)
             return await self._start(task, None if held_id else session, None)
         handed: _HandedOver | None = None
         scope = anyio.CancelScope()
@@ -256,7 +272,7 @@ class GatewayTasks:
                 await session.close()
             return outcome
         assert tool is not None and parsed is not None
-        task = self._task(session, tool, parsed, tool_call_id, held_id)
+        task = self._task(session, tool, parsed, tool_call_id, held_id, can_answer)
         task = task.moved(
             task.created_at,
             "input-required",
@@ -268,8 +284,9 @@ class GatewayTasks:
 
     async def settle(self, task: Task, seconds: float) -> CallOutcome | Task:
         """The outcome of a task this process runs, if it ends within ``seconds``; else the
-        task as it stands (for the ``202``). Raises :class:`GatewayStopping` for a task that
-        failed because the gateway stopped with no other replica to go on with it."""
+        task as it stands (for the ``202``), at once when its tool asks its caller (who
+        said they can answer). Raises :class:`GatewayStopping` for a task that failed
+        because the gateway stopped with no other replica to go on with it."""
         settling = self._settling.get(task.id)
         try:
             if settling is not None and seconds > 0:
@@ -281,6 +298,8 @@ class GatewayTasks:
                             either.cancel_scope.cancel()
 
                         either.start_soon(stopped)
+                        if task.call is not None and task.call.input_kinds:
+                            either.start_soon(self._asked, task.id, either.cancel_scope)
                         await settling.done.wait()
                         either.cancel_scope.cancel()
                 if settling.outcome is not None:
@@ -296,6 +315,16 @@ class GatewayTasks:
             raise GatewayStopping()  # no other replica goes on with it
         return now
 
+    async def _asked(self, task_id: str, scope: anyio.CancelScope) -> None:
+        """Cancel ``scope`` once the task's tool asks its caller: the caller answers now."""
+        try:
+            async for now in self.book.changes(task_id):
+                if now is None or now.input_requests:
+                    scope.cancel()
+                    return
+        except ToolbusError as exc:  # the store is away: the outcome is still awaited
+            log.warning("task %s: stopped watching for its questions: %s", task_id, exc)
+
     def _task(
         self,
         session: AgentSession,
@@ -303,6 +332,7 @@ class GatewayTasks:
         arguments: Mapping[str, Any],
         tool_call_id: str | None,
         held_id: str | None,
+        can_answer: Collection[InputKind],
     ) -> Task:
         return call_task(
             door=TASK_DOOR,
@@ -315,6 +345,7 @@ class GatewayTasks:
             tool_call_id=tool_call_id,
             session=held_id,
             ttl=self.settings.ttl,
+            input_kinds=can_answer,
         )
 
     async def _start(
@@ -424,6 +455,15 @@ class GatewayTasks:
         if task is None or not (operator or task.owner == user):
             raise TaskNotFound(task_id)
         return task
+
+    async def answer(self, user: str, task_id: str, responses: Mapping[str, Any]) -> Task:
+        """Answer what the task's tool asks, as its owner (the questions are theirs: to an
+        operator, as to anyone else, the task does not exist here); every answer is checked
+        against its request before any is given (:class:`UnfitAnswers`)."""
+        task = await self.visible(user, task_id, operator=False)
+        answered = await self.runner.answer(user, task_id, fitting_answers(task, responses))
+        self.changed("tasks")
+        return answered
 
     async def cancel(self, user: str, task_id: str, *, operator: bool) -> Task:
         """Cancel the task, as its owner or an operator."""

@@ -139,6 +139,7 @@ async def call_tool(
         body.groups,
         body.state,
         Preference.of(request.headers.getlist("prefer")),
+        body.can_answer,
     )
     return Response(
         answer.body,

@@ -255,6 +255,23 @@ class TaskClosed(ToolbusError):
         super().__init__(f"task {task_id[:100]!r} is {status} already; nothing was changed")
 
 
+class TaskNotAsking(ToolbusError):
+    """Answers were given to a task whose tool asks nothing now."""
+
+    def __init__(self, task_id: str, status: str) -> None:
+        self.task_id = task_id
+        self.status = status
+        super().__init__(
+            f"task {task_id[:100]!r} asks nothing now (it is {status}); answer a task while "
+            "it is input-required with input_requests, by their keys"
+        )
+
+
+class UnfitAnswers(ToolbusError, ValueError):
+    """Answers to a task's questions that do not fit them: keys it never asked, or an
+    answer of the wrong shape. Nothing of them was given to the task."""
+
+
 class ApprovalClosed(ToolbusError):
     """The approval was decided already, it expired, or it was withdrawn (its call will not
     be made): it cannot be decided again."""

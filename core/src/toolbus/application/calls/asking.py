@@ -201,5 +201,5 @@ def _cannot(kinds: frozenset[InputKind], lacking: Mapping[str, InputRequest]) ->
     return (
         f"this tool asks its caller for {describe(lacking)}, which its caller cannot give "
         f"(it answers {can}); call it through a door that relays such requests (MCP, the "
-        "agent loop, toolbus call), or answer them in code"
+        "agent loop, toolbus call, the gateway with can_answer), or answer them in code"
     )

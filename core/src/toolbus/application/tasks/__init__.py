@@ -10,7 +10,12 @@
 See docs/tasks.md.
 """
 
-from toolbus.application.tasks.asking import TaskInputRelay, task_continuation, task_kinds
+from toolbus.application.tasks.asking import (
+    TaskInputRelay,
+    fitting_answers,
+    task_continuation,
+    task_kinds,
+)
 from toolbus.application.tasks.book import TaskBook
 from toolbus.application.tasks.runner import (
     TaskEnd,
@@ -25,6 +30,7 @@ __all__ = [
     "TaskInputRelay",
     "TaskProgress",
     "TaskRunner",
+    "fitting_answers",
     "new_task_id",
     "task_continuation",
     "task_kinds",

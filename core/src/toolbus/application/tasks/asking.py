@@ -12,8 +12,10 @@ so a door adds a protocol, not a way of waiting:
   requests, as MCP writes them, by key: those not answered yet) while it is
   ``input-required``;
 * answer them with :meth:`~toolbus.application.tasks.TaskRunner.answer`,
-  from any replica; the task stays ``input-required`` until every request is
-  answered, then the call goes on with the answers.
+  from any replica (checked first with :func:`fitting_answers` where the
+  caller should hear at once that an answer does not fit); the task stays
+  ``input-required`` until every request is answered, then the call goes on
+  with the answers.
 
 :class:`~toolbus.application.doors.tasks.CallTasks` takes the first step for
 every door's tasks, with the kinds the door recorded in the task (none: the
@@ -25,7 +27,9 @@ in with the same steps.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from contextlib import suppress
+from typing import Any
 
 from toolbus.application.tasks.runner import TaskProgress
 from toolbus.domain.calls.input_requests import (
@@ -35,8 +39,10 @@ from toolbus.domain.calls.input_requests import (
     InputReply,
     answer_from_json,
     kinds_of,
+    request_from_json,
     request_to_json,
 )
+from toolbus.domain.errors import TaskClosed, TaskNotAsking, UnfitAnswers, WireError
 from toolbus.domain.tasks import Task
 
 
@@ -71,3 +77,35 @@ def task_continuation(task: Task) -> InputReply | None:
     if call is None or (not call.input_responses and call.input_state is None):
         return None
     return InputReply(call.input_responses, call.input_state)
+
+
+def fitting_answers(task: Task, responses: Mapping[str, Any]) -> dict[str, Any]:
+    """The answers of ``responses`` that ``task`` still waits for, each checked against
+    its request: :class:`TaskClosed` for a task that ended, :class:`TaskNotAsking` for
+    one that asks nothing now, :class:`UnfitAnswers` naming a key it never asked or an
+    answer of the wrong shape (then nothing is to be given). Answers to requests
+    answered already (by another request, racing this one) are left out."""
+    if task.final:
+        raise TaskClosed(task.id, task.status)
+    asked = task.input_requests or {}
+    answered = task.call.input_responses if task.call is not None else {}
+    if not asked:
+        raise TaskNotAsking(task.id, task.status)
+    unknown = sorted(key for key in responses if key not in asked and key not in answered)
+    if unknown:
+        raise UnfitAnswers(
+            f"task {task.id[:100]!r} never asked {', '.join(map(repr, unknown))}; "
+            f"it waits for answers to {', '.join(map(repr, sorted(asked)))}"
+        )
+    fitting: dict[str, Any] = {}
+    for key, data in responses.items():
+        if key not in asked:
+            continue
+        try:
+            answer_from_json(request_from_json(asked[key]), data)
+        except (ValueError, WireError) as exc:
+            raise UnfitAnswers(
+                f"the answer to {key!r} of task {task.id[:100]!r} does not fit its request: {exc}"
+            ) from exc
+        fitting[key] = data
+    return fitting
