@@ -381,6 +381,51 @@ async def test_asked_in_time_it_answers_in_place_then_becomes_a_task(
     assert final["result"]["content"][0]["text"] == "Done for Alice"
 
 
+async def test_asked_in_time_and_answered_in_place_it_counts_once_in_its_limit() -> None:
+    """An ``optional`` tool that asks within ``task-after`` hands its question to the
+    client, whose call with the answers is the call that asked: a limit of one lets it
+    through, and the task the client never saw ends cancelled."""
+    tool = "test_tool_with_task"
+    settings = {"limits": [{"name": "once", "calls": 1, "every": "1m", "tools": [tool]}]}
+    async with AsyncExitStack() as stack:
+        kit = await ToolTestKit.open(stack)
+        await kit.serve(*SERVICES, seal_keys=KEYS)
+        tools = kit.tools(load_registry(snapshot()))
+        store = await connect_state(f"memory://mcp-asking-in-place-{uuid.uuid4().hex}")
+        stack.push_async_callback(store.close)
+        door = FrontDoor(
+            tools,
+            policy=AccessPolicy(tools.registry.snapshot, None),
+            settings=parse_door_settings(None),
+            audit=ListAuditSink(),
+            metrics=ToolbusMetrics.disabled(),
+            steps=call_steps(settings, store=store),
+        )
+        server = BusMcpServer(door, caller=McpCaller("alice"))
+        stack.push_async_callback(server.close)
+        runner = await stack.enter_async_context(door_tasks(door, store, shared=False))
+        McpTasks(server, runner)
+        async with Client(server.server, **_tasks_client()) as client:
+            first = await call_raw(client, tool, {})
+            answer = mcp_types.ElicitResult(action="accept", content={"name": "Alice"})
+            again = mcp_types.CallToolRequest(
+                params=mcp_types.CallToolRequestParams(
+                    name=tool,
+                    arguments={},
+                    input_responses={"user_name": answer},
+                    request_state=first["requestState"],
+                )
+            )
+            created = await client.session.send_request(again, ANY)
+            final = await until_final(client, created["taskId"])
+            listed = await runner.runner.book.of_owner("alice")
+
+    assert first["resultType"] == "input_required"
+    assert final["status"] == "completed", final
+    assert final["result"]["content"][0]["text"] == "Done for Alice"
+    assert sorted(task.status for task in listed) == ["cancelled", "completed"]
+
+
 def _tasks_client() -> dict[str, Any]:
     """A client of the tasks extension that declares elicitation (answered with tasks/update)."""
     return {"extensions": [advertise(TASKS)], "elicitation_callback": Person().elicit}

@@ -224,8 +224,7 @@ class McpTasks:
             ended = await self._settled(task_id)
             if ended is not None and ended.input_requests:
                 # Asked in time: the client answers in place, and calls again.
-                with suppress(TaskClosed, TaskNotFound):
-                    await self.runner.cancel(ended.owner, task_id)
+                await self._hand_back(ended)
                 return _input_required(ended)
             if ended is not None and ended.status != "cancelled":
                 detailed = await self.detailed(ended, None)
@@ -235,6 +234,20 @@ class McpTasks:
         created = _envelope(kept)
         created["resultType"] = "task"
         return created
+
+    async def _hand_back(self, task: Task) -> None:
+        """The questions of ``task``'s tool go to the client, who calls again with the
+        answers: the task's call ends asking (so its limits count the call once: it comes
+        back as the call that asked), and the task, which the client never saw, is
+        cancelled. A call another replica makes is cancelled at once."""
+        if self.calls.hand_back(task.id):
+            # Its end (the call's limits noting its state) comes before the client's
+            # next call can: the work cancels its task once the call ended asking.
+            with suppress(TaskNotFound):
+                await self.book.final(task.id, self.calls.settings.call_timeout)
+            return
+        with suppress(TaskClosed, TaskNotFound):
+            await self.runner.cancel(task.owner, task.id)
 
     async def _settled(self, task_id: str) -> Task | None:
         """The task once it ended or its tool asked, within ``task_after``; else ``None``."""
@@ -282,6 +295,11 @@ class McpTasks:
             task, session, progress, approval_id=approval_id, make=streamed
         )
         await door.held.keep(held, session)
+        if outcome.asked is not None:
+            # Its questions were handed back to the client, who answers them in place: the
+            # task it never saw ends cancelled, not failed.
+            with suppress(TaskClosed, TaskNotFound):
+                await self.runner.cancel(task.owner, task.id)
         if outcome.transition is not None:
             await self.server.notify_moved(key)
         return task_end(outcome)

@@ -167,6 +167,8 @@ class CallTasks:
         self.door = door
         self.runner = runner
         self.settings = settings
+        #: Calls this replica makes, by task id: set to hand their questions back.
+        self._handing_back: dict[str, anyio.Event] = {}
 
     @property
     def book(self) -> ApprovalBook | None:
@@ -244,8 +246,36 @@ class CallTasks:
         ``approval_id``: the approval the call waits for already (asked for when the
         call was first made), found again rather than asked anew. ``make``: how the
         call is made (default ``session.call``; a door streaming the answer passes
-        its own, which may count the chunks in ``progress``).
+        its own, which may count the chunks in ``progress``). Its questions wait in
+        the task, unless they are handed back (:meth:`hand_back`).
         """
+        handed_back = self._handing_back[task.id] = anyio.Event()
+        try:
+            return await self._call(task, session, progress, approval_id, make, handed_back)
+        finally:
+            if self._handing_back.get(task.id) is handed_back:
+                del self._handing_back[task.id]
+
+    def hand_back(self, task_id: str) -> bool:
+        """The caller answers the questions of ``task_id``'s tool in place, and makes the
+        call again (an MCP ``optional`` tool that asked in time): its call, made here,
+        ends asking (a limit counted it, and notes the state it is made again with).
+        False when this replica does not make its call."""
+        handed_back = self._handing_back.get(task_id)
+        if handed_back is None:
+            return False
+        handed_back.set()
+        return True
+
+    async def _call(
+        self,
+        task: Task,
+        session: AgentSession,
+        progress: TaskProgress,
+        approval_id: str | None,
+        make: MakeCall | None,
+        handed_back: anyio.Event,
+    ) -> CallOutcome:
         call = task.call
         assert call is not None
         book = self.book
@@ -262,7 +292,8 @@ class CallTasks:
                 context.enter_context(sending_as(call.call_id or bus_call_id(task.id)))
                 # What its tool asks waits in the task until its caller answered; a replica
                 # going on with the task brings the answers given so far.
-                context.enter_context(relaying(TaskInputRelay(progress, task_kinds(task))))
+                relay = TaskInputRelay(progress, task_kinds(task), handed_back)
+                context.enter_context(relaying(relay))
                 given = task_continuation(task)
                 if given is not None:
                     context.enter_context(continuing(given))

@@ -31,6 +31,8 @@ from collections.abc import Mapping
 from contextlib import suppress
 from typing import Any
 
+import anyio
+
 from toolbus.application.tasks.runner import TaskProgress
 from toolbus.domain.calls.input_requests import (
     InputAnswer,
@@ -48,22 +50,56 @@ from toolbus.domain.tasks import Task
 
 class TaskInputRelay:
     """The input relay of a task's call: what its tool asks waits in the task
-    (``input-required``) until its caller has answered every request."""
+    (``input-required``) until its caller has answered every request.
 
-    def __init__(self, progress: TaskProgress, kinds: frozenset[InputKind]) -> None:
+    ``handed_back``, once set, ends the wait: the call ends asking, its questions
+    and state handed back to a caller that answers them in place and makes the
+    call again (as a call that asked, so its limits count it once).
+    """
+
+    def __init__(
+        self,
+        progress: TaskProgress,
+        kinds: frozenset[InputKind],
+        handed_back: anyio.Event | None = None,
+    ) -> None:
         self.progress = progress
         self.kinds = kinds
+        self.handed_back = handed_back
 
-    async def answer(self, asked: InputAsk) -> dict[str, InputAnswer]:
+    async def answer(self, asked: InputAsk) -> dict[str, InputAnswer] | None:
         requests = {key: request_to_json(request) for key, request in asked.requests.items()}
         await self.progress.asking(requests, asked.state)
-        given = await self.progress.answers(requests)
+        try:
+            given = await self._given(requests)
+        except TaskClosed:
+            given = None  # cancelled meanwhile (its cancellation is on its way), or gone
+        if given is None:
+            return None  # handed back, or closed: the call ends asking
         await self.progress.going_on()
         answers: dict[str, InputAnswer] = {}
         for key, request in asked.requests.items():
             with suppress(ValueError):  # an answer that does not fit is asked again
                 answers[key] = answer_from_json(request, given[key])
         return answers
+
+    async def _given(self, requests: dict[str, Any]) -> dict[str, Any] | None:
+        """The caller's answers, or ``None`` once the questions are handed back."""
+        handed_back = self.handed_back
+        if handed_back is None:
+            return await self.progress.answers(requests)
+        given: dict[str, Any] | None = None
+        async with anyio.create_task_group() as either:
+
+            async def answered() -> None:
+                nonlocal given
+                given = await self.progress.answers(requests)
+                either.cancel_scope.cancel()
+
+            either.start_soon(answered)
+            await handed_back.wait()
+            either.cancel_scope.cancel()
+        return given
 
 
 def task_kinds(task: Task) -> frozenset[InputKind]:
