@@ -25,6 +25,7 @@ in with the same steps.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 
 from toolbus.application.tasks.runner import TaskProgress
@@ -42,15 +43,29 @@ from toolbus.domain.tasks import Task
 
 class TaskInputRelay:
     """The input relay of a task's call: what its tool asks waits in the task
-    (``input-required``) until its caller has answered every request."""
+    (``input-required``) until its caller has answered every request.
 
-    def __init__(self, progress: TaskProgress, kinds: frozenset[InputKind]) -> None:
+    ``told``, when given, is awaited once the task holds the questions: a door whose
+    caller follows the task's events tells it there (an answer before the task holds
+    them would be for nothing).
+    """
+
+    def __init__(
+        self,
+        progress: TaskProgress,
+        kinds: frozenset[InputKind],
+        *,
+        told: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         self.progress = progress
         self.kinds = kinds
+        self.told = told
 
     async def answer(self, asked: InputAsk) -> dict[str, InputAnswer]:
         requests = {key: request_to_json(request) for key, request in asked.requests.items()}
         await self.progress.asking(requests, asked.state)
+        if self.told is not None:
+            await self.told()
         given = await self.progress.answers(requests)
         await self.progress.going_on()
         answers: dict[str, InputAnswer] = {}
