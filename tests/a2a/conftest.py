@@ -31,9 +31,11 @@ from anyio.abc import Process
 
 from tests.doors.processes import LISTEN, DoorProcess, door_environment, door_process
 from tests.support.model_server import ModelServer
+from toolbus.application.calls.asking import ask
 from toolbus.application.calls.host import running as serving
 from toolbus.application.calls.service import FunctionToolService, tool_service
 from toolbus.application.sealing import new_seal_jwk
+from toolbus.domain.calls.input_requests import Elicitation
 from toolbus.plugins import connect
 
 
@@ -86,6 +88,8 @@ ROOT = Path(__file__).parent.parent.parent
 
 #: The API keys of the site's users.
 KEYS = {user: f"a2a-{user}-key-0123456789" for user in ("alice", "bob", "ops")}
+#: The form the ``ship`` tool asks its caller to fill in.
+SURE = {"type": "object", "properties": {"sure": {"type": "boolean"}}, "required": ["sure"]}
 #: The agent's name and description (``toolbus agent serve --name --description``).
 AGENT, DESCRIPTION = "helper", "Answers questions about orders."
 
@@ -97,7 +101,9 @@ class A2ASite:
     Its toolbus.toml: the broker, the shared sealed ``state`` (when given), users
     alice, bob and ops with API keys, approvals by ops for ``refund``. The agent's
     tools are served by the test (:meth:`tools`): ``hold`` waits until the test
-    lets its ``key`` go (:meth:`let_go`), ``refund`` answers at once (once approved);
+    lets its ``key`` go (:meth:`let_go`), ``refund`` answers at once (once approved),
+    ``ship`` asks its caller whether to (a form with one yes-or-no field, ``sure``;
+    :meth:`reached` ``KEY-ACTION`` once it has the answer);
     each answer names the user the call was made for.
     """
 
@@ -148,6 +154,12 @@ class A2ASite:
             config_params=[{"name": "action", "required": True}],
         )
         async def desk(user: str, config: dict[str, Any], key: str = "") -> str:
+            if config["action"] == "ship":
+                answer = await ask(Elicitation(f"Ship {key}?", SURE))
+                site.arrival(f"{key}-{answer.action}").set()
+                if answer.accepted and answer.content.get("sure"):
+                    return f"shipped {key} for {user}"
+                return f"kept {key} ({answer.action})"
             if config["action"] == "hold":
                 site.arrival(key).set()
                 await site.held.setdefault(key, anyio.Event()).wait()
@@ -169,7 +181,7 @@ class A2ASite:
 
         return {
             "tool-service": {self.service.id: self.service.descriptor()},
-            "tool": {"hold": tool("hold"), "refund": tool("refund")},
+            "tool": {name: tool(name) for name in ("hold", "refund", "ship")},
         }
 
     def arrival(self, key: str) -> anyio.Event:

@@ -127,6 +127,9 @@ async def test_a_caller_that_can_answer_gets_the_question_as_a_task_and_answers_
         [key] = shown["input_requests"]
         unknown = await http.post(path, json={"responses": {"nope": {"action": "accept"}}})
         unfit = await http.post(path, json={"responses": {key: {"action": "maybe"}}})
+        unwanted = await http.post(
+            path, json={"responses": {key: {"action": "accept", "content": {"sure": "yes"}}}}
+        )
         empty = await http.post(path, json={"responses": {}})
         still = (await http.get(f"/v1/tasks/{task_id}")).json()
         answered = await http.post(
@@ -146,9 +149,16 @@ async def test_a_caller_that_can_answer_gets_the_question_as_a_task_and_answers_
     assert foreign.status_code == 404
     assert unknown.status_code == 422
     assert unknown.json()["error"] == "unfit-answers"
-    assert f"never asked 'nope'; it waits for answers to {key!r}" in unknown.json()["message"]
+    assert (
+        f"responses['nope']: task {task_id} does not ask that; it asks {key!r}"
+        in (unknown.json()["message"])
+    )
     assert unfit.status_code == 422
-    assert "accept, decline or cancel" in unfit.json()["message"]
+    assert f"responses[{key!r}]: an elicitation answer needs 'action'" in unfit.json()["message"]
+    assert unwanted.status_code == 422
+    assert unwanted.json()["message"] == (
+        f"responses[{key!r}].content: 'sure' must be true or false, not \"yes\""
+    )
     assert empty.status_code == 422  # no answers at all is a malformed body
     assert still["status"] == "input-required" and still["input_requests"] == task["input_requests"]
     assert answered.json()["input_requests"] == {}

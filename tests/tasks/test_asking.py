@@ -33,6 +33,7 @@ from toolbus.ports import StateStore
 
 pytestmark = pytest.mark.anyio
 
+SURE = {"type": "object", "properties": {"sure": {"type": "boolean"}}, "required": ["sure"]}
 ASKED = InputAsk(
     {"sure": Elicitation("Refund 40?", {"type": "object"}), "why": Sampling(["Explain"], 20)},
     "c2VhbGVk",
@@ -104,12 +105,20 @@ def test_answers_are_checked_against_what_the_task_asks() -> None:
     assert fitting_answers(task, {"sure": elicited}) == {"sure": elicited}
     # Answered already (a request racing this one): left out, not refused.
     assert fitting_answers(half, {"sure": elicited, "why": sampled}) == {"why": sampled}
-    with pytest.raises(
-        UnfitAnswers, match=r"never asked 'other'; it waits for answers to 'sure', 'why'"
-    ):
+    with pytest.raises(UnfitAnswers, match=r"responses\['other'\]: task .* does not ask that"):
         fitting_answers(task, {"sure": elicited, "other": {}})
-    with pytest.raises(UnfitAnswers, match=r"the answer to 'why' .* needs 'content'"):
+    with pytest.raises(UnfitAnswers, match=r"responses\['why'\]: a sampling answer needs"):
         fitting_answers(task, {"sure": elicited, "why": {"role": "assistant"}})
+    form = a_task().moved(
+        1_800_000_001.0,
+        "input-required",
+        input_requests={"sure": request_to_json(Elicitation("Sure?", SURE))},
+    )
+    with pytest.raises(
+        UnfitAnswers, match=r"responses\['sure'\].content: the form requires 'sure'"
+    ):
+        fitting_answers(form, {"sure": {"action": "accept", "content": {}}})
+    assert fitting_answers(form, {"sure": {"action": "decline"}}) == {"sure": {"action": "decline"}}
     with pytest.raises(TaskNotAsking, match="asks nothing now"):
         fitting_answers(a_task(), {"sure": elicited})
     with pytest.raises(TaskClosed):

@@ -6,7 +6,9 @@ this one answers for an agent service on the bus:
 
 * ``SendMessage`` / ``SendStreamingMessage`` start a task (toolbus's task
   model, door ``a2a``) whose work is the agent's run; a blocking send waits
-  until the task ends or waits for input, a stream carries its events;
+  until the task ends or waits for input, a stream carries its events; one
+  naming a task that waits for its caller's answers (a tool asks,
+  :mod:`~toolbus_a2a.serving.asking`) answers it, from any replica;
 * ``GetTask``, ``ListTasks``, ``CancelTask`` and ``SubscribeToTask`` read the
   task from the door's (shared) store, so any replica answers them; a stream
   reads the events of a task another replica runs from the bus;
@@ -16,6 +18,7 @@ this one answers for an agent service on the bus:
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import AsyncGenerator
@@ -66,6 +69,7 @@ from toolbus.domain.errors import TaskClosed, TaskNotFound
 from toolbus.domain.tasks import Task as BusTask
 from toolbus.domain.tasks import TaskCall, TaskError
 from toolbus_a2a.serving.agents import ServedAgent
+from toolbus_a2a.serving.asking import read_answers
 from toolbus_a2a.serving.messages import read_message
 from toolbus_a2a.serving.records import TaskRecord
 from toolbus_a2a.serving.runs import RunParts, publish, refuse_task, run_task
@@ -75,7 +79,10 @@ from toolbus_a2a.serving.views import (
     bus_status,
     message_json,
     status_event,
+    waits_for_caller,
 )
+
+log = logging.getLogger("toolbus.a2a")
 
 #: The door name of the A2A door's tasks.
 TASK_DOOR = "a2a"
@@ -225,8 +232,6 @@ class AgentHandler(RequestHandler):
                 "SubscribeToTask or GetTask"
             )
         message = params.message
-        if message.task_id:
-            await self._refuse_continuing(user, message)
         question = read_message(params)
         context_id = message.context_id or uuid.uuid4().hex
         conversation = await self.parts.records.context(user, context_id, self.agent.name)
@@ -278,14 +283,20 @@ class AgentHandler(RequestHandler):
             if refusal is not None:
                 return await refuse_task(self.parts, record, progress, refusal)
             return await run_task(
-                self.parts, record, progress, request, conversation, question.text
+                self.parts, record, progress, request, conversation, question.text, user
             )
 
         started = await self.runner.start(task, work)
         return started, record
 
-    async def _refuse_continuing(self, user: str, message: Message) -> None:
-        """A message naming a task: tasks here take no further input (see docs/a2a.md)."""
+    async def _answer(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> tuple[BusTask, TaskRecord]:
+        """A message naming a task: the answers to what its tool asks; a task waiting for
+        nothing else of its caller takes no message (see docs/a2a.md)."""
+        user = caller(context)
+        validate_history_length(params.configuration)
+        message = params.message
         task, record = await self._owned(user, message.task_id)
         if message.context_id and message.context_id != record.context_id:
             raise InvalidParamsError(
@@ -297,6 +308,27 @@ class AgentHandler(RequestHandler):
                 message=f"task {task.id} has ended ({task.status}); send the message without "
                 f"taskId (with contextId {record.context_id} to go on with the conversation)"
             )
+        if task.input_requests:
+            answers = read_answers(message, task)
+            try:
+                answered = await self.runner.answer(user, task.id, answers)
+            except TaskNotFound:
+                raise TaskNotFoundError from None
+            except TaskClosed:
+                raise UnsupportedOperationError(
+                    message=f"task {task.id} ended before the answer came; send the message "
+                    f"again without taskId (with contextId {record.context_id})"
+                ) from None
+            sent = Message()
+            sent.CopyFrom(message)
+            sent.context_id = record.context_id
+            try:
+                await self.parts.records.said(
+                    task.id, message_json(sent), ttl=self.parts.ttl + self.parts.timeout
+                )
+            except Exception as exc:  # the answer stands; only the history misses it
+                log.warning("task %s: an answer could not be kept: %s", task.id, exc)
+            return answered, await self.parts.records.task(task.id) or record
         if task.status == "input-required":
             raise UnsupportedOperationError(
                 message=f"task {task.id} is {task.message or 'waiting for input'}: a person "
@@ -308,17 +340,25 @@ class AgentHandler(RequestHandler):
             "with SubscribeToTask, or cancel it"
         )
 
+    async def _sent(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> tuple[BusTask, TaskRecord]:
+        """A message sent: a new task, or answers to one (it names the task)."""
+        if params.message.task_id:
+            return await self._answer(params, context)
+        return await self._start(params, context)
+
     async def on_message_send(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> Task | Message:
-        started, record = await self._start(params, context)
+        started, record = await self._sent(params, context)
         task = started
         if not params.configuration.return_immediately:
             async for seen in self.parts.book.changes(started.id):
                 if seen is None:
                     break
                 task = seen
-                if task.final or task.status == "input-required":
+                if task.final or waits_for_caller(task):
                     break
             # With the steps the run kept in its history meanwhile.
             record = await self.parts.records.task(task.id) or record
@@ -327,7 +367,7 @@ class AgentHandler(RequestHandler):
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event, None]:
-        started, record = await self._start(params, context)
+        started, record = await self._sent(params, context)
         async for event in self._stream(started, record, params.configuration):
             yield event
 

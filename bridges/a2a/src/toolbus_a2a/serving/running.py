@@ -32,6 +32,7 @@ from toolbus.application.identity.bearer import Authenticator
 from toolbus.application.sealing.doors import shared_url
 from toolbus.application.tasks import TaskBook, TaskEnd, TaskProgress, TaskRunner
 from toolbus.cli.plugin_api import redact_url
+from toolbus.domain.calls.input_requests import ElicitationAnswer
 from toolbus.domain.errors import ToolbusError
 from toolbus.domain.tasks import Task, TaskError, TaskSettings, parse_task_settings
 from toolbus.plugins import connect
@@ -129,6 +130,20 @@ class A2ADoor:
         handler = AgentHandler(agent, card, await self.parts(agent), self.runner)
         return handler, card
 
+    async def withdraw(self, task: Task) -> None:
+        """A task that will not go on (cancelled, or its door stopped): a form its run's
+        tool waited for is dismissed (``cancel``), so that the run does not wait on for an
+        answer nobody will send."""
+        if not task.input_requests:
+            return
+        record = await self.records.task(task.id)
+        agent = self.directory.get(task.tool)
+        if record is None or agent is None:
+            return
+        parts = await self.parts(agent)
+        dismissed = dict.fromkeys(task.input_requests, ElicitationAnswer("cancel"))
+        await parts.agents.send_answers(record.request_id, task.owner, dismissed)
+
     async def resume(self, task: Task, progress: TaskProgress) -> TaskEnd:
         """Go on with a task another replica left: follow its agent's run."""
         agent = self.directory.get(task.tool)
@@ -180,6 +195,7 @@ async def started_door(
             stack,
         )
         runner.resumes(TASK_DOOR, door.resume)
+        runner.on_abandoned = door.withdraw
         try:
             yield door
         finally:

@@ -13,6 +13,8 @@ agent event        A2A event
 ``approval``       status ``input-required``: whom the call waits for
 ``waiting``        none: the run suspended while that approval waits (still
                    ``input-required``); its next events follow from any replica
+``input``          status ``input-required``, the tool's question as its message;
+                   once the caller answered (from any replica), ``working`` again
 ``observation``    status ``working``, the observation as its message
 ``answer``         chunks of the ``answer`` artifact, then the whole answer
 ``error``          status ``failed`` (``rejected`` when the agent refused to run)
@@ -42,8 +44,10 @@ from a2a.types import TaskStatusUpdateEvent
 
 from toolbus.application.agent.service import AgentClient
 from toolbus.application.tasks import TaskBook, TaskEnd, TaskProgress
+from toolbus.application.tasks.asking import TaskInputRelay
 from toolbus.application.tasks.runner import Resume
 from toolbus.domain.agent.wire import AgentEvent, AgentRequest
+from toolbus.domain.errors import TaskClosed
 from toolbus.domain.tasks import Task, TaskError
 from toolbus.domain.tasks import TaskStatus as BusStatus
 from toolbus_a2a.serving.events import BusTaskEventStream, now_version
@@ -84,11 +88,19 @@ class AgentRun:
     """Follows one agent run for its task; see the module docs."""
 
     def __init__(
-        self, parts: RunParts, record: TaskRecord, progress: TaskProgress, *, missed: int = 0
+        self,
+        parts: RunParts,
+        record: TaskRecord,
+        progress: TaskProgress,
+        user: str,
+        *,
+        missed: int = 0,
     ) -> None:
         self.parts = parts
         self.record = record
         self.progress = progress
+        #: Whom the run is for: the task's owner, who answers what its tools ask.
+        self.user = user
         #: Chunks of the answer another replica heard before this one followed the run.
         self.missed = missed
         self.answer: list[str] = []
@@ -205,10 +217,14 @@ class AgentRun:
         """Send ``request`` (or, ``None``: follow the run sent earlier) and take its
         events; how it ended, and the session the agent holds after it."""
         agents = self.parts.agents
+        # What a tool asks the user waits in the task, told to the caller as its status,
+        # until the caller answers it (on any replica); the answers go to the run.
+        # Forms only: the agent's own model answers for completions.
+        relay = TaskInputRelay(self.progress, frozenset({"elicitation"}), told=self._status)
         events = (
-            agents.ask(request, request_id=self.record.request_id)
+            agents.ask(request, request_id=self.record.request_id, answer=relay.answer)
             if request is not None
-            else agents.follow(self.record.request_id)
+            else agents.follow(self.record.request_id, user=self.user, answer=relay.answer)
         )
         with anyio.CancelScope(deadline=anyio.current_time() + self.parts.timeout) as waited:
             async for event in events:
@@ -238,14 +254,18 @@ async def run_task(
     request: AgentRequest | None,
     context: ContextRecord | None,
     question: str,
+    user: str,
     *,
     missed: int = 0,
 ) -> TaskEnd:
     """The work of a task: its run, followed; its context told the answer. ``missed``:
     chunks of the answer another replica heard before this one followed the run."""
-    run = AgentRun(parts, record, progress, missed=missed)
+    run = AgentRun(parts, record, progress, user, missed=missed)
     try:
         end, session = await run.follow(request)
+    except TaskClosed:  # cancelled (on another replica) while its tool waited for answers
+        end = TaskEnd(error=TaskError(type="cancelled", message="the task was cancelled"))
+        session = None
     except Exception:
         # Its streams wait for a last event: the failure is one, rather than the runner's.
         reference = uuid.uuid4().hex[:12]
@@ -268,7 +288,7 @@ async def refuse_task(
 ) -> TaskEnd:
     """The work of a task the door refuses before asking the agent: it ends at once."""
     end = TaskEnd(error=error)
-    await AgentRun(parts, record, progress).finish(end)
+    await AgentRun(parts, record, progress, "").finish(end)
     return end
 
 
@@ -287,7 +307,7 @@ def resume_work(parts: RunParts) -> Resume:
         context = await parts.records.context(task.owner, record.context_id, record.agent)
         question = str((task.call.arguments if task.call else {}).get("question", ""))
         return await run_task(
-            parts, record, progress, None, context, question, missed=task.progress
+            parts, record, progress, None, context, question, task.owner, missed=task.progress
         )
 
     return resume

@@ -7,7 +7,8 @@ of it (:class:`~toolbus_a2a.serving.records.TaskRecord`):
 toolbus                  A2A
 =======================  ==============================================
 ``working``              ``TASK_STATE_WORKING``
-``input-required``       ``TASK_STATE_INPUT_REQUIRED``; its message says for whom
+``input-required``       ``TASK_STATE_INPUT_REQUIRED``; its message says for whom, or
+                         carries what the tool asks (:mod:`~toolbus_a2a.serving.asking`)
 ``completed``            ``TASK_STATE_COMPLETED``; the answer is the ``answer`` artifact
 ``failed``               ``TASK_STATE_FAILED``, or ``TASK_STATE_REJECTED`` when the
                          agent refused the request before running it
@@ -36,6 +37,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from toolbus.domain.tasks import Task as BusTask
 from toolbus.domain.tasks import TaskStatus as BusStatus
+from toolbus_a2a.serving.asking import question_parts
 from toolbus_a2a.serving.records import TaskRecord
 
 #: The artifact a task's answer is.
@@ -84,12 +86,12 @@ def bus_status(state: TaskState) -> BusStatus | None:
     return None
 
 
-def agent_message(text: str, record: TaskRecord, **metadata: Any) -> Message:
-    """A message from the agent in ``record``'s task."""
+def agent_message(content: str | list[Part], record: TaskRecord, **metadata: Any) -> Message:
+    """A message from the agent in ``record``'s task: ``content``, a text or its parts."""
     message = Message(
         message_id=uuid.uuid4().hex,
         role=Role.ROLE_AGENT,
-        parts=[Part(text=text)],
+        parts=[Part(text=content)] if isinstance(content, str) else content,
         task_id=record.task_id,
         context_id=record.context_id,
     )
@@ -115,7 +117,12 @@ def status_of(task: BusTask, record: TaskRecord) -> TaskStatus:
         text = task.error.message
     elif task.status == "cancelled":
         text = task.message
-    if text:
+    if task.status == "input-required" and task.input_requests:
+        parts = question_parts(task.input_requests)
+        status.message.CopyFrom(
+            agent_message(parts, record, toolbus={"asks": sorted(task.input_requests)})
+        )
+    elif text:
         extra: dict[str, Any] = {}
         if task.approval_id is not None:
             extra["toolbus"] = {"approval": task.approval_id}
@@ -123,6 +130,12 @@ def status_of(task: BusTask, record: TaskRecord) -> TaskStatus:
             extra["toolbus"] = {"error": task.error.type}
         status.message.CopyFrom(agent_message(text, record, **extra))
     return status
+
+
+def waits_for_caller(task: BusTask) -> bool:
+    """Whether ``task`` waits for someone (an approval, or its caller's answers): not in
+    the moment between the last answer and its run going on with them."""
+    return task.status == "input-required" and task.input_requests != {}
 
 
 def answer_artifact(text: str) -> Artifact:

@@ -428,12 +428,20 @@ class AgentClient:
                 yield event
 
     async def follow(
-        self, request_id: str, *, timeout: float | None = None
+        self,
+        request_id: str,
+        *,
+        timeout: float | None = None,
+        user: str = "",
+        answer: AskUser | None = None,
     ) -> AsyncIterator[AgentEvent]:
         """Yield the events of request ``request_id``, sent earlier (by this process or
         another), from now on up to and including the last: how a door goes on with a
-        run another replica started. Events sent before are not seen again."""
-        async with aclosing(self._events(request_id, timeout, None, None)) as events:
+        run another replica started. Events sent before are not seen again. ``answer``
+        answers what its tools ask from now on, as ``user`` (the request's), as in
+        :meth:`ask`."""
+        answering = None if answer is None else (user, answer)
+        async with aclosing(self._events(request_id, timeout, None, answering)) as events:
             async for event in events:
                 yield event
 

@@ -27,14 +27,18 @@ in with the same steps.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import suppress
 from typing import Any
 
 import anyio
 
 from toolbus.application.tasks.runner import TaskProgress
+from toolbus.domain.calls.forms import form_problem
 from toolbus.domain.calls.input_requests import (
+    Elicitation,
+    ElicitationAnswer,
     InputAnswer,
     InputAsk,
     InputKind,
@@ -47,14 +51,22 @@ from toolbus.domain.calls.input_requests import (
 from toolbus.domain.errors import TaskClosed, TaskNotAsking, UnfitAnswers, WireError
 from toolbus.domain.tasks import Task
 
+log = logging.getLogger("toolbus.tasks")
+
+#: How an answer to a form is written, for messages naming the fix.
+_FORM_ANSWER = '{"action": "accept", "content": {...}} (or "decline", or "cancel")'
+
 
 class TaskInputRelay:
     """The input relay of a task's call: what its tool asks waits in the task
     (``input-required``) until its caller has answered every request.
 
-    ``handed_back``, once set, ends the wait: the call ends asking, its questions
-    and state handed back to a caller that answers them in place and makes the
-    call again (as a call that asked, so its limits count it once).
+    ``told``, when given, is awaited once the task holds the questions: a door whose
+    caller follows the task's events tells it there (an answer before the task holds
+    them would be for nothing). ``handed_back``, once set, ends the wait: the call
+    ends asking, its questions and state handed back to a caller that answers them
+    in place and makes the call again (as a call that asked, so its limits count it
+    once).
     """
 
     def __init__(
@@ -62,14 +74,19 @@ class TaskInputRelay:
         progress: TaskProgress,
         kinds: frozenset[InputKind],
         handed_back: anyio.Event | None = None,
+        *,
+        told: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.progress = progress
         self.kinds = kinds
         self.handed_back = handed_back
+        self.told = told
 
     async def answer(self, asked: InputAsk) -> dict[str, InputAnswer] | None:
         requests = {key: request_to_json(request) for key, request in asked.requests.items()}
         await self.progress.asking(requests, asked.state)
+        if self.told is not None:
+            await self.told()
         try:
             given = await self._given(requests)
         except TaskClosed:
@@ -117,31 +134,43 @@ def task_continuation(task: Task) -> InputReply | None:
 
 def fitting_answers(task: Task, responses: Mapping[str, Any]) -> dict[str, Any]:
     """The answers of ``responses`` that ``task`` still waits for, each checked against
-    its request: :class:`TaskClosed` for a task that ended, :class:`TaskNotAsking` for
-    one that asks nothing now, :class:`UnfitAnswers` naming a key it never asked or an
-    answer of the wrong shape (then nothing is to be given). Answers to requests
-    answered already (by another request, racing this one) are left out."""
+    its request (an accepted form's content against the form): :class:`TaskClosed` for a
+    task that ended, :class:`TaskNotAsking` for one that asks nothing now,
+    :class:`UnfitAnswers` naming the first key it does not ask or whose answer does not
+    fit, and the fix (then nothing is to be given). Answers to requests answered already
+    (by another request, racing this one) are left out."""
     if task.final:
         raise TaskClosed(task.id, task.status)
     asked = task.input_requests or {}
-    answered = task.call.input_responses if task.call is not None else {}
     if not asked:
         raise TaskNotAsking(task.id, task.status)
-    unknown = sorted(key for key in responses if key not in asked and key not in answered)
-    if unknown:
-        raise UnfitAnswers(
-            f"task {task.id[:100]!r} never asked {', '.join(map(repr, unknown))}; "
-            f"it waits for answers to {', '.join(map(repr, sorted(asked)))}"
-        )
+    answered = task.call.input_responses if task.call is not None else {}
+    keys = ", ".join(map(repr, asked))
     fitting: dict[str, Any] = {}
-    for key, data in responses.items():
-        if key not in asked:
-            continue
-        try:
-            answer_from_json(request_from_json(asked[key]), data)
-        except (ValueError, WireError) as exc:
+    for key, given in responses.items():
+        if key in asked:
+            _check_answer(key, asked[key], given)
+            fitting[key] = given
+        elif key not in answered:
             raise UnfitAnswers(
-                f"the answer to {key!r} of task {task.id[:100]!r} does not fit its request: {exc}"
-            ) from exc
-        fitting[key] = data
+                f"responses[{key!r}]: task {task.id[:100]} does not ask that; it asks {keys}"
+            )
     return fitting
+
+
+def _check_answer(key: str, written: Any, given: Any) -> None:
+    try:
+        request = request_from_json(written)
+    except WireError as exc:  # not a request toolbus reads: its answer is the caller's
+        log.debug("request %r is not one toolbus reads: %s", key, exc)
+        return
+    try:
+        answer = answer_from_json(request, given)
+    except ValueError as exc:
+        fix = _FORM_ANSWER if isinstance(request, Elicitation) else "the answer as MCP's client"
+        raise UnfitAnswers(f"responses[{key!r}]: {exc}; send {fix}") from None
+    if isinstance(answer, ElicitationAnswer) and answer.accepted:
+        assert isinstance(request, Elicitation)
+        problem = form_problem(request.schema, answer.content)
+        if problem is not None:
+            raise UnfitAnswers(f"responses[{key!r}].content: {problem}")

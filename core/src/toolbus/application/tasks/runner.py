@@ -97,7 +97,10 @@ class TaskProgress:
             )
             if moved.call is None:
                 return moved
-            call = moved.call.model_copy(update={"input_state": state})
+            # A key asked again (by the next call of a run, or because its answer did not
+            # fit) waits for a new answer, not the one given before.
+            kept = {k: v for k, v in moved.call.input_responses.items() if k not in requests}
+            call = moved.call.model_copy(update={"input_state": state, "input_responses": kept})
             return moved.model_copy(update={"call": call})
 
         await self._runner._write(self.task_id, asking)
