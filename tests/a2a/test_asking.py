@@ -5,6 +5,8 @@ nats-server, the tool served by the test and asking with ``ask(Elicitation(...))
 
 from __future__ import annotations
 
+import json
+import re
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
@@ -25,6 +27,7 @@ from google.protobuf.json_format import MessageToDict
 from google.protobuf.struct_pb2 import Value
 
 from tests.a2a.conftest import SURE, A2ASite, a2a_client, calling, message
+from tests.support.doc_examples import DOCS
 from tests.support.model_server import ModelServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
@@ -223,3 +226,23 @@ async def test_cancelling_a_task_that_waits_for_answers_ends_it_and_its_run(
 
     assert cancelled.status.state == TaskState.TASK_STATE_CANCELED
     assert "has ended (cancelled)" in str(late.value)
+
+
+async def test_the_question_and_answer_on_the_page_are_what_the_door_sends_and_takes(
+    doors: tuple[str, str], model_server: ModelServer
+) -> None:
+    """docs/a2a.md's "A tool that asks": its question is the status message's data part,
+    and its answer, sent as it stands, completes the task."""
+    section = (DOCS / "a2a.md").read_text(encoding="utf-8").split("### A tool that asks", 1)[1]
+    question, answer = (
+        json.loads(block) for block in re.findall(r"```json\n(.*?)```", section, re.S)[:2]
+    )
+    first, _ = doors
+    model_server.play(calling("ship", "order 42", "Shipped."))
+    async with a2a_client(first, "alice") as client:
+        waiting = await waiting_for_answers(client, "order 42")
+        [response] = [r async for r in client.send_message(answering(waiting, answer["responses"]))]
+
+    assert {"requests": asked(waiting)} == question
+    assert response.task.status.state == TaskState.TASK_STATE_COMPLETED, response.task.status
+    assert observations(response.task) == ["shipped order 42 for alice"]
