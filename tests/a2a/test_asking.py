@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
+from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from a2a.client import Client
 from a2a.types import (
@@ -29,6 +32,9 @@ from google.protobuf.struct_pb2 import Value
 from tests.a2a.conftest import SURE, A2ASite, a2a_client, calling, message
 from tests.support.doc_examples import DOCS
 from tests.support.model_server import ModelServer
+from toolbus.application.tasks import TaskBook
+from toolbus.runtime import door_state, seal_keys_of
+from toolbus_a2a.serving.settings import DOOR_NAME
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
 
@@ -246,3 +252,37 @@ async def test_the_question_and_answer_on_the_page_are_what_the_door_sends_and_t
     assert {"requests": asked(waiting)} == question
     assert response.task.status.state == TaskState.TASK_STATE_COMPLETED, response.task.status
     assert observations(response.task) == ["shipped order 42 for alice"]
+
+
+async def test_a_replica_going_on_with_a_task_that_waits_for_answers_hands_them_to_the_run(
+    site: A2ASite, model_server: ModelServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The replica following a run dies while its tool waits for the caller: the one that
+    takes the task over sends the answers (given to it, after) to the run."""
+    monkeypatch.setenv("SEAL_KEY", site.environment["SEAL_KEY"])
+    keys = seal_keys_of({"seal-keys": ["env:SEAL_KEY"]}, tmp_path, door=DOOR_NAME, url=site.state)
+    key = uuid.uuid4().hex
+    model_server.play(calling("ship", key, "Shipped after all."))
+    async with AsyncExitStack() as stack:
+        book = TaskBook(
+            await stack.enter_async_context(door_state(site.state, None, keys, door=DOOR_NAME))
+        )
+        left, left_url = await stack.enter_async_context(site.door())
+        _, right_url = await stack.enter_async_context(site.door())
+        async with a2a_client(left_url, "alice") as client:
+            waiting = await waiting_for_answers(client, key)
+        running = await book.get(waiting.id)
+        assert running is not None and running.status == "input-required"
+        left.process.send_signal(signal.SIGKILL)
+        await left.process.wait()
+        with anyio.fail_after(60):
+            async for now in book.changes(waiting.id):
+                if now is not None and now.runner not in (None, running.runner):
+                    break
+        [(request_key, _)] = asked(waiting).items()
+        yes = {request_key: {"action": "accept", "content": {"sure": True}}}
+        async with a2a_client(right_url, "alice") as client:
+            [response] = [r async for r in client.send_message(answering(waiting, yes))]
+
+    assert response.task.status.state == TaskState.TASK_STATE_COMPLETED, response.task.status
+    assert observations(response.task) == [f"shipped {key} for alice"]

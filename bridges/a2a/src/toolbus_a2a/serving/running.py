@@ -24,7 +24,7 @@ import anyio
 import uvicorn
 from a2a.server.request_handlers import RequestHandler
 from a2a.types import AgentCard
-from anyio.abc import TaskStatus
+from anyio.abc import TaskGroup, TaskStatus
 
 from toolbus._internal.web_server import CommandServer, bind, cannot_listen
 from toolbus.application.agent.service import AgentClient
@@ -86,7 +86,7 @@ class A2ADoor:
         tasks: TaskSettings,
         public_url: str,
         authenticator: Authenticator,
-        stack: AsyncExitStack,
+        group: TaskGroup,
     ) -> None:
         self.bus = bus
         self.book = book
@@ -97,7 +97,8 @@ class A2ADoor:
         self.tasks = tasks
         self.public_url = public_url
         self.authenticator = authenticator
-        self._stack = stack
+        #: The door's own tasks: each agent's client is held open by one of them.
+        self._group = group
         self._clients: dict[tuple[str, str], AgentClient] = {}
         self._lock = anyio.Lock()
 
@@ -108,7 +109,10 @@ class A2ADoor:
             client = self._clients.get(queues)
             if client is None:
                 client = AgentClient(self.bus, request_queue=queues[0], response_queue=queues[1])
-                await self._stack.enter_async_context(client)
+                # Opened in a task of the door's, not the caller's: a client's task group
+                # entered in a request's or a task's work would be left in that task's
+                # cancel scopes when it ends.
+                await self._group.start(_held_open, client)
                 self._clients[queues] = client
         return RunParts(
             client,
@@ -159,6 +163,15 @@ class A2ADoor:
         return await resume_work(await self.parts(agent))(task, progress)
 
 
+async def _held_open(
+    client: AgentClient, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+) -> None:
+    """Open ``client``, and keep it open until the door's tasks are cancelled."""
+    async with client:
+        task_status.started()
+        await anyio.sleep_forever()
+
+
 @asynccontextmanager
 async def started_door(
     settings: Settings, options: ServeOptions, public_url: str, authenticator: Authenticator
@@ -192,7 +205,7 @@ async def started_door(
             tasks,
             public_url,
             authenticator,
-            stack,
+            group,
         )
         runner.resumes(TASK_DOOR, door.resume)
         runner.on_abandoned = door.withdraw

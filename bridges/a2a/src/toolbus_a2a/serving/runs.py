@@ -26,7 +26,9 @@ whoever listens, so only the events sent while nobody listened are missed.
 The agent's last event carries only the part of the answer not streamed
 before it, so a run whose answer had begun streaming to the replica that left
 cannot be answered whole: its task fails saying so (the caller sends the
-message again), rather than completing with the end of an answer.
+message again), rather than completing with the end of an answer. A task
+that waits for its caller's answers when it is taken over has them sent to
+the run from the replica going on with it, wherever they are given.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,7 +51,8 @@ from toolbus.application.tasks import TaskBook, TaskEnd, TaskProgress
 from toolbus.application.tasks.asking import TaskInputRelay
 from toolbus.application.tasks.runner import Resume
 from toolbus.domain.agent.wire import AgentEvent, AgentRequest
-from toolbus.domain.errors import TaskClosed
+from toolbus.domain.calls.input_requests import InputRequest, request_from_json
+from toolbus.domain.errors import TaskClosed, WireError
 from toolbus.domain.tasks import Task, TaskError
 from toolbus.domain.tasks import TaskStatus as BusStatus
 from toolbus_a2a.serving.events import BusTaskEventStream, now_version
@@ -221,11 +226,38 @@ class AgentRun:
         # until the caller answers it (on any replica); the answers go to the run.
         # Forms only: the agent's own model answers for completions.
         relay = TaskInputRelay(self.progress, frozenset({"elicitation"}), told=self._status)
-        events = (
-            agents.ask(request, request_id=self.record.request_id, answer=relay.answer)
-            if request is not None
-            else agents.follow(self.record.request_id, user=self.user, answer=relay.answer)
-        )
+        if request is not None:
+            asked = agents.ask(request, request_id=self.record.request_id, answer=relay.answer)
+            return await self._take_all(asked)
+        events = agents.follow(self.record.request_id, user=self.user, answer=relay.answer)
+        # Questions asked while the replica that left followed the run are in the task:
+        # their answers, given on any replica, go to the run from here.
+        open_questions = await self._open_questions()
+        async with anyio.create_task_group() as answering:
+            if open_questions:
+                answering.start_soon(self._answer, relay, open_questions)
+            ended = await self._take_all(events)
+            answering.cancel_scope.cancel()
+        return ended
+
+    async def _open_questions(self) -> dict[str, InputRequest]:
+        """What the run's tool asks the caller and is not answered yet, as the task holds it."""
+        task = await self.parts.book.get(self.record.task_id)
+        if task is None or task.status != "input-required" or not task.input_requests:
+            return {}
+        found = {}
+        for key, written in task.input_requests.items():
+            with suppress(WireError):  # not a request toolbus reads: never asked here
+                found[key] = request_from_json(written)
+        return found
+
+    async def _answer(self, relay: TaskInputRelay, questions: dict[str, InputRequest]) -> None:
+        answers = await relay.answers_to(questions)
+        if answers is not None:
+            await self.parts.agents.send_answers(self.record.request_id, self.user, answers)
+
+    async def _take_all(self, events: AsyncIterator[AgentEvent]) -> tuple[TaskEnd, str | None]:
+        """Take the run's events to its last; how it ended, and the agent's session."""
         with anyio.CancelScope(deadline=anyio.current_time() + self.parts.timeout) as waited:
             async for event in events:
                 await self.take(event)

@@ -43,6 +43,7 @@ from toolbus.domain.calls.input_requests import (
     InputAsk,
     InputKind,
     InputReply,
+    InputRequest,
     answer_from_json,
     kinds_of,
     request_from_json,
@@ -87,20 +88,28 @@ class TaskInputRelay:
         await self.progress.asking(requests, asked.state)
         if self.told is not None:
             await self.told()
+        return await self.answers_to(asked.requests)
+
+    async def answers_to(
+        self, requests: Mapping[str, InputRequest]
+    ) -> dict[str, InputAnswer] | None:
+        """The caller's answers to ``requests``, which the task holds already, once every
+        one is given (a replica going on with a run asked on another one waits here
+        too); ``None`` when they are handed back, or the task closed."""
         try:
-            given = await self._given(requests)
+            given = await self._given(dict(requests))
         except TaskClosed:
             given = None  # cancelled meanwhile (its cancellation is on its way), or gone
         if given is None:
             return None  # handed back, or closed: the call ends asking
         await self.progress.going_on()
         answers: dict[str, InputAnswer] = {}
-        for key, request in asked.requests.items():
+        for key, request in requests.items():
             with suppress(ValueError):  # an answer that does not fit is asked again
                 answers[key] = answer_from_json(request, given[key])
         return answers
 
-    async def _given(self, requests: dict[str, Any]) -> dict[str, Any] | None:
+    async def _given(self, requests: Mapping[str, Any]) -> dict[str, Any] | None:
         """The caller's answers, or ``None`` once the questions are handed back."""
         handed_back = self.handed_back
         if handed_back is None:
