@@ -115,6 +115,10 @@ class GroupSubscription(KafkaSubscription):
             if tracker.accept(record.offset)
         ]
 
+    def next_offset(self, partition: TopicPartition) -> int | None:
+        tracker = self.trackers.get(partition)
+        return None if tracker is None or tracker.revoked else tracker.next_offset
+
     def hand_out(self, delivery: KafkaDelivery) -> bool:
         tracker = delivery.tracker
         assert tracker is not None
