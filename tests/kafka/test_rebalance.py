@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections import Counter
+from collections import Counter, defaultdict
 
 import anyio
 import pytest
 
-from toolbus import ToolService, ToolServiceClient, running, tool_service
+from toolbus import ToolService, ToolServiceClient, ToolTimeout, running, tool_service
 from toolbus.ports import Delivery, Subscription
 from toolbus_kafka import connect
 
@@ -51,13 +51,19 @@ async def test_a_replica_joining_and_leaving_under_load_loses_and_repeats_nothin
     request_queue = f"{scheme}://kafka/rebalance/{name}"
     response_queue = f"non-persistent://kafka/rebalance/{name}-answers"
     invocations: Counter[int] = Counter()
+    #: Which replica ran each call, and in which phase of the test each was sent:
+    #: what a failure needs to say where a call went missing.
+    ran_by: defaultdict[int, list[str]] = defaultdict(list)
+    sent_while: dict[int, str] = {}
+    phase = "the first replica alone"
     answered = Milestones()
     served_by_second = Milestones()
 
-    def replica(served: Milestones | None) -> ToolService:
+    def replica(name: str, served: Milestones | None) -> ToolService:
         @tool_service(service_id, request_queue=request_queue, response_queue=response_queue)
         async def work(n: int) -> str:
             invocations[n] += 1
+            ran_by[n].append(name)
             if served is not None:
                 served.add()
             await asyncio.sleep(WORK_SECONDS)
@@ -66,12 +72,13 @@ async def test_a_replica_joining_and_leaving_under_load_loses_and_repeats_nothin
         return work
 
     answers: dict[int, str] = {}
+    unanswered: list[int] = []
     issued = 0
     stop = anyio.Event()
     buses = [await connect(kafka_url) for _ in range(3)]
     try:
         async with (
-            running(buses[0], replica(None), concurrency=8),
+            running(buses[0], replica("first", None), concurrency=8),
             ToolServiceClient(buses[1], default_timeout=60) as client,
         ):
 
@@ -80,11 +87,16 @@ async def test_a_replica_joining_and_leaving_under_load_loses_and_repeats_nothin
                 while not stop.is_set():
                     n = issued
                     issued += 1
-                    answers[n] = await client.call(
-                        request_queue=request_queue,
-                        response_queue=response_queue,
-                        arguments={"n": n},
-                    )
+                    sent_while[n] = phase
+                    try:
+                        answers[n] = await client.call(
+                            request_queue=request_queue,
+                            response_queue=response_queue,
+                            arguments={"n": n},
+                        )
+                    except ToolTimeout:
+                        unanswered.append(n)  # reported below, with where it went
+                        return
                     answered.add()
 
             async with anyio.create_task_group() as load:
@@ -92,18 +104,26 @@ async def test_a_replica_joining_and_leaving_under_load_loses_and_repeats_nothin
                     load.start_soon(caller)
                 await answered.reach(50)
                 # Joins: the first replica gives up half its partitions mid-load.
-                async with running(buses[2], replica(served_by_second), concurrency=8):
+                phase = "the second replica joining or serving"
+                async with running(buses[2], replica("second", served_by_second), concurrency=8):
                     await served_by_second.reach(30)
+                    phase = "the second replica leaving"
                 # Left (drained and closed): the first replica takes everything back.
+                phase = "the first replica alone again"
                 await answered.reach(answered.count + 60)
                 stop.set()
     finally:
         for bus in buses:
             await bus.close()
 
+    assert not unanswered, "calls never answered: " + "; ".join(
+        f"#{n}, sent while {sent_while[n]}, run by {ran_by[n] or 'no replica'}"
+        for n in sorted(unanswered)
+    )
     assert served_by_second.count >= 30  # the second replica really took part
     assert answers == {n: f"done {n}" for n in range(issued)}  # none lost
-    assert invocations == dict.fromkeys(range(issued), 1)  # none run twice
+    run_twice = {n: ran_by[n] for n, times in invocations.items() if times > 1}
+    assert invocations == dict.fromkeys(range(issued), 1), f"calls run twice: {run_twice}"
 
 
 async def test_a_call_still_running_when_its_partition_comes_back_is_not_handed_out_again(

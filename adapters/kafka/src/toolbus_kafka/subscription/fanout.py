@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from typing import Any
 
 from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError
 
-from toolbus_kafka.subscription.reading import KafkaSubscription
+from toolbus_kafka.subscription.reading import KafkaDelivery, KafkaSubscription
 
 #: How often a fan-out reader compares its positions with the broker's logs.
 _POSITION_CHECK_SECONDS = 1.0
@@ -22,6 +23,9 @@ _POSITION_CHECK_SECONDS = 1.0
 
 class FanoutSubscription(KafkaSubscription):
     """Reads every partition from the end; no group, no offsets kept."""
+
+    #: Per partition, the offset after the last record read (none after a rewind).
+    _next_offsets: dict[TopicPartition, int]
 
     async def start(self, partitions: int) -> None:
         consumer = self.consumer
@@ -31,12 +35,21 @@ class FanoutSubscription(KafkaSubscription):
             consumer.assign(assigned)
             # Resolves every position now: what is published after we return is ours.
             await consumer.seek_to_end(*assigned)
+            self._next_offsets = {tp: await consumer.position(tp) for tp in assigned}
         except BaseException:
             await consumer.stop()
             raise
         self._tasks.append(
             asyncio.create_task(self._follow_restarts(assigned), name=f"kafka-fanout-{self.topic}")
         )
+
+    def next_offset(self, partition: TopicPartition) -> int | None:
+        return self._next_offsets.get(partition)
+
+    def accept(self, partition: TopicPartition, records: Sequence[Any]) -> list[KafkaDelivery]:
+        if records:
+            self._next_offsets[partition] = records[-1].offset + 1
+        return super().accept(partition, records)
 
     async def _follow_restarts(self, partitions: Sequence[TopicPartition]) -> None:
         """Read a partition again from its beginning when the broker's log of it is
@@ -69,3 +82,6 @@ class FanoutSubscription(KafkaSubscription):
                     position,
                 )
                 await consumer.seek_to_beginning(tp)
+                # The new log's offsets start again: take its first record as it comes.
+                self._next_offsets.pop(tp, None)
+                self.holes.forget(tp)

@@ -115,6 +115,10 @@ class GroupSubscription(KafkaSubscription):
             if tracker.accept(record.offset)
         ]
 
+    def next_offset(self, partition: TopicPartition) -> int | None:
+        tracker = self.trackers.get(partition)
+        return None if tracker is None or tracker.revoked else tracker.next_offset
+
     def hand_out(self, delivery: KafkaDelivery) -> bool:
         tracker = delivery.tracker
         assert tracker is not None
@@ -221,10 +225,13 @@ class GroupSubscription(KafkaSubscription):
             positioned = {}
             for tp in assigned:
                 try:
-                    tracker = positioned[tp] = PartitionTracker(await self._start_of(tp))
+                    start = await self._start_of(tp)
                 except KafkaError as exc:
-                    log.warning("no position for %s yet (%s); starting from its records", tp, exc)
-                    tracker = self.trackers[tp] = PartitionTracker(0)
+                    # Where the consumer starts by itself: the group's offset, or the
+                    # beginning. Its start is committed below like any other.
+                    log.warning("no start for %s (%s); starting where the consumer does", tp, exc)
+                    start = await self.consumer.position(tp)
+                tracker = positioned[tp] = PartitionTracker(start)
                 previous = orphans.get(tp)
                 if previous is not None:
                     # Back to us while some of its calls still run here: not again.

@@ -6,13 +6,17 @@ aiokafka's ``getmany``, the others wait in the subscription's inbox, a
 sits between aiokafka and the readers, so a message costs no extra hop through
 the event loop. A fetcher that leaves with a delivery while others still wait
 and nothing is left passes them the turn to fetch. A nacked delivery goes back
-to the front of the inbox and is handed out again, marked redelivered.
+to the front of the inbox and is handed out again, marked redelivered. A
+fetched batch that skips offsets is read up to the hole, and the partition
+again from the hole, until the hole fills or turns out to be a real gap
+(:mod:`~toolbus_kafka.subscription.holes`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
@@ -25,6 +29,7 @@ from toolbus.domain.errors import BusClosed
 from toolbus.ports import Delivery
 from toolbus_kafka.options import KafkaOptions
 from toolbus_kafka.provisioning import TopicManager
+from toolbus_kafka.subscription.holes import HoleWatch
 from toolbus_kafka.subscription.tracking import PartitionTracker
 
 log = logging.getLogger("toolbus.kafka")
@@ -34,6 +39,10 @@ log = logging.getLogger("toolbus.kafka")
 _FETCH_WAIT_MS = 200
 #: Seconds before reading or committing again after a failure the broker may get over.
 RETRY_SECONDS = 0.5
+#: Seconds a hole in a partition's offsets is read again before it counts as a real
+#: gap. A broker storing a batch fills its hole within milliseconds; a real gap
+#: (compaction, transaction markers) costs this much delay once.
+HOLE_PATIENCE_SECONDS = 0.5
 
 
 def record_properties(headers: Sequence[tuple[str, bytes | None]]) -> dict[str, str]:
@@ -141,6 +150,7 @@ class KafkaSubscription:
         self.closed = False
         #: A reader is waiting in aiokafka for the next batch.
         self._fetching = False
+        self.holes = HoleWatch(HOLE_PATIENCE_SECONDS)
         self._tasks: list[asyncio.Task[None]] = []
 
     def __aiter__(self) -> AsyncIterator[Delivery]:
@@ -186,7 +196,31 @@ class KafkaSubscription:
             return
         self._fetching = False
         for partition, records in batches.items():
+            if records:
+                records = self._until_hole(partition, records)
             self.inbox.offer_many(self.accept(partition, records))
+
+    def _until_hole(self, partition: TopicPartition, records: Sequence[Any]) -> Sequence[Any]:
+        """The records before the first hole in the partition's offsets, reading the
+        partition again from the hole; all of them when there is none (or it is a real gap)."""
+        expected = self.next_offset(partition)
+        if expected is None:
+            return records
+        first, last = records[0].offset, records[-1].offset
+        if first == expected and last - first == len(records) - 1:
+            return records  # consecutive: offsets only ever grow
+        offsets = [record.offset for record in records]
+        readable, again = self.holes.readable(partition, expected, offsets, time.monotonic())
+        if again is not None:
+            log.debug(
+                "Kafka topic %r: partition %d has no offset %d yet, but later ones; "
+                "reading it again from there",
+                self.topic,
+                partition.partition,
+                again,
+            )
+            self.consumer.seek(partition, again)
+        return records[:readable]
 
     async def _fetch_failed(self, error: KafkaError) -> None:
         if not getattr(error, "retriable", False):
@@ -205,6 +239,10 @@ class KafkaSubscription:
     def hand_out(self, delivery: KafkaDelivery) -> bool:
         """Called as a delivery leaves the inbox; False drops it instead."""
         return True
+
+    def next_offset(self, partition: TopicPartition) -> int | None:
+        """The offset the partition's next record should have; None to take what comes."""
+        return None
 
     def accept(self, partition: TopicPartition, records: Sequence[Any]) -> list[KafkaDelivery]:
         """Turn fetched records into deliveries (none for records that are not ours)."""
