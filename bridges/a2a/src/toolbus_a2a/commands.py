@@ -32,16 +32,6 @@ def toolbus_register_commands(cli: CommandLine) -> None:
     cli.serve_command("a2a", serve_remote_agent)
 
 
-def _listen(listen: str) -> tuple[str, int]:
-    host, _, port = listen.rpartition(":")
-    if not host or not port.isdigit() or not 0 <= int(port) < 65536:
-        fail(
-            f"--listen {listen!r}: give HOST:PORT, e.g. 127.0.0.1:8100 (port 0: a free one)",
-            EXIT_BAD_INPUT,
-        )
-    return host, int(port)
-
-
 def serve_agents(
     broker: BrokerOption = None,
     listen: Annotated[str, typer.Option(metavar="HOST:PORT", help="Where to listen.")] = (
@@ -82,11 +72,15 @@ def serve_agents(
 ) -> None:
     """Serve the agent services on the bus as A2A agents (JSON-RPC and HTTP+JSON)."""
     setup_logging(verbose)
+    from toolbus._internal.web_server import parse_listen
     from toolbus.application.sealing.doors import SealKeysMissing
     from toolbus.domain.errors import ConfigError
     from toolbus_a2a.serving.running import ListenError, ServeOptions, serve_a2a
 
-    host, port = _listen(listen)
+    try:
+        host, port = parse_listen(listen)
+    except ValueError as exc:
+        fail(str(exc), EXIT_BAD_INPUT)
     if default is not None and agent and default not in agent:
         fail(f"--default {default!r} is not among the --agent names", EXIT_BAD_INPUT)
     options = ServeOptions(

@@ -16,17 +16,6 @@ if TYPE_CHECKING:
 GRACEFUL_SHUTDOWN = 30
 
 
-def parse_listen(listen: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[::1]:8080`` for IPv6) as host and port; ValueError says what is wrong.
-
-    Port 0 has the system choose a free port, which the start-up line names.
-    """
-    host, sep, port = listen.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
-        raise ValueError(f"--listen {listen!r} is not HOST:PORT, e.g. 127.0.0.1:8080")
-    return host.strip("[]"), int(port)
-
-
 @dataclass(frozen=True, slots=True)
 class GatewayArguments:
     """What ``toolbus gateway`` was asked for: enough for a worker process to build the same."""
@@ -53,6 +42,7 @@ class GatewayArguments:
 def build_gateway(arguments: GatewayArguments) -> tuple[Gateway, str, int]:
     """The :class:`~toolbus_gateway.gateway.Gateway` the arguments describe, and where it
     listens. ConfigError and ValueError say what is wrong."""
+    from toolbus._internal.web_server import parse_listen
     from toolbus.application.identity.bearer import Authenticator
     from toolbus.application.identity.credentials import load_credentials
     from toolbus.application.identity.signing import CallSigner

@@ -62,6 +62,18 @@ def _end_event_streams(end: bool) -> None:
     AppStatus.should_exit = end
 
 
+def parse_listen(listen: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:8080`` for IPv6) as host and port; ValueError says what is
+    wrong. Port 0 has the system choose a free port, which the start-up line names."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ValueError(
+            f"--listen {listen!r} is not HOST:PORT; give HOST:PORT, e.g. 127.0.0.1:8080 "
+            "(port 0: a free one)"
+        )
+    return host.strip("[]"), int(port)
+
+
 def bind(host: str, port: int) -> socket.socket:
     """A socket listening on ``host:port`` (an IPv6 host too), for ``serve(sockets=[...])``.
 

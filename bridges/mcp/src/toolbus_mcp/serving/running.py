@@ -12,6 +12,7 @@ from typing import Any, Literal
 import anyio
 from anyio.abc import TaskStatus
 
+from toolbus._internal.web_server import parse_listen
 from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.calls.tools import Tools
 from toolbus.application.doors.door import FrontDoor
@@ -59,17 +60,6 @@ class ServeOptions:
     json_response: bool = False
     #: Seconds an optional tool's call answers in place before it becomes a task (--task-after).
     task_after: float = DEFAULT_TASK_AFTER
-
-
-def parse_listen(listen: str) -> tuple[str, int]:
-    """``"127.0.0.1:8000"`` as ``("127.0.0.1", 8000)``; :class:`ConfigError` otherwise.
-
-    Port 0 has the system choose a free port, which the start-up line names.
-    """
-    host, sep, port = listen.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
-        raise ConfigError([Problem("--listen", "", f"{listen!r} must look like 127.0.0.1:8000")])
-    return host, int(port)
 
 
 def authenticator(snapshot: Mapping[str, Any], settings: Settings) -> Authenticator:
@@ -136,7 +126,10 @@ async def serve_bus(options: ServeOptions, until: Callable[[], Awaitable[object]
     # from the gate.
     caller: McpCaller | None = McpCaller(options.user, options.groups, options.state)
     if options.transport == "http":
-        host, port = parse_listen(options.listen)
+        try:
+            host, port = parse_listen(options.listen)
+        except ValueError as exc:
+            raise ConfigError([Problem("--listen", "", str(exc))]) from None
         callers = authenticator(local.snapshot, settings)
         caller = None
     async with (
