@@ -16,8 +16,10 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.gateway.support import RunningGateway, services
-from toolbus import Elicitation, InputUnavailable, ask, can_ask, tool_service
+from tests.gateway.support import RunningGateway, authenticator, services, serving, snapshot
+from toolbus import Elicitation, InputUnavailable, ask, can_ask, running, tool_service
+from toolbus.plugins import connect
+from toolbus_gateway import Gateway, parse_gateway_settings
 
 pytestmark = pytest.mark.anyio
 
@@ -231,3 +233,30 @@ async def test_a_sessions_call_whose_tool_asks_waits_for_its_answer(
         done = await final_task(served, task_id)
 
     assert done.status == "completed" and done.result == "there"
+
+
+async def test_a_tool_that_forbids_tasks_is_asked_nothing_whatever_its_caller_can_answer(
+    broker_url: str, tool_services: tuple[Any, ...]
+) -> None:
+    config = snapshot(*tool_services)
+    config["tool"]["echo"]["task-support"] = "forbidden"
+    bus = await connect(broker_url)
+    try:
+        async with running(bus, *tool_services):
+            gateway = Gateway(
+                broker_url,
+                authenticator=authenticator(),
+                config=config,
+                settings=parse_gateway_settings({}),
+            )
+            async with serving(gateway) as server, server.client("alice") as http:
+                with anyio.fail_after(20):
+                    asked = await http.post(
+                        "/v1/tools/echo/call",
+                        json={"arguments": {"text": "hi"}, "can_answer": ["elicitation"]},
+                    )
+    finally:
+        await bus.close()
+
+    assert asked.status_code == 502, asked.text
+    assert asked.json()["error_type"] == "input-unavailable"
