@@ -11,12 +11,15 @@ from pathlib import Path
 
 import anyio
 import pytest
+from typer.testing import CliRunner
 
 from tests.cli import test_approvals_and_policy as approvals_cli
 from tests.cli.test_approvals_and_policy import ALICE_KEY, OPS_KEY, cli, stored, waiting
 from toolbus.application.doors.tasks import CLI_DOOR, call_task
 from toolbus.application.sealing import load_seal_keys, sealed
 from toolbus.application.tasks import TaskBook
+from toolbus.cli import app
+from toolbus.cli._door_state import API_KEY_ENV
 from toolbus.domain.tasks import Task
 from toolbus.plugins import connect_state
 
@@ -153,3 +156,72 @@ def test_call_async_refuses_what_cannot_work(
     refused = cli("call", "refund", "--async", *extra, key=BOB_KEY)
     assert refused.exit_code == 2, refused.output
     assert message in refused.output
+
+
+SURE = {"type": "object", "properties": {"sure": {"type": "boolean"}}, "required": ["sure"]}
+ASKING = {
+    "status": "input-required",
+    "message": "waiting for the caller's answers to what the tool asks",
+    "input_requests": {
+        "elicitation-1": {
+            "method": "elicitation/create",
+            "params": {"message": "Refund 40 EUR?", "requestedSchema": SURE},
+        }
+    },
+}
+
+
+def test_answer_gives_a_tasks_owner_answers_checked_against_its_questions(
+    scratch: Path, with_bob: str
+) -> None:
+    task = a_task(with_bob, scratch, **ASKING)
+    shown = cli("tasks", "show", task.id, key=ALICE_KEY)
+    yes = '{"elicitation-1": {"action": "accept", "content": {"sure": true}}}'
+
+    foreign = cli("tasks", "answer", task.id, "--responses", yes, key=BOB_KEY)
+    not_json = cli("tasks", "answer", task.id, "--responses", "{yes", key=ALICE_KEY)
+    unfit = cli(
+        "tasks",
+        "answer",
+        task.id,
+        "--responses",
+        '{"elicitation-1": {"action": "accept"}}',
+        key=ALICE_KEY,
+    )
+    untouched = read(with_bob, scratch, task.id)
+    answered = cli("tasks", "answer", task.id, "--responses", yes, key=ALICE_KEY)
+    after = read(with_bob, scratch, task.id)
+    again = cli("tasks", "answer", task.id, "--responses", yes, key=ALICE_KEY)
+
+    assert (
+        shown.exit_code == 0 and 'asks elicitation-1: elicitation "Refund 40 EUR?"' in shown.stdout
+    )
+    assert foreign.exit_code == 2 and f"no task {task.id!r} for you" in foreign.output
+    assert not_json.exit_code == 2 and "--responses is not JSON" in not_json.output
+    assert unfit.exit_code == 2
+    assert "responses['elicitation-1'].content: the form requires 'sure'" in unfit.output
+    assert untouched is not None and untouched.input_requests == ASKING["input_requests"]
+    assert answered.exit_code == 0, answered.output
+    assert f"answered; task {task.id} goes on" in answered.stdout
+    assert after is not None and after.input_requests == {}
+    assert after.call is not None
+    assert after.call.input_responses == {
+        "elicitation-1": {"action": "accept", "content": {"sure": True}}
+    }
+    assert again.exit_code == 2 and "asks nothing now" in again.output
+
+
+def test_answer_asks_each_question_at_the_terminal(scratch: Path, with_bob: str) -> None:
+    task = a_task(with_bob, scratch, **ASKING)
+
+    answered = CliRunner().invoke(
+        app, ["tasks", "answer", task.id], env={API_KEY_ENV: ALICE_KEY}, input="accept\ny\n"
+    )
+
+    assert answered.exit_code == 0, answered.output
+    assert "Refund 40 EUR?" in answered.output
+    after = read(with_bob, scratch, task.id)
+    assert after is not None and after.call is not None
+    assert after.call.input_responses == {
+        "elicitation-1": {"action": "accept", "content": {"sure": True}}
+    }

@@ -1,4 +1,4 @@
-"""``toolbus tasks list|show|cancel``: calls that run as tasks, from the command line.
+"""``toolbus tasks list|show|answer|cancel``: calls that run as tasks, from the command line.
 
 Tasks are kept in the state store the doors share (``state`` in
 ``toolbus.toml``, or ``TOOLBUS_STATE``), sealed with the doors' seal keys; these
@@ -6,7 +6,9 @@ commands read and write it with the same keys. Whoever runs them proves who
 they are with their API key (``TOOLBUS_API_KEY``, checked against
 ``[credentials]``) and sees their own tasks; operators (the users in
 ``console-users`` of ``[gateway]``, else those allowed ``"*"`` in
-``[permissions]``) may show and cancel anyone's.
+``[permissions]``) may show and cancel anyone's. A task whose tool asks its
+caller is answered by its owner only (``answer``): at the terminal, question by
+question, or with the answers as JSON.
 """
 
 from __future__ import annotations
@@ -15,15 +17,23 @@ import json
 import time
 from typing import Annotated, Any
 
+import anyio
 import typer
 
 from toolbus.application.doors.approvals import ApprovalBook
-from toolbus.application.tasks import TaskBook
+from toolbus.application.tasks import TaskBook, fitting_answers
 from toolbus.cli._app import app
 from toolbus.cli._door_state import StateOption, authenticated_user, door_state, with_store
 from toolbus.cli._help import CommandApp
+from toolbus.cli._prompting import TerminalRelay
 from toolbus.cli.plugin_api import VerboseOption, fail, setup_logging
-from toolbus.domain.errors import TaskClosed, TaskNotFound
+from toolbus.domain.calls.input_requests import (
+    InputAsk,
+    answer_to_json,
+    describe,
+    request_from_json,
+)
+from toolbus.domain.errors import TaskClosed, TaskNotAsking, TaskNotFound, UnfitAnswers, WireError
 from toolbus.domain.tasks import Task
 from toolbus.ports import StateStore
 from toolbus.settings import Settings
@@ -41,7 +51,7 @@ SHOWN = 60
 tasks_app = CommandApp(
     name="tasks",
     no_args_is_help=True,
-    help="Calls that run as tasks: list yours, show one, cancel one.",
+    help="Calls that run as tasks: list yours, show one, answer what one asks, cancel one.",
 )
 app.add_typer(tasks_app)
 
@@ -128,6 +138,84 @@ def show(
     typer.echo(summary(task, time.time()))
     if task.result is not None and len(task.result) > SHOWN:
         typer.echo(task.result)
+    for key, written in (task.input_requests or {}).items():
+        try:
+            typer.echo(f"asks {key}: {describe({key: request_from_json(written)})}")
+        except WireError:
+            typer.echo(f"asks {key}: {json.dumps(written, ensure_ascii=False)}")
+
+
+@tasks_app.command("answer")
+def answer(
+    task_id: IdArgument,
+    responses: Annotated[
+        str | None,
+        typer.Option(
+            "--responses",
+            metavar="JSON",
+            help='The answers by key, as MCP\'s client writes them: \'{"KEY": {"action": '
+            '"accept", "content": {...}}}\'. Without it, each question is asked here.',
+            show_default=False,
+        ),
+    ] = None,
+    state: StateOption = None,
+    verbose: VerboseOption = False,
+) -> None:
+    """Answer what the tool of one of your tasks asks (input-required): the task goes on
+    once every question is answered, on whichever replica makes its call."""
+    setup_logging(verbose)
+    given = None if responses is None else _responses(responses)
+    where = door_state(state, door=DOOR, missing=NO_STORE)
+    user = authenticated_user(where.settings, who="callers")
+
+    async def owned(store: StateStore) -> Task:
+        task = await TaskBook(store).get(task_id)
+        if task is None or task.owner != user:
+            fail(str(TaskNotFound(task_id)))
+        return task
+
+    if given is None:
+        # Asked with the store closed: a person may take their time.
+        given = _asked_here(with_store(where, "tasks", owned))
+
+    async def answered(store: StateStore) -> Task:
+        book = TaskBook(store)
+        task = await owned(store)
+        try:
+            fitting = fitting_answers(task, given)
+            now = book.clock()
+            return await book.change(task_id, lambda task: task.answered(now, fitting))
+        except (TaskClosed, TaskNotAsking, TaskNotFound, UnfitAnswers) as exc:
+            fail(str(exc))
+
+    task = with_store(where, "tasks", answered)
+    left = sorted(task.input_requests or {})
+    if left:
+        typer.echo(f"answered; task {task.id} still asks {', '.join(left)}")
+    else:
+        typer.echo(f"answered; task {task.id} goes on")
+
+
+def _responses(text: str) -> dict[str, Any]:
+    try:
+        given = json.loads(text)
+    except json.JSONDecodeError as exc:
+        fail(f"--responses is not JSON ({exc}); give the answers by key as a JSON object")
+    if not isinstance(given, dict) or not given:
+        fail('--responses must be a JSON object of answers by key, e.g. {"KEY": {...}}')
+    return given
+
+
+def _asked_here(task: Task) -> dict[str, Any]:
+    """The answers the person at the terminal gives to what the task asks."""
+    if task.final or not task.input_requests:
+        return {}  # fitting_answers says why there is nothing to answer
+    try:
+        asked = InputAsk.from_json({"requests": task.input_requests})
+    except WireError as exc:
+        fail(f"task {task.id} asks what this command cannot show ({exc}); use --responses")
+    answers = anyio.run(TerminalRelay().answer, asked)
+    return {key: answer_to_json(value) for key, value in answers.items()}
 
 
 @tasks_app.command("cancel")
