@@ -21,7 +21,8 @@ from toolbus import (
     can_ask,
     tool_service,
 )
-from toolbus.application.agent.service import AgentClient, AgentService
+from toolbus.application.agent.client import AgentClient
+from toolbus.application.agent.service import AgentService
 from toolbus.domain.agent.wire import AgentEvent, AgentRequest
 from toolbus.domain.calls.input_requests import InputAnswer, InputAsk, Root
 from toolbus.testing.kit import ToolTestKit

@@ -13,7 +13,8 @@ from tests.agent.conftest import MakeAgent
 from tests.agent.support import AgentHarness, call, extra_tool, snapshot_with
 from tests.session.support import SERVICES, WORKFLOW_GROUPS
 from tests.support.model_server import ModelServer
-from toolbus.application.agent.service import AgentClient, AgentService
+from toolbus.application.agent.client import AgentClient
+from toolbus.application.agent.service import AgentService
 from toolbus.application.calls.service import tool_service
 from toolbus.domain.agent.wire import (
     DEFAULT_REQUEST_QUEUE,

@@ -22,8 +22,9 @@ from anyio.abc import TaskGroup
 
 from toolbus.application.agent.audit import AuditRecord, ListAuditSink
 from toolbus.application.agent.checkpoints import RunCheckpoints
+from toolbus.application.agent.client import AgentClient
 from toolbus.application.agent.loop import AgentLimits, AgentLoop
-from toolbus.application.agent.service import AgentClient, AgentService
+from toolbus.application.agent.service import AgentService
 from toolbus.application.calls.metrics import ToolbusMetrics
 from toolbus.application.calls.service import tool_service
 from toolbus.application.doors.approvals import ApprovalBook

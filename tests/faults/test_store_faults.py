@@ -42,7 +42,7 @@ from tests.redis.server import RedisServer
 from tests.scaling.deployment import ALICE_KEY, GROUPS, Deployment
 from tests.support.servers import Restartable
 from toolbus import connect
-from toolbus.application.agent.service import AgentClient
+from toolbus.application.agent.client import AgentClient
 from toolbus.domain.agent.wire import AgentEvent, AgentRequest
 from toolbus_mcp.serving.server import STORE_UNAVAILABLE
 

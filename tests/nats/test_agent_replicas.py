@@ -12,8 +12,9 @@ import pytest
 from tests.session.support import SERVICES, WORKFLOW_GROUPS, workflow_registry
 from tests.support.model_server import ModelServer
 from toolbus.application.agent.audit import ListAuditSink
+from toolbus.application.agent.client import AgentClient
 from toolbus.application.agent.loop import AgentLoop
-from toolbus.application.agent.service import AgentClient, AgentService
+from toolbus.application.agent.service import AgentService
 from toolbus.application.calls.client import ToolServiceClient
 from toolbus.application.calls.host import running
 from toolbus.application.calls.metrics import ToolbusMetrics

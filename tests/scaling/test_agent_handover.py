@@ -24,7 +24,7 @@ from tests.doors.processes import door_process
 from tests.nats.cluster import NatsCluster
 from tests.scaling.deployment import GROUPS, Deployment
 from tests.support.model_server import ModelServer
-from toolbus.application.agent.service import AgentClient
+from toolbus.application.agent.client import AgentClient
 from toolbus.domain.agent.wire import AgentEvent, AgentRequest
 from toolbus.plugins import connect
 

@@ -31,7 +31,7 @@ from tests.nats.cluster import NatsCluster
 from tests.scaling.deployment import ALICE_KEY, GROUPS, Deployment
 from tests.scaling.test_gateway_tasks import BOB_KEY, deployment_with_tasks, task_book, until
 from tests.support.model_server import ModelServer
-from toolbus.application.agent.service import AgentClient
+from toolbus.application.agent.client import AgentClient
 from toolbus.domain.agent.wire import AgentEvent, AgentRequest
 from toolbus.plugins import connect
 

@@ -36,10 +36,11 @@ from typing import TYPE_CHECKING
 from toolbus._internal.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
+    from toolbus.application.agent.client import AgentClient
     from toolbus.application.agent.llm import LLM, LLMError
     from toolbus.application.agent.loop import AgentLimits, AgentLoop, AgentResult
     from toolbus.application.agent.outcomes import CallOutcome
-    from toolbus.application.agent.service import AgentClient, AgentService
+    from toolbus.application.agent.service import AgentService
     from toolbus.application.agent.session import AgentSession
     from toolbus.application.calls.asking import ask, ask_all, can_ask, carried
     from toolbus.application.calls.client import CallResult, ToolServiceClient
@@ -105,7 +106,7 @@ _HOMES = {
     "AgentLoop": "application.agent.loop",
     "AgentResult": "application.agent.loop",
     "CallOutcome": "application.agent.outcomes",
-    "AgentClient": "application.agent.service",
+    "AgentClient": "application.agent.client",
     "AgentService": "application.agent.service",
     "AgentSession": "application.agent.session",
     "ask": "application.calls.asking",

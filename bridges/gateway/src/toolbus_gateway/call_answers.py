@@ -22,7 +22,8 @@ from toolbus.domain.tasks import Task
 from toolbus_gateway.gateway import Gateway
 from toolbus_gateway.limited import limited_refusal
 from toolbus_gateway.models import call_status, outcome_json
-from toolbus_gateway.tasks import GatewayTasks, Preference
+from toolbus_gateway.preference import Preference
+from toolbus_gateway.tasks import GatewayTasks
 
 JSON = b"application/json"
 #: Where a task is read: its Location.

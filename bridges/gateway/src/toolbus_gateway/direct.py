@@ -33,8 +33,8 @@ from toolbus.application.identity.credentials import bearer_token
 from toolbus_gateway.call_answers import answer_call
 from toolbus_gateway.gateway import Gateway
 from toolbus_gateway.models import CallRequest
+from toolbus_gateway.preference import Preference
 from toolbus_gateway.security_headers import SECURITY_HEADERS
-from toolbus_gateway.tasks import Preference
 
 HEALTHZ = "/healthz"
 #: A tool call's path is ``/v1/tools/`` + name + ``/call``; the counter's label is the template.

@@ -34,10 +34,10 @@ from toolbus_gateway.models import (
     SessionView,
     outcome_view,
 )
+from toolbus_gateway.preference import Preference
 from toolbus_gateway.routing import CALL_AS_TASK, EVENT_STREAM, EventStreamAnswer, v1_router
 from toolbus_gateway.sessions import SessionExists
 from toolbus_gateway.streams import open_stream, sse, take_stream
-from toolbus_gateway.tasks import Preference
 from toolbus_gateway.tool_routes import PREFER, CallerDep
 
 router = v1_router([Depends(store_needed)])

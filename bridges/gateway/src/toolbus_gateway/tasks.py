@@ -65,6 +65,7 @@ from toolbus.domain.tasks import Task, TaskError, TaskSettings
 from toolbus.plugins import connect_state
 from toolbus.ports import StateStore
 from toolbus_gateway.models import outcome_view
+from toolbus_gateway.preference import Preference
 from toolbus_gateway.session_events import SessionEvents
 from toolbus_gateway.stats import CallStats
 
@@ -79,32 +80,6 @@ class GatewayStopping(ToolbusError):
 
     def __init__(self, why: str = "the gateway stopped before the call was made") -> None:
         super().__init__(f"{why}; make it again (another replica, or this one restarted, takes it)")
-
-
-@dataclass(frozen=True, slots=True)
-class Preference:
-    """What a request's ``Prefer`` headers ask for (RFC 7240): ``respond-async``, ``wait``."""
-
-    respond_async: bool = False
-    wait: float | None = None
-
-    @classmethod
-    def of(cls, values: list[str]) -> Preference:
-        """From the values of every ``Prefer`` header; preferences not understood are
-        ignored, as RFC 7240 asks."""
-        respond_async, wait = False, None
-        for value in values:
-            for preference in value.split(","):
-                token, _, parameter = preference.split(";", 1)[0].partition("=")
-                name = token.strip().lower()
-                if name == "respond-async":
-                    respond_async = True
-                elif name == "wait":
-                    try:
-                        wait = max(0.0, float(parameter.strip().strip('"')))
-                    except ValueError:
-                        continue
-        return cls(respond_async, wait)
 
 
 class _HandedOver(Exception):

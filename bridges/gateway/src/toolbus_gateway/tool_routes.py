@@ -35,6 +35,7 @@ from toolbus_gateway.models import (
     Format,
     ToolList,
 )
+from toolbus_gateway.preference import Preference
 from toolbus_gateway.routing import (
     CALL_AS_TASK,
     CALL_REFUSED,
@@ -43,7 +44,6 @@ from toolbus_gateway.routing import (
     v1_router,
 )
 from toolbus_gateway.streams import open_stream, take_stream
-from toolbus_gateway.tasks import Preference
 
 router = v1_router()
 CallerDep = Annotated[Principal, Depends(api_caller)]

@@ -18,6 +18,7 @@ import typer
 from toolbus._internal.event_loops import EventLoop, running_loop_name
 from toolbus._internal.heap import settle_heap
 from toolbus.application.agent.checkpoints import RunCheckpoints
+from toolbus.application.agent.client import AgentClient
 from toolbus.application.agent.llm import LLM
 from toolbus.application.agent.loop import (
     DEFAULT_MAX_ITERATIONS,
@@ -28,7 +29,6 @@ from toolbus.application.agent.loop import (
 from toolbus.application.agent.service import (
     DEFAULT_CONCURRENCY,
     DEFAULT_DRAIN_TIMEOUT,
-    AgentClient,
     AgentService,
     failure_event,
 )

@@ -6,7 +6,7 @@ holding its tasks (a :class:`~toolbus.application.tasks.TaskBook`, door
 ``a2a``) and its records; a :class:`~toolbus.application.tasks.TaskRunner`
 that runs them and goes on with those another replica left; the task event
 stream on the bus; the agents announced on the bus, one
-:class:`~toolbus.application.agent.service.AgentClient` per agent; and uvicorn
+:class:`~toolbus.application.agent.client.AgentClient` per agent; and uvicorn
 serving a2a-sdk's transports.
 """
 
@@ -27,7 +27,7 @@ from a2a.types import AgentCard
 from anyio.abc import TaskGroup, TaskStatus
 
 from toolbus._internal.web_server import CommandServer, bind, cannot_listen
-from toolbus.application.agent.service import AgentClient
+from toolbus.application.agent.client import AgentClient
 from toolbus.application.identity.bearer import Authenticator
 from toolbus.application.sealing.doors import shared_url
 from toolbus.application.tasks import TaskBook, TaskEnd, TaskProgress, TaskRunner

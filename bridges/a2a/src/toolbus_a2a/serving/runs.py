@@ -46,7 +46,7 @@ from a2a.server.cluster import VersionedEvent
 from a2a.server.events import Event
 from a2a.types import TaskStatusUpdateEvent
 
-from toolbus.application.agent.service import AgentClient
+from toolbus.application.agent.client import AgentClient
 from toolbus.application.tasks import TaskBook, TaskEnd, TaskProgress
 from toolbus.application.tasks.asking import TaskInputRelay
 from toolbus.application.tasks.runner import Resume
