@@ -65,6 +65,10 @@ def door_environment(extra: dict[str, str]) -> dict[str, str]:
     return {**environment, **extra}
 
 
+#: Characters of a door's log a failing test shows.
+_SHOWN_ON_FAILURE = 4000
+
+
 @asynccontextmanager
 async def door_process(
     args: Sequence[str],
@@ -108,7 +112,14 @@ async def door_process(
                     break
                 # A foreign process tells readiness only by its port or its log.
                 await anyio.sleep(0.05)
-        yield running
+        try:
+            yield running
+        except BaseException as failure:
+            # A test that fails while the door runs says what the door logged: a failure
+            # inside it (an "internal error" answer, say) is explained only there.
+            tail = running.output()[-_SHOWN_ON_FAILURE:]
+            failure.add_note(f"--- toolbus {' '.join(args)} logged (its end) ---\n{tail}")
+            raise
     finally:
         if process.returncode is None:
             process.terminate()

@@ -253,9 +253,9 @@ class McpTasks:
         """The task once it ended or its tool asked, within ``task_after``; else ``None``."""
         with anyio.move_on_after(self.task_after):
             async for task in self.book.changes(task_id):
-                if task is None:
-                    raise TaskNotFound(task_id)
-                if task.final or task.input_requests:
+                # None: not in this replica's view of a replicated store yet (the task was
+                # just written), or gone; either way the wait is bounded.
+                if task is not None and (task.final or task.input_requests):
                     return task
         return None
 
