@@ -35,6 +35,7 @@ from toolbus.application.identity.credentials import ApiKey, CredentialTable
 from toolbus.application.sealing import SealKey, SealKeys
 from toolbus.domain.config.loading import load_registry
 from toolbus.plugins import connect_state
+from toolbus.ports import StateStore
 from toolbus.testing.kit import ToolTestKit
 from toolbus_mcp.serving.running import door_tasks
 from toolbus_mcp.serving.server import BusMcpServer, McpCaller
@@ -264,27 +265,36 @@ async def test_a_tampered_or_foreign_state_is_a_protocol_error(server: BusMcpSer
     assert kept.content[0].text == "state-ok: confirmed True"
 
 
+async def limited_door(
+    stack: AsyncExitStack, limit: str, tool: str
+) -> tuple[BusMcpServer, StateStore]:
+    """Alice's MCP door over the conformance tools, ``tool`` limited to one call a minute
+    (the limit named ``limit``), counted in a store of its own (returned with it)."""
+    kit = await ToolTestKit.open(stack)
+    await kit.serve(*SERVICES, seal_keys=KEYS)
+    tools = kit.tools(load_registry(snapshot()))
+    store = await connect_state(f"memory://mcp-asking-limits-{uuid.uuid4().hex}")
+    stack.push_async_callback(store.close)
+    settings = {"limits": [{"name": limit, "calls": 1, "every": "1m", "tools": [tool]}]}
+    door = FrontDoor(
+        tools,
+        policy=AccessPolicy(tools.registry.snapshot, None),
+        settings=parse_door_settings(None),
+        audit=ListAuditSink(),
+        metrics=ToolbusMetrics.disabled(),
+        steps=call_steps(settings, store=store),
+    )
+    server = BusMcpServer(door, caller=McpCaller("alice"))
+    stack.push_async_callback(server.close)
+    return server, store
+
+
 async def test_a_call_continued_with_answers_counts_once_in_its_limit() -> None:
     """The call made again with the answers and its state is the call that asked: a limit
     counted it when it came. The same state brought once more is a call of its own."""
     tool = "test_input_required_result_elicitation"
-    settings = {"limits": [{"name": "asks", "calls": 1, "every": "1m", "tools": [tool]}]}
     async with AsyncExitStack() as stack:
-        kit = await ToolTestKit.open(stack)
-        await kit.serve(*SERVICES, seal_keys=KEYS)
-        tools = kit.tools(load_registry(snapshot()))
-        store = await connect_state(f"memory://mcp-asking-limits-{uuid.uuid4().hex}")
-        stack.push_async_callback(store.close)
-        door = FrontDoor(
-            tools,
-            policy=AccessPolicy(tools.registry.snapshot, None),
-            settings=parse_door_settings(None),
-            audit=ListAuditSink(),
-            metrics=ToolbusMetrics.disabled(),
-            steps=call_steps(settings, store=store),
-        )
-        server = BusMcpServer(door, caller=McpCaller("alice"))
-        stack.push_async_callback(server.close)
+        server, _ = await limited_door(stack, "asks", tool)
         person = Person()
         async with Client(server.server, mode="auto", **person.callbacks()) as client:
             asked = await client.session.call_tool(tool, {}, allow_input_required=True)
@@ -386,24 +396,9 @@ async def test_asked_in_time_and_answered_in_place_it_counts_once_in_its_limit()
     client, whose call with the answers is the call that asked: a limit of one lets it
     through, and the task the client never saw ends cancelled."""
     tool = "test_tool_with_task"
-    settings = {"limits": [{"name": "once", "calls": 1, "every": "1m", "tools": [tool]}]}
     async with AsyncExitStack() as stack:
-        kit = await ToolTestKit.open(stack)
-        await kit.serve(*SERVICES, seal_keys=KEYS)
-        tools = kit.tools(load_registry(snapshot()))
-        store = await connect_state(f"memory://mcp-asking-in-place-{uuid.uuid4().hex}")
-        stack.push_async_callback(store.close)
-        door = FrontDoor(
-            tools,
-            policy=AccessPolicy(tools.registry.snapshot, None),
-            settings=parse_door_settings(None),
-            audit=ListAuditSink(),
-            metrics=ToolbusMetrics.disabled(),
-            steps=call_steps(settings, store=store),
-        )
-        server = BusMcpServer(door, caller=McpCaller("alice"))
-        stack.push_async_callback(server.close)
-        runner = await stack.enter_async_context(door_tasks(door, store, shared=False))
+        server, store = await limited_door(stack, "once", tool)
+        runner = await stack.enter_async_context(door_tasks(server.door, store, shared=False))
         McpTasks(server, runner)
         async with Client(server.server, **_tasks_client()) as client:
             first = await call_raw(client, tool, {})
