@@ -75,11 +75,27 @@ class Gate:
 
 async def until(book: TaskBook, task_id: str, check: Callable[[Task], bool]) -> Task:
     """The task once ``check`` holds for it (awaited on the store's watch)."""
-    with anyio.fail_after(10):
-        async for task in book.changes(task_id):
-            if task is not None and check(task):
-                return task
-    raise AssertionError("unreachable")
+    task = await book.first(task_id, check, timeout=10)
+    assert task is not None, f"task {task_id}: what was awaited did not come within 10 s"
+    return task
+
+
+async def test_first_waits_past_a_moment_with_no_task(store: StateStore) -> None:
+    book = TaskBook(store)
+    task = a_task()
+    async with anyio.create_task_group() as group:
+        found: list[Task | None] = []
+
+        async def wait() -> None:
+            found.append(await book.first(task.id, lambda seen: seen.status == "working"))
+
+        group.start_soon(wait)
+        await anyio.wait_all_tasks_blocked()
+        await book.create(task)
+    missing = await book.first("no-such-task", lambda seen: True, timeout=0.05)
+
+    assert found == [task]
+    assert missing is None
 
 
 async def test_a_task_runs_in_the_background_and_keeps_its_result(

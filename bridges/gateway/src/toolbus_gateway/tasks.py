@@ -293,12 +293,11 @@ class GatewayTasks:
     async def _asked(self, task_id: str, scope: anyio.CancelScope) -> None:
         """Cancel ``scope`` once the task's tool asks its caller: the caller answers now."""
         try:
-            async for now in self.book.changes(task_id):
-                if now is None or now.input_requests:
-                    scope.cancel()
-                    return
+            await self.book.first(task_id, lambda task: bool(task.input_requests))
         except ToolbusError as exc:  # the store is away: the outcome is still awaited
             log.warning("task %s: stopped watching for its questions: %s", task_id, exc)
+            return
+        scope.cancel()
 
     def _task(
         self,

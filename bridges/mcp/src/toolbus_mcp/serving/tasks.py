@@ -46,7 +46,6 @@ from contextlib import suppress
 from datetime import UTC, datetime
 from typing import Any
 
-import anyio
 import mcp_types as mcp
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
@@ -243,21 +242,18 @@ class McpTasks:
         if self.calls.hand_back(task.id):
             # Its end (the call's limits noting its state) comes before the client's
             # next call can: the work cancels its task once the call ended asking.
-            with suppress(TaskNotFound):
-                await self.book.final(task.id, self.calls.settings.call_timeout)
+            await self.book.first(
+                task.id, lambda task: task.final, self.calls.settings.call_timeout
+            )
             return
         with suppress(TaskClosed, TaskNotFound):
             await self.runner.cancel(task.owner, task.id)
 
     async def _settled(self, task_id: str) -> Task | None:
         """The task once it ended or its tool asked, within ``task_after``; else ``None``."""
-        with anyio.move_on_after(self.task_after):
-            async for task in self.book.changes(task_id):
-                # None: not in this replica's view of a replicated store yet (the task was
-                # just written), or gone; either way the wait is bounded.
-                if task is not None and (task.final or task.input_requests):
-                    return task
-        return None
+        return await self.book.first(
+            task_id, lambda task: task.final or bool(task.input_requests), self.task_after
+        )
 
     async def _run(self, task: Task, progress: TaskProgress) -> TaskEnd:
         """Make the task's call, on this replica or on one going on with it."""

@@ -15,6 +15,7 @@ for tasks whose runner stopped, to go on with them).
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import AsyncIterator, Callable
 
@@ -132,6 +133,18 @@ class TaskBook:
                     last = version
                     yield _task(entry)
                 await anyio.sleep(POLL_INTERVAL)
+
+    async def first(
+        self, task_id: str, check: Callable[[Task], bool], timeout: float = math.inf
+    ) -> Task | None:
+        """The task once ``check`` holds for it; ``None`` when ``timeout`` seconds came
+        first. A moment with no task is waited past, the timeout bounding it: a fresh watch
+        of a replicated store may not show a task just written yet."""
+        with anyio.move_on_after(timeout):
+            async for task in self.changes(task_id):
+                if task is not None and check(task):
+                    return task
+        return None
 
     async def final(self, task_id: str, timeout: float) -> Task | None:
         """The task once it is final; ``None`` when ``timeout`` seconds came first.
