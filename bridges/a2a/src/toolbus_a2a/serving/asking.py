@@ -29,6 +29,7 @@ from google.protobuf.json_format import MessageToDict
 from google.protobuf.struct_pb2 import Value
 
 from toolbus.application.tasks import fitting_answers
+from toolbus.application.tasks.asking import FORM_ANSWER
 from toolbus.domain.calls.forms import expected_value, form_fields
 from toolbus.domain.calls.input_requests import Elicitation, InputRequest, request_from_json
 from toolbus.domain.errors import UnfitAnswers, WireError
@@ -37,10 +38,10 @@ from toolbus.domain.tasks import Task
 #: Words a yes-or-no field reads from a text reply.
 _YES = frozenset({"yes", "y", "true"})
 _NO = frozenset({"no", "n", "false"})
-_FORM_ANSWER = '{"action": "accept", "content": {...}} (or "decline", or "cancel")'
 
 
-def _requests(pending: Mapping[str, Any]) -> dict[str, InputRequest]:
+def readable_requests(pending: Mapping[str, Any]) -> dict[str, InputRequest]:
+    """The requests of ``pending`` (by key, as MCP writes them) that toolbus reads."""
     found = {}
     for key, written in pending.items():
         try:
@@ -54,7 +55,7 @@ def question_text(pending: Mapping[str, Any]) -> str:
     """The questions in words: the form's message, or each form's by key."""
     messages = {
         key: request.message
-        for key, request in _requests(pending).items()
+        for key, request in readable_requests(pending).items()
         if isinstance(request, Elicitation)
     }
     if len(messages) == 1:
@@ -105,8 +106,8 @@ def read_answers(message: Message, task: Task) -> dict[str, Any]:
 
 def _text_answer(text: str, task_id: str, pending: Mapping[str, Any]) -> dict[str, Any]:
     """A text reply read as the one form's one field, when it can be read only so."""
-    shape = f'a data part {{"responses": {{KEY: {_FORM_ANSWER}}}}}'
-    requests = _requests(pending)
+    shape = f'a data part {{"responses": {{KEY: {FORM_ANSWER}}}}}'
+    requests = readable_requests(pending)
     only = next(iter(requests.values())) if len(requests) == 1 else None
     fields = form_fields(only.schema) if isinstance(only, Elicitation) else {}
     if not text or only is None or len(fields) != 1:

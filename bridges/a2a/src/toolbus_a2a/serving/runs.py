@@ -37,7 +37,6 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
-from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,10 +50,11 @@ from toolbus.application.tasks import TaskBook, TaskEnd, TaskProgress
 from toolbus.application.tasks.asking import TaskInputRelay
 from toolbus.application.tasks.runner import Resume
 from toolbus.domain.agent.wire import AgentEvent, AgentRequest
-from toolbus.domain.calls.input_requests import InputRequest, request_from_json
-from toolbus.domain.errors import TaskClosed, WireError
+from toolbus.domain.calls.input_requests import InputRequest
+from toolbus.domain.errors import TaskClosed
 from toolbus.domain.tasks import Task, TaskError
 from toolbus.domain.tasks import TaskStatus as BusStatus
+from toolbus_a2a.serving.asking import readable_requests
 from toolbus_a2a.serving.events import BusTaskEventStream, now_version
 from toolbus_a2a.serving.records import A2ARecords, ContextRecord, TaskRecord
 from toolbus_a2a.serving.views import (
@@ -245,11 +245,7 @@ class AgentRun:
         task = await self.parts.book.get(self.record.task_id)
         if task is None or task.status != "input-required" or not task.input_requests:
             return {}
-        found = {}
-        for key, written in task.input_requests.items():
-            with suppress(WireError):  # not a request toolbus reads: never asked here
-                found[key] = request_from_json(written)
-        return found
+        return readable_requests(task.input_requests)
 
     async def _answer(self, relay: TaskInputRelay, questions: dict[str, InputRequest]) -> None:
         answers = await relay.answers_to(questions)

@@ -55,7 +55,7 @@ from toolbus.domain.tasks import Task
 log = logging.getLogger("toolbus.tasks")
 
 #: How an answer to a form is written, for messages naming the fix.
-_FORM_ANSWER = '{"action": "accept", "content": {...}} (or "decline", or "cancel")'
+FORM_ANSWER = '{"action": "accept", "content": {...}} (or "decline", or "cancel")'
 
 
 class TaskInputRelay:
@@ -176,7 +176,7 @@ def _check_answer(key: str, written: Any, given: Any) -> None:
     try:
         answer = answer_from_json(request, given)
     except ValueError as exc:
-        fix = _FORM_ANSWER if isinstance(request, Elicitation) else "the answer as MCP's client"
+        fix = FORM_ANSWER if isinstance(request, Elicitation) else "the answer as MCP's client"
         raise UnfitAnswers(f"responses[{key!r}]: {exc}; send {fix}") from None
     if isinstance(answer, ElicitationAnswer) and answer.accepted:
         assert isinstance(request, Elicitation)
