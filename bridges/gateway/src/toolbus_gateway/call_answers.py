@@ -16,6 +16,7 @@ import orjson
 
 from toolbus import AgentSession, CallOutcome
 from toolbus.application.identity.bearer import Principal
+from toolbus.application.tasks import task_kinds
 from toolbus.domain.calls.input_requests import InputKind
 from toolbus.domain.errors import UnknownTool
 from toolbus.domain.tasks import Task
@@ -23,7 +24,7 @@ from toolbus_gateway.gateway import Gateway
 from toolbus_gateway.limited import limited_refusal
 from toolbus_gateway.models import call_status, outcome_json
 from toolbus_gateway.preference import Preference
-from toolbus_gateway.tasks import GatewayTasks
+from toolbus_gateway.tasks import GatewayTasks, runs_as_task
 
 JSON = b"application/json"
 #: Where a task is read: its Location.
@@ -74,16 +75,13 @@ def tasks_of(gateway: Gateway) -> GatewayTasks:
 def wants_task(
     gateway: Gateway, name: str, preference: Preference, can_answer: Collection[InputKind] = ()
 ) -> bool:
-    """Whether the call may run as a task from the start: asked for, or required by its
-    tool (then its session allows a task's call time), or its caller can answer its tool's
-    questions; a tool that forbids it never does."""
+    """Whether the call may run as a task from the start (:func:`runs_as_task`; then its
+    session allows a task's call time)."""
     try:
         support = gateway.registry.tool(name).task_support
     except UnknownTool:
         return False
-    return support == "required" or (
-        (preference.respond_async or bool(can_answer)) and support != "forbidden"
-    )
+    return runs_as_task(support, preference, can_answer)
 
 
 async def answer_call(
@@ -123,8 +121,9 @@ async def settled(
     if isinstance(answered, CallOutcome):
         return outcome_answer(gateway, answered, in_session=in_session)
     tasks = tasks_of(gateway)
-    may_ask = answered.call is not None and bool(answered.call.input_kinds)
-    if (answered.status == "input-required" or may_ask) and not preference.respond_async:
+    if (answered.status == "input-required" or task_kinds(answered)) and not (
+        preference.respond_async
+    ):
         seconds = tasks.settings.approval_wait
         if preference.wait is not None:
             seconds = min(seconds, preference.wait)

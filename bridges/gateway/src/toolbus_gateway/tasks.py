@@ -56,6 +56,7 @@ from toolbus.application.tasks import (
     TaskProgress,
     TaskRunner,
     fitting_answers,
+    task_kinds,
 )
 from toolbus.domain.access.approvals import Approval
 from toolbus.domain.calls.input_requests import InputKind
@@ -199,9 +200,7 @@ class GatewayTasks:
         tool, should it ask (the call then runs as a task)."""
         tool = _offered(session, name)
         support = "forbidden" if tool is None else tool.task_support
-        as_task = support == "required" or (
-            (preference.respond_async or bool(can_answer)) and support != "forbidden"
-        )
+        as_task = runs_as_task(support, preference, can_answer)
         parsed = arguments if isinstance(arguments, Mapping) else None
         if tool is not None and as_task and parsed is not None:
             if self.stopping.is_set():
@@ -273,7 +272,7 @@ class GatewayTasks:
                             either.cancel_scope.cancel()
 
                         either.start_soon(stopped)
-                        if task.call is not None and task.call.input_kinds:
+                        if task_kinds(task):
                             either.start_soon(self._asked, task.id, either.cancel_scope)
                         await settling.done.wait()
                         either.cancel_scope.cancel()
@@ -462,6 +461,17 @@ class GatewayTasks:
             approval = None if book is None else await book.get(approval_id)
             if approval is None or approval.status == "pending":
                 scope.cancel()
+
+
+def runs_as_task(
+    support: str, preference: Preference, can_answer: Collection[InputKind] = ()
+) -> bool:
+    """Whether a call of a tool with this ``task-support`` runs as a task from the start:
+    asked for, required by its tool, or its caller can answer its tool's questions; a
+    tool that forbids it never does."""
+    return support == "required" or (
+        (preference.respond_async or bool(can_answer)) and support != "forbidden"
+    )
 
 
 def _offered(session: AgentSession, name: str) -> ToolDescriptor | None:
